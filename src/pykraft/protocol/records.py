@@ -1,0 +1,382 @@
+"""RecordBatch v2 (magic 2): header parsing, validation, in-place offset assignment, building.
+
+The broker never touches individual records on produce or fetch (DESIGN.md, hot path rules): it reads
+the 61-byte batch header, checks the CRC-32C with a C extension and rewrites ``baseOffset`` in place.
+Building and decoding individual records is for the metadata log, tools and tests only.
+
+Layout (clients/.../record/DefaultRecordBatch.java)::
+
+    baseOffset:int64 batchLength:int32 partitionLeaderEpoch:int32 magic:int8 crc:uint32
+    attributes:int16 lastOffsetDelta:int32 baseTimestamp:int64 maxTimestamp:int64
+    producerId:int64 producerEpoch:int16 baseSequence:int32 recordCount:int32
+
+The CRC covers ``attributes`` to the end of the batch, so rewriting ``baseOffset`` or
+``partitionLeaderEpoch`` never invalidates it.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Iterator, Sequence
+from typing import NamedTuple
+
+from crc32c import crc32c
+
+from pykraft.core.errors import ErrorCode
+
+BATCH_HEADER_SIZE = 61
+# baseOffset + batchLength: the bytes that batchLength does not count.
+LOG_OVERHEAD = 12
+MAGIC_OFFSET = 16
+CRC_OFFSET = 17
+ATTRIBUTES_OFFSET = 21
+PARTITION_LEADER_EPOCH_OFFSET = 12
+CURRENT_MAGIC = 2
+
+NO_PRODUCER_ID = -1
+NO_PRODUCER_EPOCH = -1
+NO_SEQUENCE = -1
+NO_PARTITION_LEADER_EPOCH = -1
+NO_TIMESTAMP = -1
+INT32_MAX = 2**31 - 1
+
+COMPRESSION_MASK = 0x07
+TIMESTAMP_TYPE_MASK = 0x08
+TRANSACTIONAL_MASK = 0x10
+CONTROL_MASK = 0x20
+DELETE_HORIZON_MASK = 0x40
+
+TIMESTAMP_TYPE_CREATE_TIME = 0
+TIMESTAMP_TYPE_LOG_APPEND_TIME = 1
+
+_HEADER = struct.Struct(">qiibIhiqqqhii")
+_BASE_OFFSET = struct.Struct(">q")
+_INT32 = struct.Struct(">i")
+_MAGIC_PEEK = struct.Struct(">qiib")
+
+
+class InvalidBatchError(Exception):
+    """A batch a client sent fails validation; ``error_code`` is what the produce response carries."""
+
+    def __init__(self, error_code: ErrorCode, message: str) -> None:
+        super().__init__(message)
+        self.error_code = error_code
+
+
+def increment_sequence(sequence: int, increment: int) -> int:
+    """``sequence + increment`` wrapping past Int.MAX back to 0 (DefaultRecordBatch.incrementSequence)."""
+    if sequence > INT32_MAX - increment:
+        return increment - (INT32_MAX - sequence) - 1
+    return sequence + increment
+
+
+def decrement_sequence(sequence: int, decrement: int) -> int:
+    """The mirror image of :func:`increment_sequence`."""
+    if sequence < decrement:
+        return INT32_MAX - (decrement - sequence) + 1
+    return sequence - decrement
+
+
+class BatchHeader(NamedTuple):
+    base_offset: int
+    batch_length: int
+    partition_leader_epoch: int
+    magic: int
+    crc: int
+    attributes: int
+    last_offset_delta: int
+    base_timestamp: int
+    max_timestamp: int
+    producer_id: int
+    producer_epoch: int
+    base_sequence: int
+    record_count: int
+
+    @property
+    def size_in_bytes(self) -> int:
+        return self.batch_length + LOG_OVERHEAD
+
+    @property
+    def last_offset(self) -> int:
+        return self.base_offset + self.last_offset_delta
+
+    @property
+    def next_offset(self) -> int:
+        return self.base_offset + self.last_offset_delta + 1
+
+    @property
+    def last_sequence(self) -> int:
+        if self.base_sequence == NO_SEQUENCE:
+            return NO_SEQUENCE
+        return increment_sequence(self.base_sequence, self.last_offset_delta)
+
+    @property
+    def has_producer_id(self) -> bool:
+        return self.producer_id > NO_PRODUCER_ID
+
+    @property
+    def compression_type(self) -> int:
+        return self.attributes & COMPRESSION_MASK
+
+    @property
+    def timestamp_type(self) -> int:
+        return 1 if self.attributes & TIMESTAMP_TYPE_MASK else 0
+
+    @property
+    def is_transactional(self) -> bool:
+        return bool(self.attributes & TRANSACTIONAL_MASK)
+
+    @property
+    def is_control(self) -> bool:
+        return bool(self.attributes & CONTROL_MASK)
+
+
+def read_batch_header(buf: bytes | bytearray | memoryview, pos: int = 0) -> BatchHeader:
+    """Parse the 61-byte header at ``pos``; the caller guarantees the bytes are there."""
+    return BatchHeader._make(_HEADER.unpack_from(buf, pos))
+
+
+def validate_batches(buf: bytes | bytearray | memoryview) -> list[BatchHeader]:
+    """Validate a client's ``records`` field whole: every batch, header only plus CRC-32C.
+
+    Raises :class:`InvalidBatchError` with the code Kafka answers:
+    magic < 2 -> UNSUPPORTED_FOR_MESSAGE_FORMAT (43); bad CRC -> CORRUPT_MESSAGE (2);
+    a length that runs past the end, or garbage -> CORRUPT_MESSAGE (2); record count that disagrees
+    with lastOffsetDelta, or an empty batch list -> INVALID_RECORD (87).
+    """
+    view = memoryview(buf)
+    total = len(view)
+    headers: list[BatchHeader] = []
+    pos = 0
+    while pos < total:
+        if total - pos < BATCH_HEADER_SIZE:
+            # A message-format v0/v1 record can be shorter than a v2 header: report the magic first.
+            if total - pos >= MAGIC_OFFSET + 1 and view[pos + MAGIC_OFFSET] < CURRENT_MAGIC:
+                raise InvalidBatchError(
+                    ErrorCode.UNSUPPORTED_FOR_MESSAGE_FORMAT,
+                    f"record batch magic {view[pos + MAGIC_OFFSET]} is not supported; only magic 2",
+                )
+            raise InvalidBatchError(
+                ErrorCode.CORRUPT_MESSAGE, f"truncated record batch header at byte {pos} of {total}"
+            )
+        header = read_batch_header(view, pos)
+        if header.magic != CURRENT_MAGIC:
+            code = (
+                ErrorCode.UNSUPPORTED_FOR_MESSAGE_FORMAT
+                if 0 <= header.magic < CURRENT_MAGIC
+                else ErrorCode.CORRUPT_MESSAGE
+            )
+            raise InvalidBatchError(code, f"record batch magic {header.magic} is not supported; only magic 2")
+        end = pos + header.size_in_bytes
+        if header.batch_length < BATCH_HEADER_SIZE - LOG_OVERHEAD or end > total:
+            raise InvalidBatchError(
+                ErrorCode.CORRUPT_MESSAGE,
+                f"record batch length {header.batch_length} at byte {pos} does not fit {total} bytes",
+            )
+        if crc32c(view[pos + ATTRIBUTES_OFFSET : end]) != header.crc:
+            raise InvalidBatchError(ErrorCode.CORRUPT_MESSAGE, f"record batch CRC mismatch at byte {pos}")
+        if header.last_offset_delta < 0 or header.record_count != header.last_offset_delta + 1:
+            raise InvalidBatchError(
+                ErrorCode.INVALID_RECORD,
+                f"record count {header.record_count} disagrees with last offset delta "
+                f"{header.last_offset_delta}",
+            )
+        headers.append(header)
+        pos = end
+    if not headers:
+        raise InvalidBatchError(ErrorCode.INVALID_RECORD, "produce request carries no record batch")
+    return headers
+
+
+def scan_batches(
+    buf: bytes | bytearray | memoryview, pos: int = 0, *, check_crc: bool = True
+) -> Iterator[tuple[int, BatchHeader]]:
+    """Yield ``(position, header)`` for each complete, valid batch from ``pos``; stop at the first
+    torn or corrupt one. Log recovery truncates to the end of the last batch yielded."""
+    view = memoryview(buf)
+    total = len(view)
+    while total - pos >= BATCH_HEADER_SIZE:
+        header = read_batch_header(view, pos)
+        end = pos + header.size_in_bytes
+        if (
+            header.magic != CURRENT_MAGIC
+            or header.batch_length < BATCH_HEADER_SIZE - LOG_OVERHEAD
+            or end > total
+            or header.last_offset_delta < 0
+        ):
+            return
+        if check_crc and crc32c(view[pos + ATTRIBUTES_OFFSET : end]) != header.crc:
+            return
+        yield pos, header
+        pos = end
+
+
+def set_base_offset(buf: bytearray | memoryview, pos: int, base_offset: int) -> None:
+    """Assign offsets by rewriting ``baseOffset`` in place; the CRC does not cover it."""
+    _BASE_OFFSET.pack_into(buf, pos, base_offset)
+
+
+def set_partition_leader_epoch(buf: bytearray | memoryview, pos: int, epoch: int) -> None:
+    _INT32.pack_into(buf, pos + PARTITION_LEADER_EPOCH_OFFSET, epoch)
+
+
+# --- varints (zig-zag, as records use them) -------------------------------------------------------
+
+
+def _write_varint(out: bytearray, value: int) -> None:
+    v = (value << 1) ^ (value >> 63)
+    while v & ~0x7F:
+        out.append((v & 0x7F) | 0x80)
+        v >>= 7
+    out.append(v)
+
+
+def _read_varint(buf: bytes | memoryview, pos: int) -> tuple[int, int]:
+    shift = 0
+    result = 0
+    while True:
+        if pos >= len(buf):
+            raise ValueError("varint runs past the end of the record")
+        b = buf[pos]
+        pos += 1
+        result |= (b & 0x7F) << shift
+        if not b & 0x80:
+            break
+        shift += 7
+        if shift > 63:
+            raise ValueError("varint longer than 10 bytes")
+    return (result >> 1) ^ -(result & 1), pos
+
+
+class Record(NamedTuple):
+    """One record to build into a batch, or one decoded from a batch (``offset``/``timestamp`` set)."""
+
+    key: bytes | None
+    value: bytes | None
+    headers: tuple[tuple[str, bytes | None], ...] = ()
+    offset: int = -1
+    timestamp: int = NO_TIMESTAMP
+
+
+def _write_bytes(out: bytearray, data: bytes | None) -> None:
+    if data is None:
+        _write_varint(out, -1)
+    else:
+        _write_varint(out, len(data))
+        out += data
+
+
+def build_batch(
+    records: Sequence[Record],
+    *,
+    base_offset: int = 0,
+    timestamp_ms: int,
+    partition_leader_epoch: int = NO_PARTITION_LEADER_EPOCH,
+    producer_id: int = NO_PRODUCER_ID,
+    producer_epoch: int = NO_PRODUCER_EPOCH,
+    base_sequence: int = NO_SEQUENCE,
+    is_transactional: bool = False,
+    is_control: bool = False,
+) -> bytearray:
+    """Build one uncompressed RecordBatch v2. Every record gets ``timestamp_ms`` (or its own
+    ``timestamp`` when set) and consecutive offset deltas."""
+    assert records, "a record batch holds at least one record"
+    body = bytearray()
+    max_timestamp = timestamp_ms
+    for delta, record in enumerate(records):
+        ts = record.timestamp if record.timestamp != NO_TIMESTAMP else timestamp_ms
+        max_timestamp = max(max_timestamp, ts)
+        rec = bytearray(b"\x00")  # record attributes: unused
+        _write_varint(rec, ts - timestamp_ms)
+        _write_varint(rec, delta)
+        _write_bytes(rec, record.key)
+        _write_bytes(rec, record.value)
+        _write_varint(rec, len(record.headers))
+        for name, value in record.headers:
+            _write_bytes(rec, name.encode("utf-8"))
+            _write_bytes(rec, value)
+        _write_varint(body, len(rec))
+        body += rec
+    attributes = (TRANSACTIONAL_MASK if is_transactional else 0) | (CONTROL_MASK if is_control else 0)
+    out = bytearray(BATCH_HEADER_SIZE) + body
+    _HEADER.pack_into(
+        out,
+        0,
+        base_offset,
+        len(out) - LOG_OVERHEAD,
+        partition_leader_epoch,
+        CURRENT_MAGIC,
+        0,
+        attributes,
+        len(records) - 1,
+        timestamp_ms,
+        max_timestamp,
+        producer_id,
+        producer_epoch,
+        base_sequence,
+        len(records),
+    )
+    struct.pack_into(">I", out, CRC_OFFSET, crc32c(memoryview(out)[ATTRIBUTES_OFFSET:]))
+    return out
+
+
+def _read_bytes(buf: bytes | memoryview, pos: int) -> tuple[bytes | None, int]:
+    length, pos = _read_varint(buf, pos)
+    if length < 0:
+        return None, pos
+    end = pos + length
+    if end > len(buf):
+        raise ValueError("record field runs past the end of the record")
+    return bytes(buf[pos:end]), end
+
+
+def decode_records(batch: bytes | bytearray | memoryview) -> list[Record]:
+    """Decode the records of one batch (tools, the metadata log, tests; never the data hot path).
+
+    Compressed batches are inflated through kafka-python's codecs. Raises ``ValueError`` on
+    malformed records.
+    """
+    view = memoryview(batch)
+    header = read_batch_header(view)
+    body: bytes | memoryview = view[BATCH_HEADER_SIZE : header.size_in_bytes]
+    if header.compression_type:
+        from kafka.record.default_records import DefaultRecordBatch
+
+        return [
+            Record(
+                r.key,
+                r.value,
+                tuple((k, v) for k, v in r.headers),
+                r.offset,
+                r.timestamp,
+            )
+            for r in DefaultRecordBatch(bytes(view[: header.size_in_bytes]))
+        ]
+    records: list[Record] = []
+    pos = 0
+    for _ in range(header.record_count):
+        length, pos = _read_varint(body, pos)
+        end = pos + length
+        if length < 0 or end > len(body):
+            raise ValueError(f"record length {length} runs past the end of the batch")
+        rec = body[pos:end]
+        p = 1  # record attributes
+        ts_delta, p = _read_varint(rec, p)
+        offset_delta, p = _read_varint(rec, p)
+        key, p = _read_bytes(rec, p)
+        value, p = _read_bytes(rec, p)
+        count, p = _read_varint(rec, p)
+        hdrs: list[tuple[str, bytes | None]] = []
+        for _h in range(count):
+            name, p = _read_bytes(rec, p)
+            hval, p = _read_bytes(rec, p)
+            hdrs.append(((name or b"").decode("utf-8"), hval))
+        if p != len(rec):
+            raise ValueError(f"{len(rec) - p} byte(s) of garbage after a record")
+        records.append(
+            Record(key, value, tuple(hdrs), header.base_offset + offset_delta, header.base_timestamp + ts_delta)
+        )
+        pos = end
+    if pos != len(body):
+        raise ValueError(f"{len(body) - pos} byte(s) of garbage after the last record")
+    return records
