@@ -1,0 +1,493 @@
+"""Request handlers for the data-plane APIs: (request, context) -> response.
+
+Each handler is pure: it reads the broker's view of the metadata image and the replica manager and
+builds the kafka-python response object (or, for Fetch, our spliced-records response data). The shell
+decides when to call them (Fetch long-polls by calling again when data arrives) and encodes the answer.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from kafka.protocol.consumer import (
+    ListOffsetsResponse,
+    OffsetCommitResponse,
+    OffsetFetchResponse,
+)
+from kafka.protocol.metadata import FindCoordinatorResponse, MetadataResponse
+from kafka.protocol.producer import InitProducerIdResponse, ProduceResponse
+
+from pykraft.broker.producer_id_manager import ProducerIdManager
+from pykraft.broker.replica_manager import Partition, ReplicaManager
+from pykraft.core.errors import ErrorCode
+from pykraft.protocol.fetch import FetchPartitionResponse, FetchResponseData, FetchTopicResponse
+from pykraft.protocol.produce import ProduceRequestData
+
+# ListOffsets special timestamps (ListOffsetsRequest.java).
+LATEST_TIMESTAMP = -1
+EARLIEST_TIMESTAMP = -2
+MAX_TIMESTAMP = -3
+EARLIEST_LOCAL_TIMESTAMP = -4
+LATEST_TIERED_TIMESTAMP = -5
+# Authorized-operations sentinel for "not requested" (Int.MIN).
+AUTHORIZED_OPERATIONS_OMITTED = None
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionView:
+    partition_index: int
+    leader_id: int
+    leader_epoch: int
+    replicas: tuple[int, ...]
+    isr: tuple[int, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class TopicView:
+    name: str
+    topic_id: uuid.UUID
+    partitions: tuple[PartitionView, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerView:
+    node_id: int
+    host: str
+    port: int
+    rack: str | None = None
+
+
+@dataclass(slots=True)
+class ClusterView:
+    """What the handlers need from the metadata image, rebuilt by the shell on every image change."""
+
+    cluster_id: str | None
+    controller_id: int
+    brokers: tuple[BrokerView, ...] = ()
+    topics: dict[str, TopicView] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class BrokerContext:
+    node_id: int
+    cluster: ClusterView
+    replicas: ReplicaManager
+    producer_ids: ProducerIdManager
+    auto_create_topics_enable: bool
+    # Asks the controller to create topics (used by Metadata/Produce auto-creation); returns nothing:
+    # the topics appear in a later image.
+    request_topic_creation: Callable[[list[str]], None] = lambda names: None
+
+
+# --- Metadata ---------------------------------------------------------------------------------
+
+
+def handle_metadata(request: Any, version: int, ctx: BrokerContext) -> Any:
+    cluster = ctx.cluster
+    brokers = [
+        MetadataResponse.MetadataResponseBroker(node_id=b.node_id, host=b.host, port=b.port, rack=b.rack)
+        for b in cluster.brokers
+    ]
+    if request.topics is None:
+        names = sorted(cluster.topics)
+    else:
+        names = [t.name for t in request.topics if t.name is not None]
+    topics = []
+    to_create: list[str] = []
+    allow_auto = version < 4 or bool(request.allow_auto_topic_creation)
+    for name in names:
+        view = cluster.topics.get(name)
+        if view is None:
+            error = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            if allow_auto and ctx.auto_create_topics_enable and request.topics is not None:
+                if is_valid_topic_name(name):
+                    to_create.append(name)
+                    error = ErrorCode.LEADER_NOT_AVAILABLE
+                else:
+                    error = ErrorCode.INVALID_TOPIC_EXCEPTION
+            topics.append(
+                MetadataResponse.MetadataResponseTopic(
+                    error_code=error,
+                    name=name,
+                    topic_id=uuid.UUID(int=0),
+                    is_internal=False,
+                    partitions=[],
+                    authorized_operations=AUTHORIZED_OPERATIONS_OMITTED,
+                )
+            )
+            continue
+        partitions = [
+            MetadataResponse.MetadataResponseTopic.MetadataResponsePartition(
+                error_code=ErrorCode.NONE,
+                partition_index=p.partition_index,
+                leader_id=p.leader_id,
+                leader_epoch=p.leader_epoch,
+                replica_nodes=list(p.replicas),
+                isr_nodes=list(p.isr),
+                offline_replicas=[],
+            )
+            for p in view.partitions
+        ]
+        topics.append(
+            MetadataResponse.MetadataResponseTopic(
+                error_code=ErrorCode.NONE,
+                name=name,
+                topic_id=view.topic_id,
+                is_internal=False,
+                partitions=partitions,
+                authorized_operations=AUTHORIZED_OPERATIONS_OMITTED,
+            )
+        )
+    if to_create:
+        ctx.request_topic_creation(to_create)
+    return MetadataResponse(
+        version=version,
+        throttle_time_ms=0,
+        brokers=brokers,
+        cluster_id=cluster.cluster_id,
+        controller_id=cluster.controller_id,
+        topics=topics,
+    )
+
+
+_LEGAL_TOPIC_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-")
+MAX_TOPIC_NAME_LENGTH = 249
+
+
+def is_valid_topic_name(name: str) -> bool:
+    """Kafka's Topic.validate: [a-zA-Z0-9._-], at most 249 characters, not '.' or '..'."""
+    return (
+        0 < len(name) <= MAX_TOPIC_NAME_LENGTH
+        and name not in (".", "..")
+        and all(c in _LEGAL_TOPIC_CHARS for c in name)
+    )
+
+
+# --- Produce ----------------------------------------------------------------------------------
+
+VALID_ACKS = (-1, 0, 1)
+
+
+def handle_produce(request: ProduceRequestData, version: int, ctx: BrokerContext, now_ms: int) -> Any:
+    responses = []
+    to_create: list[str] = []
+    for topic in request.topics:
+        partition_responses = []
+        view = ctx.cluster.topics.get(topic.name)
+        if view is None and ctx.auto_create_topics_enable and is_valid_topic_name(topic.name):
+            to_create.append(topic.name)
+        for pdata in topic.partitions:
+            error: ErrorCode = ErrorCode.NONE
+            base_offset = -1
+            log_start_offset = -1
+            message: str | None = None
+            part = ctx.replicas.get(topic.name, pdata.index) if view is not None else None
+            if request.acks not in VALID_ACKS:
+                error = ErrorCode.INVALID_REQUIRED_ACKS
+            elif request.transactional_id is not None:
+                error = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+                message = "transactions are not supported yet"
+            elif part is None:
+                error = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            elif pdata.records is None or len(pdata.records) == 0:
+                error = ErrorCode.INVALID_RECORD
+                message = "produce request carries no record batch"
+            else:
+                result = ctx.replicas.append(part, pdata.records, now_ms)
+                error, base_offset, log_start_offset = (
+                    result.error_code,
+                    result.base_offset,
+                    result.log_start_offset,
+                )
+                message = result.error_message
+            partition_responses.append(
+                ProduceResponse.TopicProduceResponse.PartitionProduceResponse(
+                    index=pdata.index,
+                    error_code=error,
+                    base_offset=base_offset,
+                    log_append_time_ms=-1,
+                    log_start_offset=log_start_offset,
+                    record_errors=[],
+                    error_message=message,
+                )
+            )
+        responses.append(
+            ProduceResponse.TopicProduceResponse(name=topic.name, partition_responses=partition_responses)
+        )
+    if to_create:
+        ctx.request_topic_creation(to_create)
+    return ProduceResponse(version=version, responses=responses, throttle_time_ms=0)
+
+
+# --- Fetch ------------------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class FetchOutcome:
+    response: FetchResponseData
+    bytes_read: int
+    has_error: bool
+
+
+def handle_fetch(request: Any, ctx: BrokerContext) -> FetchOutcome:
+    """One pass over the requested partitions; the shell long-polls by calling again."""
+    remaining = request.max_bytes if request.max_bytes is not None else 52428800
+    total = 0
+    has_error = False
+    topics: list[FetchTopicResponse] = []
+    for topic in request.topics:
+        partitions: list[FetchPartitionResponse] = []
+        view = ctx.cluster.topics.get(topic.topic)
+        for fp in topic.partitions:
+            part: Partition | None = ctx.replicas.get(topic.topic, fp.partition) if view is not None else None
+            if part is None:
+                has_error = True
+                partitions.append(
+                    FetchPartitionResponse(
+                        partition_index=fp.partition,
+                        error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                        high_watermark=-1,
+                        last_stable_offset=-1,
+                        log_start_offset=-1,
+                        records=[],
+                    )
+                )
+                continue
+            limit = min(fp.partition_max_bytes, remaining)
+            # The first partition always gets at least one batch so a big batch cannot stall a consumer
+            # (KIP-74); later ones only within the response budget.
+            result = ctx.replicas.read(part, fp.fetch_offset, max(limit, 0), min_one_batch=(total == 0))
+            if result.error_code != ErrorCode.NONE:
+                has_error = True
+            size = result.size_in_bytes
+            total += size
+            remaining -= size
+            partitions.append(
+                FetchPartitionResponse(
+                    partition_index=fp.partition,
+                    error_code=result.error_code,
+                    high_watermark=result.high_watermark,
+                    last_stable_offset=result.high_watermark,
+                    log_start_offset=result.log_start_offset,
+                    records=list(result.chunks),
+                    aborted_transactions=[] if request.isolation_level == 1 else None,
+                )
+            )
+        topics.append(FetchTopicResponse(topic=topic.topic, partitions=partitions))
+    return FetchOutcome(
+        FetchResponseData(throttle_time_ms=0, error_code=ErrorCode.NONE, session_id=0, topics=topics),
+        total,
+        has_error,
+    )
+
+
+# --- ListOffsets ------------------------------------------------------------------------------
+
+
+def handle_list_offsets(request: Any, version: int, ctx: BrokerContext) -> Any:
+    topics = []
+    for topic in request.topics:
+        partitions = []
+        view = ctx.cluster.topics.get(topic.name)
+        for lp in topic.partitions:
+            part = ctx.replicas.get(topic.name, lp.partition_index) if view is not None else None
+            error, ts, offset = ErrorCode.NONE, -1, -1
+            if part is None:
+                error = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            else:
+                log = part.log
+                if lp.timestamp == LATEST_TIMESTAMP:
+                    # read_uncommitted and read_committed agree while there are no transactions.
+                    offset = log.high_watermark
+                elif lp.timestamp in (EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP):
+                    offset = log.log_start_offset
+                elif lp.timestamp == MAX_TIMESTAMP:
+                    found = log.max_timestamp_offset()
+                    if found is not None:
+                        offset, ts = found
+                elif lp.timestamp == LATEST_TIERED_TIMESTAMP:
+                    offset = -1
+                elif lp.timestamp < 0:
+                    error = ErrorCode.UNSUPPORTED_VERSION
+                else:
+                    found = log.offset_for_timestamp(lp.timestamp)
+                    if found is not None:
+                        offset, ts = found
+            entry = ListOffsetsResponse.ListOffsetsTopicResponse.ListOffsetsPartitionResponse(
+                partition_index=lp.partition_index,
+                error_code=error,
+                timestamp=ts,
+                offset=offset,
+                leader_epoch=_leader_epoch(view, lp.partition_index),
+            )
+            if version == 0:
+                entry.old_style_offsets = [offset] if offset >= 0 else []
+            partitions.append(entry)
+        topics.append(ListOffsetsResponse.ListOffsetsTopicResponse(name=topic.name, partitions=partitions))
+    return ListOffsetsResponse(version=version, throttle_time_ms=0, topics=topics)
+
+
+def _leader_epoch(view: TopicView | None, partition_index: int) -> int:
+    if view is None:
+        return -1
+    for p in view.partitions:
+        if p.partition_index == partition_index:
+            return p.leader_epoch
+    return -1
+
+
+# --- InitProducerId (idempotent producers) ------------------------------------------------------
+
+
+def handle_init_producer_id(request: Any, version: int, ctx: BrokerContext, now_ms: int) -> Any:
+    if request.transactional_id is not None:
+        # The transaction coordinator (KIP-360 bumps for transactional ids) is its own issue.
+        error, pid = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, -1
+    elif version >= 3 and (request.producer_id != -1 or request.producer_epoch != -1):
+        # An idempotent producer asking to bump: Kafka gives it a fresh id at epoch 0 (no txn id).
+        error, pid = ctx.producer_ids.generate_producer_id(now_ms)
+    else:
+        error, pid = ctx.producer_ids.generate_producer_id(now_ms)
+    return InitProducerIdResponse(
+        version=version,
+        throttle_time_ms=0,
+        error_code=error,
+        producer_id=pid,
+        producer_epoch=0 if error == ErrorCode.NONE else -1,
+    )
+
+
+# --- Groups: coordinator lookup only (group membership is its own issue) ------------------------
+
+COORDINATOR_KEY_TYPE_GROUP = 0
+COORDINATOR_KEY_TYPE_TRANSACTION = 1
+
+
+def handle_find_coordinator(request: Any, version: int, ctx: BrokerContext) -> Any:
+    me = next((b for b in ctx.cluster.brokers if b.node_id == ctx.node_id), None)
+
+    def answer(key_type: int) -> tuple[ErrorCode, str | None, int, str, int]:
+        if key_type == COORDINATOR_KEY_TYPE_TRANSACTION:
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE, "transactions are not supported yet", -1, "", -1
+        if me is None:
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE, "broker is not registered yet", -1, "", -1
+        return ErrorCode.NONE, None, me.node_id, me.host, me.port
+
+    key_type = request.key_type if version >= 1 else COORDINATOR_KEY_TYPE_GROUP
+    if version >= 4:
+        coordinators = []
+        for key in request.coordinator_keys:
+            error, message, node_id, host, port = answer(key_type)
+            coordinators.append(
+                FindCoordinatorResponse.Coordinator(
+                    key=key, node_id=node_id, host=host, port=port, error_code=error, error_message=message
+                )
+            )
+        return FindCoordinatorResponse(version=version, throttle_time_ms=0, coordinators=coordinators)
+    error, message, node_id, host, port = answer(key_type)
+    return FindCoordinatorResponse(
+        version=version,
+        throttle_time_ms=0,
+        error_code=error,
+        error_message=message,
+        node_id=node_id,
+        host=host,
+        port=port,
+    )
+
+
+def handle_offset_fetch(request: Any, version: int, ctx: BrokerContext) -> Any:
+    """No committed offsets are stored yet: every partition answers -1 so consumers fall back to
+    ``auto.offset.reset`` instead of hanging."""
+    if version >= 8:
+        groups = []
+        for group in request.groups:
+            topics = [
+                OffsetFetchResponse.OffsetFetchResponseGroup.OffsetFetchResponseTopics(
+                    name=t.name,
+                    partitions=[
+                        OffsetFetchResponse.OffsetFetchResponseGroup.OffsetFetchResponseTopics.OffsetFetchResponsePartitions(
+                            partition_index=p,
+                            committed_offset=-1,
+                            committed_leader_epoch=-1,
+                            metadata="",
+                            error_code=ErrorCode.NONE,
+                        )
+                        for p in t.partition_indexes
+                    ],
+                )
+                for t in (group.topics or [])
+            ]
+            groups.append(
+                OffsetFetchResponse.OffsetFetchResponseGroup(
+                    group_id=group.group_id, topics=topics, error_code=ErrorCode.NONE
+                )
+            )
+        return OffsetFetchResponse(version=version, throttle_time_ms=0, groups=groups)
+    topics = [
+        OffsetFetchResponse.OffsetFetchResponseTopic(
+            name=t.name,
+            partitions=[
+                OffsetFetchResponse.OffsetFetchResponseTopic.OffsetFetchResponsePartition(
+                    partition_index=p,
+                    committed_offset=-1,
+                    committed_leader_epoch=-1,
+                    metadata="",
+                    error_code=ErrorCode.NONE,
+                )
+                for p in t.partition_indexes
+            ],
+        )
+        for t in (request.topics or [])
+    ]
+    return OffsetFetchResponse(version=version, throttle_time_ms=0, topics=topics, error_code=ErrorCode.NONE)
+
+
+def handle_offset_commit(request: Any, version: int, ctx: BrokerContext) -> Any:
+    """Committed offsets are not stored until group coordination lands: say so per partition."""
+    topics = [
+        OffsetCommitResponse.OffsetCommitResponseTopic(
+            name=t.name,
+            partitions=[
+                OffsetCommitResponse.OffsetCommitResponseTopic.OffsetCommitResponsePartition(
+                    partition_index=p.partition_index, error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE
+                )
+                for p in t.partitions
+            ],
+        )
+        for t in request.topics
+    ]
+    return OffsetCommitResponse(version=version, throttle_time_ms=0, topics=topics)
+
+
+# --- DeleteRecords ------------------------------------------------------------------------------
+
+
+def handle_delete_records(request: Any, version: int, ctx: BrokerContext) -> Any:
+    """Advance the log start offset (-1 = the high watermark); whole segments below it are deleted."""
+    from kafka.protocol.admin import DeleteRecordsResponse
+
+    topics = []
+    for topic in request.topics:
+        partitions = []
+        for p in topic.partitions:
+            part = ctx.replicas.get(topic.name, p.partition_index)
+            error, low_watermark = ErrorCode.NONE, -1
+            if part is None:
+                error = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            else:
+                target = part.log.high_watermark if p.offset == -1 else p.offset
+                if target < 0 or target > part.log.high_watermark:
+                    error = ErrorCode.OFFSET_OUT_OF_RANGE
+                else:
+                    low_watermark = part.log.delete_records_before(target)
+            partitions.append(
+                DeleteRecordsResponse.DeleteRecordsTopicResult.DeleteRecordsPartitionResult(
+                    partition_index=p.partition_index, low_watermark=low_watermark, error_code=error
+                )
+            )
+        topics.append(DeleteRecordsResponse.DeleteRecordsTopicResult(name=topic.name, partitions=partitions))
+    return DeleteRecordsResponse(version=version, throttle_time_ms=0, topics=topics)

@@ -1,0 +1,263 @@
+"""Node configuration from a Kafka-style ``server.properties`` (Kafka's own property names).
+
+Pure: it parses text handed to it by the shell. Properties pykraft does not use are returned as
+``ignored`` so the shell logs them once; a malformed value of a property it uses raises
+:class:`ConfigError` with one line naming the key and the value.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Final
+
+DEFAULT_PROPERTIES: Final[str] = """\
+node.id=1
+process.roles=broker,controller
+listeners=PLAINTEXT://127.0.0.1:9092,CONTROLLER://127.0.0.1:9093
+advertised.listeners=PLAINTEXT://127.0.0.1:9092
+controller.listener.names=CONTROLLER
+controller.quorum.voters=1@127.0.0.1:9093
+listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT
+log.dirs=./data
+"""
+
+
+class ConfigError(ValueError):
+    """One line naming the property, the bad value and what is expected."""
+
+
+@dataclass(frozen=True, slots=True)
+class Endpoint:
+    listener_name: str
+    host: str
+    port: int
+
+
+@dataclass(frozen=True, slots=True)
+class NodeConfig:
+    node_id: int
+    process_roles: tuple[str, ...]
+    listeners: tuple[Endpoint, ...]
+    advertised_listeners: tuple[Endpoint, ...]
+    controller_listener_names: tuple[str, ...]
+    controller_quorum_voters: dict[int, tuple[str, int]]
+    listener_security_protocol_map: dict[str, str]
+    log_dirs: tuple[str, ...]
+    metadata_log_dir: str
+    num_partitions: int = 1
+    default_replication_factor: int = 1
+    auto_create_topics_enable: bool = True
+    log_segment_bytes: int = 1073741824
+    log_retention_ms: int = 604800000
+    log_retention_bytes: int = -1
+    log_retention_check_interval_ms: int = 300000
+    socket_request_max_bytes: int = 104857600
+    message_max_bytes: int = 1048588
+    producer_id_expiration_ms: int = 86400000
+    ignored: tuple[str, ...] = field(default=())
+
+    @property
+    def client_listener(self) -> Endpoint:
+        """The first listener that is not a controller listener: where clients connect."""
+        for endpoint in self.listeners:
+            if endpoint.listener_name not in self.controller_listener_names:
+                return endpoint
+        raise ConfigError("listeners: no listener for clients (all are in controller.listener.names)")
+
+    def advertised_for(self, listener_name: str) -> Endpoint:
+        for endpoint in self.advertised_listeners:
+            if endpoint.listener_name == listener_name:
+                return endpoint
+        for endpoint in self.listeners:
+            if endpoint.listener_name == listener_name:
+                return endpoint
+        raise ConfigError(f"advertised.listeners: no endpoint for listener {listener_name}")
+
+
+def parse_properties(text: str) -> dict[str, str]:
+    """Java properties, the subset Kafka's sample files use: ``key=value`` or ``key: value``,
+    ``#``/``!`` comments, trailing-backslash continuations."""
+    props: dict[str, str] = {}
+    pending = ""
+    for raw in text.splitlines():
+        line = raw.strip() if not pending else raw.lstrip()
+        if not pending and (not line or line[0] in "#!"):
+            continue
+        if line.endswith("\\") and not line.endswith("\\\\"):
+            pending += line[:-1]
+            continue
+        line = pending + line
+        pending = ""
+        sep = min((i for i in (line.find("="), line.find(":")) if i >= 0), default=-1)
+        if sep < 0:
+            key, value = line.strip(), ""
+        else:
+            key, value = line[:sep].strip(), line[sep + 1 :].strip()
+        props[key] = value
+    return props
+
+
+def _int(props: dict[str, str], key: str, default: int, minimum: int | None = None) -> int:
+    raw = props.get(key)
+    if raw is None or raw == "":
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ConfigError(f"{key}: {raw!r} is not an integer") from None
+    if minimum is not None and value < minimum:
+        raise ConfigError(f"{key}: {value} is below the minimum {minimum}")
+    return value
+
+
+def _bool(props: dict[str, str], key: str, default: bool) -> bool:
+    raw = props.get(key)
+    if raw is None or raw == "":
+        return default
+    lowered = raw.strip().lower()
+    if lowered not in ("true", "false"):
+        raise ConfigError(f"{key}: {raw!r} is not true or false")
+    return lowered == "true"
+
+
+def _endpoints(key: str, raw: str) -> tuple[Endpoint, ...]:
+    endpoints: list[Endpoint] = []
+    for item in (part.strip() for part in raw.split(",")):
+        if not item:
+            continue
+        name, sep, rest = item.partition("://")
+        if not sep or not name:
+            raise ConfigError(f"{key}: {item!r} is not LISTENER_NAME://host:port")
+        host, colon, port_text = rest.rpartition(":")
+        if not colon:
+            raise ConfigError(f"{key}: {item!r} has no port")
+        try:
+            port = int(port_text)
+        except ValueError:
+            raise ConfigError(f"{key}: {item!r} has a port that is not a number") from None
+        if not 0 <= port <= 65535:
+            raise ConfigError(f"{key}: {item!r} has a port outside 0-65535")
+        host = host.strip("[]")
+        endpoints.append(Endpoint(name.upper(), host or "0.0.0.0", port))
+    return tuple(endpoints)
+
+
+def _voters(raw: str) -> dict[int, tuple[str, int]]:
+    voters: dict[int, tuple[str, int]] = {}
+    for item in (part.strip() for part in raw.split(",")):
+        if not item:
+            continue
+        node, sep, address = item.partition("@")
+        host, colon, port_text = address.rpartition(":")
+        try:
+            voters[int(node)] = (host.strip("[]"), int(port_text))
+        except ValueError:
+            raise ConfigError(f"controller.quorum.voters: {item!r} is not id@host:port") from None
+        if not sep or not colon:
+            raise ConfigError(f"controller.quorum.voters: {item!r} is not id@host:port")
+    return voters
+
+
+# Properties pykraft reads. Anything else in the file is logged once as ignored.
+USED_PROPERTIES: Final[frozenset[str]] = frozenset(
+    {
+        "node.id",
+        "broker.id",
+        "process.roles",
+        "listeners",
+        "advertised.listeners",
+        "controller.listener.names",
+        "controller.quorum.voters",
+        "listener.security.protocol.map",
+        "inter.broker.listener.name",
+        "log.dirs",
+        "log.dir",
+        "metadata.log.dir",
+        "num.partitions",
+        "default.replication.factor",
+        "auto.create.topics.enable",
+        "log.segment.bytes",
+        "log.retention.ms",
+        "log.retention.minutes",
+        "log.retention.hours",
+        "log.retention.bytes",
+        "log.retention.check.interval.ms",
+        "socket.request.max.bytes",
+        "message.max.bytes",
+        "producer.id.expiration.ms",
+    }
+)
+
+
+def load_config(text: str, overrides: dict[str, str] | None = None) -> NodeConfig:
+    props = parse_properties(text)
+    props.update(overrides or {})
+
+    node_id = _int(props, "node.id", _int(props, "broker.id", -1), minimum=0)
+    if "node.id" not in props and "broker.id" not in props:
+        raise ConfigError("node.id: missing (KRaft mode needs a node id)")
+    roles = tuple(r.strip() for r in props.get("process.roles", "broker,controller").split(",") if r.strip())
+    for role in roles:
+        if role not in ("broker", "controller"):
+            raise ConfigError(f"process.roles: {role!r} is not broker or controller")
+    if not roles:
+        raise ConfigError("process.roles: empty; use broker, controller or broker,controller")
+    listeners = _endpoints("listeners", props.get("listeners", "PLAINTEXT://127.0.0.1:9092"))
+    if not listeners:
+        raise ConfigError("listeners: empty")
+    advertised = _endpoints("advertised.listeners", props.get("advertised.listeners", "")) or listeners
+    controller_names = tuple(
+        n.strip().upper() for n in props.get("controller.listener.names", "CONTROLLER").split(",") if n.strip()
+    )
+    protocol_map: dict[str, str] = {}
+    for item in props.get("listener.security.protocol.map", "").split(","):
+        if item.strip():
+            name, sep, proto = item.strip().partition(":")
+            if not sep:
+                raise ConfigError(f"listener.security.protocol.map: {item!r} is not NAME:PROTOCOL")
+            protocol_map[name.upper()] = proto.upper()
+    for endpoint in listeners:
+        proto = protocol_map.get(endpoint.listener_name, endpoint.listener_name)
+        if proto != "PLAINTEXT":
+            raise ConfigError(
+                f"listeners: {endpoint.listener_name} uses {proto}; pykraft serves PLAINTEXT only for now"
+            )
+    voters = _voters(props.get("controller.quorum.voters", ""))
+    if "controller" in roles and node_id not in voters:
+        raise ConfigError(f"controller.quorum.voters: node.id {node_id} has the controller role but is not a voter")
+    if not voters:
+        raise ConfigError("controller.quorum.voters: empty; list the controllers as id@host:port")
+    log_dirs_raw = props.get("log.dirs") or props.get("log.dir") or "./data"
+    log_dirs = tuple(d.strip() for d in log_dirs_raw.split(",") if d.strip())
+    if not log_dirs:
+        raise ConfigError("log.dirs: empty")
+
+    retention_ms = _int(props, "log.retention.ms", 0) if props.get("log.retention.ms") else None
+    if retention_ms is None and props.get("log.retention.minutes"):
+        retention_ms = _int(props, "log.retention.minutes", 0) * 60_000
+    if retention_ms is None:
+        retention_ms = _int(props, "log.retention.hours", 168) * 3_600_000
+
+    ignored = tuple(sorted(k for k in props if k not in USED_PROPERTIES))
+    return NodeConfig(
+        node_id=node_id,
+        process_roles=roles,
+        listeners=listeners,
+        advertised_listeners=advertised,
+        controller_listener_names=controller_names,
+        controller_quorum_voters=voters,
+        listener_security_protocol_map=protocol_map,
+        log_dirs=log_dirs,
+        metadata_log_dir=props.get("metadata.log.dir") or log_dirs[0],
+        num_partitions=_int(props, "num.partitions", 1, minimum=1),
+        default_replication_factor=_int(props, "default.replication.factor", 1, minimum=1),
+        auto_create_topics_enable=_bool(props, "auto.create.topics.enable", True),
+        log_segment_bytes=_int(props, "log.segment.bytes", 1073741824, minimum=14),
+        log_retention_ms=retention_ms,
+        log_retention_bytes=_int(props, "log.retention.bytes", -1),
+        log_retention_check_interval_ms=_int(props, "log.retention.check.interval.ms", 300000, minimum=1),
+        socket_request_max_bytes=_int(props, "socket.request.max.bytes", 104857600, minimum=1),
+        message_max_bytes=_int(props, "message.max.bytes", 1048588, minimum=0),
+        producer_id_expiration_ms=_int(props, "producer.id.expiration.ms", 86400000, minimum=1),
+        ignored=ignored,
+    )

@@ -1,0 +1,328 @@
+"""The metadata path of one node: raft driver, controller writes, image publishing.
+
+The driver follows the raft core's Ready contract: persist the quorum state, fsync the log up to
+``flush_to_offset``, send messages, apply what is committed, then ``advance``. A controller write
+generates records (no mutation), replays them into the controller at append time (as Kafka's active
+controller does) and completes when the raft high watermark passes them and the broker's image has
+them — so a CreateTopics response is only sent once the topic is visible to Metadata.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import random
+import time
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+from kafka.protocol.admin import CreateTopicsResponse, DeleteTopicsResponse
+
+from pykraft.broker.handlers import BrokerView, ClusterView, PartitionView, TopicView
+from pykraft.controller.quorum_controller import ControllerResult, CreatableTopic, QuorumController
+from pykraft.core.config import NodeConfig
+from pykraft.core.errors import ErrorCode
+from pykraft.io.file_store import FileSegmentStore
+from pykraft.io.raft_log import METADATA_PARTITION_DIR, FileRaftLog
+from pykraft.log.partition_log import PartitionLog
+from pykraft.metadata.delta import MetadataDelta
+from pykraft.metadata.image import MetadataImage
+from pykraft.metadata.records import ApiMessageAndVersion, decode_metadata_record, encode_metadata_record
+from pykraft.raft.node import RaftNode
+from pykraft.raft.quorum_state import decode_quorum_state, encode_quorum_state
+
+log = logging.getLogger("pykraft.metadata")
+
+QUORUM_STATE_FILE = "quorum-state"
+RAFT_TICK_S = 0.05
+
+
+def now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+def _write_atomically(path: str, data: bytes) -> None:
+    tmp = path + ".tmp"
+    with open(tmp, "wb") as fh:
+        fh.write(data)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
+    dir_fd = os.open(os.path.dirname(path) or ".", os.O_RDONLY)
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)
+
+
+class MetadataPlane:
+    def __init__(self, config: NodeConfig, rng: random.Random, on_image: Callable[[], None]) -> None:
+        self.config = config
+        self.rng = rng
+        self.on_image = on_image
+        self.image = MetadataImage.EMPTY
+        self.controller = QuorumController(node_id=config.node_id, rng=rng, default_num_partitions=config.num_partitions)
+        self.raft_log: FileRaftLog | None = None
+        self.raft: RaftNode | None = None
+        self._controller_applied_offset = -1
+        self._controller_active = False
+        self._commit_waiters: list[tuple[int, asyncio.Future[None]]] = []
+        self._wakeup = asyncio.Event()
+        self._active = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        self._removed_topics: list[tuple[str, list[int]]] = []
+        self._incarnation_id = uuid.UUID(int=rng.getrandbits(128))
+        self._advertised: tuple[str, int] | None = None
+        self._broker_epoch = -1
+        self._meta_dir = os.path.join(config.metadata_log_dir, METADATA_PARTITION_DIR)
+
+    # --- lifecycle --------------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        os.makedirs(self._meta_dir, exist_ok=True)
+        plog = PartitionLog.open(FileSegmentStore(self._meta_dir), FileRaftLog.config())
+        self.raft_log = FileRaftLog(plog)
+        quorum_state = None
+        qs_path = os.path.join(self.config.metadata_log_dir, QUORUM_STATE_FILE)
+        if os.path.exists(qs_path):
+            with open(qs_path, "rb") as fh:
+                quorum_state = decode_quorum_state(fh.read())
+        self.raft = RaftNode(
+            self.config.node_id,
+            frozenset(self.config.controller_quorum_voters),
+            self.raft_log,
+            quorum_state,
+            self.rng,
+            now_ms(),
+        )
+        started = time.monotonic()
+        self._task = asyncio.get_running_loop().create_task(self._drive())
+        await asyncio.wait_for(self._active.wait(), timeout=60)
+        if self.image.metadata_version == 0:
+            # An empty metadata log: the first active controller writes the bootstrap records.
+            await self._write(ControllerResult(self.controller.bootstrap_records(), None))
+        log.info(
+            "metadata log loaded to offset %d in %.0f ms", self.image.offset, (time.monotonic() - started) * 1000
+        )
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+            self._task = None
+        if self.raft_log is not None:
+            self.raft_log.flush(self.raft_log.end_offset)
+            self.raft_log.log.close()
+        for _, fut in self._commit_waiters:
+            if not fut.done():
+                fut.cancel()
+
+    # --- the raft driver --------------------------------------------------------------------------
+
+    async def _drive(self) -> None:
+        assert self.raft is not None
+        while True:
+            self.raft.tick(now_ms())
+            self._drain_ready()
+            try:
+                await asyncio.wait_for(self._wakeup.wait(), RAFT_TICK_S)
+            except TimeoutError:
+                pass
+            self._wakeup.clear()
+
+    def _drain_ready(self) -> None:
+        raft, raft_log = self.raft, self.raft_log
+        assert raft is not None and raft_log is not None
+        changed = False
+        while raft.has_ready():
+            ready = raft.ready()
+            if ready.quorum_state is not None:
+                _write_atomically(
+                    os.path.join(self.config.metadata_log_dir, QUORUM_STATE_FILE),
+                    encode_quorum_state(ready.quorum_state),
+                )
+            if ready.flush_to_offset is not None:
+                raft_log.flush(ready.flush_to_offset)
+            if ready.messages:
+                # One voter has no peers; the network between controllers comes with the cluster issue.
+                log.debug("dropping %d raft message(s): no peers on a single-voter quorum", len(ready.messages))
+            if ready.committed:
+                self._apply_committed(ready.committed)
+                changed = True
+            raft.advance(ready, now_ms())
+            if (
+                not self._controller_active
+                and raft.is_leader
+                and raft.high_watermark >= raft_log.end_offset
+                and self._controller_applied_offset + 1 >= raft.epoch_start_offset
+            ):
+                self._controller_active = True
+                self._active.set()
+        if changed:
+            self._publish()
+
+    def _apply_committed(self, committed: Any) -> None:
+        delta = MetadataDelta(self.image)
+        for batch in committed:
+            if batch.is_control:
+                continue
+            for index, value in enumerate(batch.records):
+                offset = batch.base_offset + index
+                record = decode_metadata_record(value)
+                if offset > self._controller_applied_offset:
+                    # Records this controller did not generate (written before this process started).
+                    self.controller.replay(record, offset)
+                    self._controller_applied_offset = offset
+                delta.replay(record, offset, batch.epoch)
+        self.image = delta.apply()
+
+    def _publish(self) -> None:
+        self.on_image()
+        hw = self.raft.high_watermark if self.raft is not None else 0
+        waiting = []
+        for offset, fut in self._commit_waiters:
+            if offset < hw:
+                if not fut.done():
+                    fut.set_result(None)
+            else:
+                waiting.append((offset, fut))
+        self._commit_waiters = waiting
+
+    async def _write(self, result: ControllerResult) -> Any:
+        """Append a controller result's records, replay them into the controller now, and wait until
+        they are committed and in the image."""
+        raft = self.raft
+        assert raft is not None and self._controller_active
+        records: list[ApiMessageAndVersion] = list(result.records)
+        if records:
+            last_offset = raft.propose([encode_metadata_record(r) for r in records], now_ms())
+            if last_offset is None:
+                raise RuntimeError("this node is not the active controller")
+            base = last_offset - len(records) + 1
+            for i, record in enumerate(records):
+                self.controller.replay(record, base + i)
+            self._controller_applied_offset = last_offset
+            fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+            self._commit_waiters.append((last_offset, fut))
+            self._wakeup.set()
+            await fut
+        return result.response
+
+    # --- controller operations ----------------------------------------------------------------------
+
+    async def register_broker(self, host: str, port: int) -> int:
+        self._advertised = (host, port)
+        result = self.controller.register_broker(
+            broker_id=self.config.node_id,
+            incarnation_id=self._incarnation_id,
+            listeners=[(self.config.client_listener.listener_name, host, port)],
+            rack=None,
+            now_ms=now_ms(),
+        )
+        await self._write(result)
+        self._broker_epoch = self.controller.broker_epoch(self.config.node_id)
+        return self._broker_epoch
+
+    async def update_advertised_port(self, port: int) -> None:
+        assert self._advertised is not None
+        if self._advertised[1] != port:
+            await self.register_broker(self._advertised[0], port)
+
+    async def allocate_producer_ids(self, broker_id: int, broker_epoch: int) -> tuple[int, int, int]:
+        result = self.controller.generate_next_producer_id(broker_id, broker_epoch)
+        response = await self._write(result)
+        return int(response.error_code), int(response.producer_id_start), int(response.producer_id_len)
+
+    async def create_topics_by_name(self, names: list[str], num_partitions: int) -> None:
+        topics = [CreatableTopic(name=n, num_partitions=num_partitions, replication_factor=-1) for n in names]
+        await self._write(self.controller.create_topics(topics, validate_only=False))
+
+    async def handle_create_topics(self, request: Any, version: int) -> Any:
+        topics = [
+            CreatableTopic(
+                name=t.name,
+                num_partitions=t.num_partitions,
+                replication_factor=t.replication_factor,
+                assignments={a.partition_index: list(a.broker_ids) for a in (t.assignments or [])},
+                configs={c.name: c.value for c in (t.configs or [])},
+            )
+            for t in request.topics
+        ]
+        results = await self._write(self.controller.create_topics(topics, validate_only=bool(request.validate_only)))
+        out = []
+        for r in results:
+            out.append(
+                CreateTopicsResponse.CreatableTopicResult(
+                    name=r.name,
+                    topic_id=r.topic_id or uuid.UUID(int=0),
+                    error_code=r.error_code,
+                    error_message=r.error_message,
+                    num_partitions=r.num_partitions if r.error_code == ErrorCode.NONE else -1,
+                    replication_factor=r.replication_factor if r.error_code == ErrorCode.NONE else -1,
+                    configs=[],
+                )
+            )
+        return CreateTopicsResponse(version=version, throttle_time_ms=0, topics=out)
+
+    async def handle_delete_topics(self, request: Any, version: int) -> Any:
+        names: list[str | None] = []
+        ids: list[uuid.UUID | None] = []
+        if version >= 6:
+            for t in request.topics:
+                names.append(t.name)
+                ids.append(t.topic_id if t.topic_id and t.topic_id.int else None)
+        else:
+            for name in request.topic_names:
+                names.append(name)
+                ids.append(None)
+        before = self.image
+        results = await self._write(self.controller.delete_topics(list(zip(names, ids, strict=True))))
+        for r in results:
+            if r.error_code == ErrorCode.NONE and r.name is not None:
+                topic = before.topics.get_topic(r.name)
+                if topic is not None:
+                    self._removed_topics.append((r.name, list(topic.partitions)))
+        self.on_image()
+        responses = [
+            DeleteTopicsResponse.DeletableTopicResult(
+                name=r.name, topic_id=r.topic_id or uuid.UUID(int=0), error_code=r.error_code, error_message=r.error_message
+            )
+            for r in results
+        ]
+        return DeleteTopicsResponse(version=version, throttle_time_ms=0, responses=responses)
+
+    def take_removed_topics(self) -> list[tuple[str, list[int]]]:
+        removed, self._removed_topics = self._removed_topics, []
+        return removed
+
+    # --- the broker's view ------------------------------------------------------------------------
+
+    def cluster_view(self) -> ClusterView:
+        image = self.image
+        brokers = []
+        listener = self.config.client_listener.listener_name
+        for reg in sorted(image.cluster.brokers.values(), key=lambda b: b.broker_id):
+            if reg.fenced:
+                continue
+            for endpoint in reg.listeners:
+                if endpoint.name == listener:
+                    brokers.append(BrokerView(reg.broker_id, endpoint.host, endpoint.port, reg.rack))
+        topics = {
+            name: TopicView(
+                name,
+                topic.topic_id,
+                tuple(
+                    PartitionView(pid, p.leader, p.leader_epoch, p.replicas, p.isr)
+                    for pid, p in sorted(topic.partitions.items())
+                ),
+            )
+            for name, topic in image.topics.topics_by_name.items()
+        }
+        return ClusterView(
+            cluster_id=image.cluster_id,
+            controller_id=self.config.node_id,
+            brokers=tuple(brokers),
+            topics=topics,
+        )

@@ -1,0 +1,283 @@
+"""One pykraft process: the shell that wires the pure cores to sockets, files and clocks.
+
+Metadata path (the same one the multi-node cluster will use): the controller generates records, the
+raft core appends them to ``__cluster_metadata-0``, this driver persists (quorum state, fsync) and
+applies what is committed — into the controller (when it did not generate it) and, through
+``MetadataDelta``, into the frozen ``MetadataImage`` the broker handlers read.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import random
+import shutil
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from pykraft.broker import handlers
+from pykraft.broker.producer_id_manager import AllocateProducerIdsResponseData, ProducerIdManager
+from pykraft.broker.replica_manager import ReplicaManager
+from pykraft.core.config import NodeConfig
+from pykraft.core.errors import ErrorCode, RemoteProtocolError
+from pykraft.io.file_store import FileSegmentStore
+from pykraft.io.metadata_plane import MetadataPlane
+from pykraft.io.server import ConnectionInfo, KafkaServer
+from pykraft.log.partition_log import LogConfig, PartitionLog
+from pykraft.protocol import messages
+from pykraft.protocol.fetch import encode_fetch_response
+from pykraft.protocol.messages import ApiKey, RequestHeader
+from pykraft.protocol.produce import decode_produce_request
+
+log = logging.getLogger("pykraft.node")
+
+
+def now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+class StartupError(Exception):
+    """A problem that stops the process with one line naming the file/key and what to do."""
+
+
+class FileLogOpener:
+    """Opens data partitions as ``<log.dir>/<topic>-<partition>/`` with Kafka's file names."""
+
+    def __init__(self, log_dir: str) -> None:
+        self.log_dir = log_dir
+
+    def _dir(self, topic: str, partition: int) -> str:
+        return os.path.join(self.log_dir, f"{topic}-{partition}")
+
+    def open_log(self, topic: str, partition: int, config: LogConfig) -> PartitionLog:
+        return PartitionLog.open(FileSegmentStore(self._dir(topic, partition)), config)
+
+    def delete_log(self, topic: str, partition: int) -> None:
+        shutil.rmtree(self._dir(topic, partition), ignore_errors=True)
+
+
+class Node:
+    def __init__(self, config: NodeConfig) -> None:
+        self.config = config
+        self.rng = random.Random()
+        endpoint = config.client_listener
+        self.client_host = endpoint.host
+        self.client_port = endpoint.port
+        self.server: KafkaServer | None = None
+        self.metadata: MetadataPlane | None = None
+        self.replicas = ReplicaManager(
+            FileLogOpener(config.log_dirs[0]),
+            LogConfig(
+                segment_bytes=config.log_segment_bytes,
+                retention_ms=config.log_retention_ms,
+                retention_bytes=config.log_retention_bytes,
+            ),
+            message_max_bytes=config.message_max_bytes,
+            producer_id_expiration_ms=config.producer_id_expiration_ms,
+        )
+        self.producer_ids = ProducerIdManager(config.node_id)
+        self.ctx: handlers.BrokerContext | None = None
+        self._data_arrived: asyncio.Future[None] | None = None
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._stopped = False
+
+    # --- lifecycle --------------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        config = self.config
+        for directory in (*config.log_dirs, config.metadata_log_dir):
+            try:
+                os.makedirs(directory, exist_ok=True)
+            except OSError as exc:
+                raise StartupError(f"log.dirs: cannot create {directory}: {exc.strerror}") from None
+        self.metadata = MetadataPlane(config, self.rng, on_image=self._on_image)
+        await self.metadata.start()
+        self.ctx = handlers.BrokerContext(
+            node_id=config.node_id,
+            cluster=self.metadata.cluster_view(),
+            replicas=self.replicas,
+            producer_ids=self.producer_ids,
+            auto_create_topics_enable=config.auto_create_topics_enable,
+            request_topic_creation=self._request_topic_creation,
+        )
+        self._on_image()
+        advertised = config.advertised_for(config.client_listener.listener_name)
+        broker_epoch = await self.metadata.register_broker(advertised.host, self.client_port or advertised.port)
+        self.producer_ids.broker_epoch = broker_epoch
+        # Ask for the first producer-id block now so the first InitProducerId rarely waits (KIP-730).
+        self.producer_ids.maybe_request_next_block(now_ms())
+        self._pump_producer_ids()
+        self.server = KafkaServer(
+            self._handle,
+            host=self.client_host,
+            port=self.client_port,
+            listener_name=config.client_listener.listener_name,
+            socket_request_max_bytes=config.socket_request_max_bytes,
+        )
+        try:
+            self.client_port = await self.server.start()
+        except OSError as exc:
+            raise StartupError(
+                f"listeners: cannot listen on {self.client_host}:{self.client_port}: {exc.strerror}"
+            ) from None
+        if advertised.port == 0 or self.config.client_listener.port == 0:
+            # Ephemeral port (tests): advertise the port actually bound.
+            await self.metadata.update_advertised_port(self.client_port)
+        self._spawn(self._housekeeping())
+
+    async def stop(self) -> None:
+        if self._stopped:
+            return
+        self._stopped = True
+        if self.server is not None:
+            await self.server.stop()
+        for task in list(self._tasks):
+            task.cancel()
+        if self._tasks:
+            await asyncio.gather(*self._tasks, return_exceptions=True)
+        self.replicas.flush_all()
+        self.replicas.close_all()
+        if self.metadata is not None:
+            await self.metadata.stop()
+
+    def _spawn(self, coro: Any) -> None:
+        task = asyncio.get_running_loop().create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _housekeeping(self) -> None:
+        interval_s = self.config.log_retention_check_interval_ms / 1000
+        while True:
+            await asyncio.sleep(min(interval_s, 30.0))
+            deleted = self.replicas.apply_retention(now_ms())
+            if deleted:
+                log.info("retention deleted %d segment(s)", deleted)
+
+    # --- metadata image -> broker view --------------------------------------------------------------
+
+    def _on_image(self) -> None:
+        """Publish a new image: the handlers' view, and the partitions this broker hosts."""
+        if self.metadata is None or self.ctx is None:
+            return
+        view = self.metadata.cluster_view()
+        now = now_ms()
+        wanted = {
+            (t.name, p.partition_index)
+            for t in view.topics.values()
+            for p in t.partitions
+            if self.config.node_id in p.replicas
+        }
+        for topic, partition in list(self.replicas.partitions):
+            if (topic, partition) not in wanted:
+                self.replicas.remove_partition(topic, partition)
+        for topic, partition in wanted:
+            self.replicas.ensure_partition(topic, partition, now)
+        for removed in self.metadata.take_removed_topics():
+            for partition in removed[1]:
+                self.replicas.remove_partition(removed[0], partition)
+        self.ctx.cluster = view
+
+    def _request_topic_creation(self, names: list[str]) -> None:
+        assert self.metadata is not None
+        metadata = self.metadata
+        self._spawn(metadata.create_topics_by_name(names, self.config.num_partitions))
+
+    def _pump_producer_ids(self) -> None:
+        request = self.producer_ids.take_request()
+        if request is None or self.metadata is None:
+            return
+        metadata = self.metadata
+
+        async def allocate() -> None:
+            try:
+                error, start, length = await metadata.allocate_producer_ids(request.broker_id, request.broker_epoch)
+            except Exception:
+                log.exception("AllocateProducerIds failed")
+                self.producer_ids.on_timeout()
+                return
+            self.producer_ids.on_response(AllocateProducerIdsResponseData(error, start, length), now_ms())
+
+        self._spawn(allocate())
+
+    # --- requests ---------------------------------------------------------------------------------
+
+    def _notify_data(self) -> None:
+        fut = self._data_arrived
+        if fut is not None and not fut.done():
+            fut.set_result(None)
+        self._data_arrived = None
+
+    async def _wait_for_data(self, timeout_s: float) -> None:
+        if self._data_arrived is None:
+            self._data_arrived = asyncio.get_running_loop().create_future()
+        try:
+            await asyncio.wait_for(asyncio.shield(self._data_arrived), timeout_s)
+        except TimeoutError:
+            pass
+
+    async def _handle(
+        self, frame: bytearray, conn: ConnectionInfo
+    ) -> Sequence[bytes | bytearray | memoryview] | None:
+        view = memoryview(frame)
+        header = messages.parse_request_header(view)
+        key, version = header.api_key, header.api_version
+        if key == ApiKey.API_VERSIONS:
+            return [messages.api_versions_response(header)]
+        supported = messages.SUPPORTED_VERSIONS.get(ApiKey(key)) if key in ApiKey._value2member_map_ else None
+        if supported is None or not supported[0] <= version <= supported[1]:
+            # Kafka's answer to an API or version it does not serve: close the connection.
+            raise RemoteProtocolError(f"unsupported api key {key} version {version}")
+        ctx = self.ctx
+        assert ctx is not None
+        if key == ApiKey.PRODUCE:
+            produce = decode_produce_request(view[header.body_offset :], version)
+            response = handlers.handle_produce(produce, version, ctx, now_ms())
+            self._notify_data()
+            if produce.acks == 0:
+                return None
+            return [messages.encode_response(header, response)]
+        request = messages.decode_request(header, view)
+        if key == ApiKey.FETCH:
+            return await self._fetch(header, request)
+        if key == ApiKey.METADATA:
+            return [messages.encode_response(header, handlers.handle_metadata(request, version, ctx))]
+        if key == ApiKey.LIST_OFFSETS:
+            return [messages.encode_response(header, handlers.handle_list_offsets(request, version, ctx))]
+        if key == ApiKey.INIT_PRODUCER_ID:
+            response = handlers.handle_init_producer_id(request, version, ctx, now_ms())
+            self._pump_producer_ids()
+            return [messages.encode_response(header, response)]
+        if key == ApiKey.FIND_COORDINATOR:
+            return [messages.encode_response(header, handlers.handle_find_coordinator(request, version, ctx))]
+        if key == ApiKey.OFFSET_FETCH:
+            return [messages.encode_response(header, handlers.handle_offset_fetch(request, version, ctx))]
+        if key == ApiKey.OFFSET_COMMIT:
+            return [messages.encode_response(header, handlers.handle_offset_commit(request, version, ctx))]
+        if key == ApiKey.CREATE_TOPICS:
+            assert self.metadata is not None
+            response = await self.metadata.handle_create_topics(request, version)
+            return [messages.encode_response(header, response)]
+        if key == ApiKey.DELETE_TOPICS:
+            assert self.metadata is not None
+            response = await self.metadata.handle_delete_topics(request, version)
+            return [messages.encode_response(header, response)]
+        if key == ApiKey.DELETE_RECORDS:
+            return [messages.encode_response(header, handlers.handle_delete_records(request, version, ctx))]
+        raise RemoteProtocolError(f"api key {key} is advertised but has no handler")
+
+    async def _fetch(self, header: RequestHeader, request: Any) -> list[bytes | bytearray | memoryview]:
+        ctx = self.ctx
+        assert ctx is not None
+        deadline = time.monotonic() + max(request.max_wait_ms, 0) / 1000
+        while True:
+            outcome = handlers.handle_fetch(request, ctx)
+            remaining_s = deadline - time.monotonic()
+            if outcome.bytes_read >= request.min_bytes or outcome.has_error or remaining_s <= 0:
+                break
+            await self._wait_for_data(remaining_s)
+        return encode_fetch_response(header.correlation_id, header.api_version, outcome.response)
+
+
+__all__ = ["ErrorCode", "Node", "StartupError", "now_ms"]
