@@ -225,8 +225,7 @@ class Node:
         key, version = header.api_key, header.api_version
         if key == ApiKey.API_VERSIONS:
             return [messages.api_versions_response(header)]
-        supported = messages.SUPPORTED_VERSIONS.get(ApiKey(key)) if key in ApiKey._value2member_map_ else None
-        if supported is None or not supported[0] <= version <= supported[1]:
+        if not messages.is_supported(key, version):
             # Kafka's answer to an API or version it does not serve: close the connection.
             raise RemoteProtocolError(f"unsupported api key {key} version {version}")
         ctx = self.ctx

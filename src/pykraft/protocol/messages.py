@@ -1,0 +1,454 @@
+"""Request/response codecs over kafka-python's schema-driven classes, plus the ApiVersions table.
+
+kafka-python 3.0.12 (``kafka.protocol.*``) generates a decoder and an encoder per (message, version)
+from Kafka's JSON schemas. We use it server-side, with three deviations from its own request path
+(reference/peers-and-clients.md §6):
+
+- the request header is parsed by hand: the library's ``decode(header=True)`` copies the whole payload
+  into a ``BytesIO`` just to read the header;
+- the body is decoded from a memoryview through the compiled decoder, so that we learn where it ended
+  and can reject trailing bytes (``ApiMessage.decode`` discards the end position);
+- the library does not enforce minimum versions; :func:`decode_request` enforces the schema's range and
+  the caller enforces :data:`SUPPORTED_VERSIONS` (answering UNSUPPORTED_VERSION, not closing).
+
+Messages the library lacks (the KRaft RPCs) are loaded from our own JSON schemas in
+``pykraft.protocol.schemas`` through the library's loader, so they behave exactly like its own classes.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import struct
+from dataclasses import dataclass
+from enum import IntEnum
+from typing import Any, cast
+
+import kafka.protocol.admin as _kp_admin
+import kafka.protocol.consumer as _kp_consumer
+import kafka.protocol.metadata as _kp_metadata
+import kafka.protocol.producer as _kp_producer
+import kafka.protocol.sasl as _kp_sasl
+from kafka.protocol.api_message import ApiMessage
+from kafka.protocol.metadata import ApiVersionsResponse
+
+from pykraft.core.errors import ErrorCode, RemoteProtocolError
+
+
+class ApiKey(IntEnum):
+    """Kafka's api keys (clients/.../common/protocol/ApiKeys.java), up to the KIP-853 voter RPCs."""
+
+    PRODUCE = 0
+    FETCH = 1
+    LIST_OFFSETS = 2
+    METADATA = 3
+    LEADER_AND_ISR = 4
+    STOP_REPLICA = 5
+    UPDATE_METADATA = 6
+    CONTROLLED_SHUTDOWN = 7
+    OFFSET_COMMIT = 8
+    OFFSET_FETCH = 9
+    FIND_COORDINATOR = 10
+    JOIN_GROUP = 11
+    HEARTBEAT = 12
+    LEAVE_GROUP = 13
+    SYNC_GROUP = 14
+    DESCRIBE_GROUPS = 15
+    LIST_GROUPS = 16
+    SASL_HANDSHAKE = 17
+    API_VERSIONS = 18
+    CREATE_TOPICS = 19
+    DELETE_TOPICS = 20
+    DELETE_RECORDS = 21
+    INIT_PRODUCER_ID = 22
+    OFFSET_FOR_LEADER_EPOCH = 23
+    ADD_PARTITIONS_TO_TXN = 24
+    ADD_OFFSETS_TO_TXN = 25
+    END_TXN = 26
+    WRITE_TXN_MARKERS = 27
+    TXN_OFFSET_COMMIT = 28
+    DESCRIBE_ACLS = 29
+    CREATE_ACLS = 30
+    DELETE_ACLS = 31
+    DESCRIBE_CONFIGS = 32
+    ALTER_CONFIGS = 33
+    ALTER_REPLICA_LOG_DIRS = 34
+    DESCRIBE_LOG_DIRS = 35
+    SASL_AUTHENTICATE = 36
+    CREATE_PARTITIONS = 37
+    CREATE_DELEGATION_TOKEN = 38
+    RENEW_DELEGATION_TOKEN = 39
+    EXPIRE_DELEGATION_TOKEN = 40
+    DESCRIBE_DELEGATION_TOKEN = 41
+    DELETE_GROUPS = 42
+    ELECT_LEADERS = 43
+    INCREMENTAL_ALTER_CONFIGS = 44
+    ALTER_PARTITION_REASSIGNMENTS = 45
+    LIST_PARTITION_REASSIGNMENTS = 46
+    OFFSET_DELETE = 47
+    DESCRIBE_CLIENT_QUOTAS = 48
+    ALTER_CLIENT_QUOTAS = 49
+    DESCRIBE_USER_SCRAM_CREDENTIALS = 50
+    ALTER_USER_SCRAM_CREDENTIALS = 51
+    VOTE = 52
+    BEGIN_QUORUM_EPOCH = 53
+    END_QUORUM_EPOCH = 54
+    DESCRIBE_QUORUM = 55
+    ALTER_PARTITION = 56
+    UPDATE_FEATURES = 57
+    ENVELOPE = 58
+    FETCH_SNAPSHOT = 59
+    DESCRIBE_CLUSTER = 60
+    DESCRIBE_PRODUCERS = 61
+    BROKER_REGISTRATION = 62
+    BROKER_HEARTBEAT = 63
+    UNREGISTER_BROKER = 64
+    DESCRIBE_TRANSACTIONS = 65
+    LIST_TRANSACTIONS = 66
+    ALLOCATE_PRODUCER_IDS = 67
+    CONSUMER_GROUP_HEARTBEAT = 68
+    CONSUMER_GROUP_DESCRIBE = 69
+    CONTROLLER_REGISTRATION = 70
+    GET_TELEMETRY_SUBSCRIPTIONS = 71
+    PUSH_TELEMETRY = 72
+    ASSIGN_REPLICAS_TO_DIRS = 73
+    LIST_CONFIG_RESOURCES = 74
+    DESCRIBE_TOPIC_PARTITIONS = 75
+    SHARE_GROUP_HEARTBEAT = 76
+    SHARE_GROUP_DESCRIBE = 77
+    SHARE_FETCH = 78
+    SHARE_ACKNOWLEDGE = 79
+    ADD_RAFT_VOTER = 80
+    REMOVE_RAFT_VOTER = 81
+    UPDATE_RAFT_VOTER = 82
+
+
+# What the client listener advertises in ApiVersions, inclusive ranges. Fetch stops at 12 because
+# Fetch 13+ names topics by id (peers-and-clients.md §7); GetTelemetrySubscriptions is absent on
+# purpose: librdkafka calls it whenever it is advertised (KIP-714).
+SUPPORTED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
+    ApiKey.PRODUCE: (3, 11),
+    ApiKey.FETCH: (4, 12),
+    ApiKey.LIST_OFFSETS: (1, 7),
+    ApiKey.METADATA: (0, 12),
+    ApiKey.OFFSET_COMMIT: (2, 8),
+    ApiKey.OFFSET_FETCH: (1, 7),
+    ApiKey.FIND_COORDINATOR: (0, 4),
+    ApiKey.API_VERSIONS: (0, 4),
+    ApiKey.CREATE_TOPICS: (2, 7),
+    ApiKey.DELETE_TOPICS: (1, 6),
+    ApiKey.DELETE_RECORDS: (0, 2),
+    ApiKey.INIT_PRODUCER_ID: (0, 4),
+}
+
+
+# --- our schema classes (messages kafka-python 3.0.12 lacks) -------------------------------------------
+
+_SCHEMAS = "pykraft.protocol.schemas"
+
+
+def _schema_class(name: str) -> Any:
+    # kafka-python's loader reads pykraft/protocol/schemas/<name>.json; the class name must equal the
+    # file name. Calling the metaclass directly keeps the result typed as Any for mypy.
+    return type(ApiMessage)(name, (ApiMessage,), {"__module__": __name__}, load_json=_SCHEMAS)
+
+
+VoteRequest: Any = _schema_class("VoteRequest")
+VoteResponse: Any = _schema_class("VoteResponse")
+BeginQuorumEpochRequest: Any = _schema_class("BeginQuorumEpochRequest")
+BeginQuorumEpochResponse: Any = _schema_class("BeginQuorumEpochResponse")
+EndQuorumEpochRequest: Any = _schema_class("EndQuorumEpochRequest")
+EndQuorumEpochResponse: Any = _schema_class("EndQuorumEpochResponse")
+FetchSnapshotRequest: Any = _schema_class("FetchSnapshotRequest")
+FetchSnapshotResponse: Any = _schema_class("FetchSnapshotResponse")
+AllocateProducerIdsRequest: Any = _schema_class("AllocateProducerIdsRequest")
+AllocateProducerIdsResponse: Any = _schema_class("AllocateProducerIdsResponse")
+BrokerRegistrationRequest: Any = _schema_class("BrokerRegistrationRequest")
+BrokerRegistrationResponse: Any = _schema_class("BrokerRegistrationResponse")
+BrokerHeartbeatRequest: Any = _schema_class("BrokerHeartbeatRequest")
+BrokerHeartbeatResponse: Any = _schema_class("BrokerHeartbeatResponse")
+
+
+# DescribeQuorum ships with kafka-python (0-2, the current schema); re-exported for symmetry.
+DescribeQuorumRequest: Any = _kp_admin.DescribeQuorumRequest
+DescribeQuorumResponse: Any = _kp_admin.DescribeQuorumResponse
+
+OUR_MESSAGE_CLASSES: tuple[Any, ...] = (
+    VoteRequest,
+    VoteResponse,
+    BeginQuorumEpochRequest,
+    BeginQuorumEpochResponse,
+    EndQuorumEpochRequest,
+    EndQuorumEpochResponse,
+    FetchSnapshotRequest,
+    FetchSnapshotResponse,
+    AllocateProducerIdsRequest,
+    AllocateProducerIdsResponse,
+    BrokerRegistrationRequest,
+    BrokerRegistrationResponse,
+    BrokerHeartbeatRequest,
+    BrokerHeartbeatResponse,
+)
+
+
+def _collect_classes() -> tuple[dict[int, Any], dict[int, Any]]:
+    requests: dict[int, Any] = {}
+    responses: dict[int, Any] = {}
+    library_classes = [
+        getattr(module, name)
+        for module in (_kp_metadata, _kp_admin, _kp_consumer, _kp_producer, _kp_sasl)
+        for name in module.__all__
+    ]
+    for cls in [*library_classes, *OUR_MESSAGE_CLASSES]:
+        if not (isinstance(cls, type) and issubclass(cls, ApiMessage)):
+            continue
+        cls = cast(Any, cls)
+        table = requests if cls.is_request() else responses
+        assert cls.API_KEY not in table, f"two classes for api key {cls.API_KEY}: {cls.__name__}"
+        table[cls.API_KEY] = cls
+    return requests, responses
+
+
+_REQUEST_CLASSES, _RESPONSE_CLASSES = _collect_classes()
+
+
+def _schema_version_range(cls: Any) -> tuple[int, int]:
+    # kafka-python resets every schema's minimum to 0 (gotcha 2); the JSON keeps the real one.
+    low, high = cls._valid_versions
+    text = cls.json["validVersions"]
+    if "-" in text:
+        low = int(text.split("-")[0])
+    elif not text.endswith("+"):
+        low = int(text)
+    return int(low), int(high)
+
+
+_VERSION_RANGES: dict[int, tuple[int, int]] = {
+    key: _schema_version_range(cls) for key, cls in _REQUEST_CLASSES.items()
+}
+# First flexible version per api key; flexibility is open-ended ("N+"), so a request at a version above
+# the newest we know still carries a v2 header (ApiVersions v127 from a future client, KIP-511).
+_FLEXIBLE_FROM: dict[int, int] = {
+    key: int(cls._flexible_versions[0])
+    for key, cls in _REQUEST_CLASSES.items()
+    if cls._flexible_versions is not None
+}
+
+
+def request_class(api_key: int) -> Any | None:
+    """The kafka-python-style request class for ``api_key``, or None if we have no schema for it."""
+    return _REQUEST_CLASSES.get(api_key)
+
+
+def response_class(api_key: int) -> Any | None:
+    """The kafka-python-style response class for ``api_key``, or None if we have no schema for it."""
+    return _RESPONSE_CLASSES.get(api_key)
+
+
+def is_flexible(api_key: int, api_version: int) -> bool:
+    """Whether ``api_version`` of ``api_key`` uses compact encodings and tagged fields (False if unknown)."""
+    flexible_from = _FLEXIBLE_FROM.get(api_key)
+    return flexible_from is not None and api_version >= flexible_from
+
+
+def is_supported(api_key: int, api_version: int) -> bool:
+    """Whether the client listener advertises ``api_version`` of ``api_key``."""
+    versions = SUPPORTED_VERSIONS.get(api_key)  # type: ignore[call-overload]
+    return versions is not None and versions[0] <= api_version <= versions[1]
+
+
+# --- request header ---------------------------------------------------------------------------------------
+
+_HEADER_FIXED = struct.Struct(">hhih")  # api_key, api_version, correlation_id, client_id length
+_MAX_UVARINT_BYTES = 5
+
+
+@dataclass(frozen=True, slots=True)
+class RequestHeader:
+    """Request header v1/v2. ``body_offset`` is where the body starts within the frame."""
+
+    api_key: int
+    api_version: int
+    correlation_id: int
+    client_id: str | None
+    body_offset: int
+    flexible: bool
+
+
+def _read_uvarint(buf: memoryview, pos: int) -> tuple[int, int]:
+    value = 0
+    shift = 0
+    end = len(buf)
+    for _ in range(_MAX_UVARINT_BYTES):
+        if pos >= end:
+            raise RemoteProtocolError("unsigned varint runs past the end of the request")
+        byte = buf[pos]
+        pos += 1
+        value |= (byte & 0x7F) << shift
+        if not byte & 0x80:
+            return value, pos
+        shift += 7
+    raise RemoteProtocolError("unsigned varint longer than 5 bytes")
+
+
+def skip_tagged_fields(buf: memoryview, pos: int) -> int:
+    """Skip one tagged-field section (count, then tag/size/data each) and return the position after it."""
+    count, pos = _read_uvarint(buf, pos)
+    for _ in range(count):
+        _tag, pos = _read_uvarint(buf, pos)
+        size, pos = _read_uvarint(buf, pos)
+        pos += size
+        if pos > len(buf):
+            raise RemoteProtocolError("tagged field runs past the end of the request")
+    return pos
+
+
+def parse_request_header(frame: memoryview) -> RequestHeader:
+    """Parse the request header at the start of ``frame`` (the request without its 4-byte size).
+
+    ``client_id`` stays a classic int16-length string even in header v2 (Kafka keeps it so, so that any
+    broker can read the header of an ApiVersions request at a version it does not know).
+    """
+    if len(frame) < _HEADER_FIXED.size:
+        raise RemoteProtocolError(f"request header needs {_HEADER_FIXED.size} bytes, got {len(frame)}")
+    api_key, api_version, correlation_id, client_id_len = _HEADER_FIXED.unpack_from(frame, 0)
+    pos = _HEADER_FIXED.size
+    client_id: str | None
+    if client_id_len == -1:
+        client_id = None
+    elif client_id_len < -1:
+        raise RemoteProtocolError(f"request header client_id length {client_id_len}")
+    else:
+        end = pos + client_id_len
+        if end > len(frame):
+            raise RemoteProtocolError("request header client_id runs past the end of the request")
+        try:
+            client_id = str(frame[pos:end], "utf-8")
+        except UnicodeDecodeError as exc:
+            raise RemoteProtocolError(f"request header client_id is not UTF-8: {exc}") from None
+        pos = end
+    flexible = is_flexible(api_key, api_version)
+    if flexible:
+        pos = skip_tagged_fields(frame, pos)
+    return RequestHeader(api_key, api_version, correlation_id, client_id, pos, flexible)
+
+
+# --- request body ----------------------------------------------------------------------------------------
+
+
+def decode_request(header: RequestHeader, frame: memoryview) -> Any:
+    """Decode the body of ``frame`` with kafka-python at ``header.api_version``.
+
+    Raises RemoteProtocolError for an api key we have no schema for, a version outside the schema's
+    range, bytes that do not parse, or bytes left over after the body. The caller checks
+    :func:`is_supported` first: an unsupported version is answered, not a reason to close.
+    """
+    cls = _REQUEST_CLASSES.get(header.api_key)
+    if cls is None:
+        raise RemoteProtocolError(f"no schema for api key {header.api_key}")
+    low, high = _VERSION_RANGES[header.api_key]
+    if not low <= header.api_version <= high:
+        raise RemoteProtocolError(
+            f"{cls.__name__} version {header.api_version} is outside the schema's {low}-{high}"
+        )
+    flexible = header.flexible
+    try:
+        # ApiMessage.decode would drop the end position we need for the trailing-bytes check.
+        decoder = cls._struct.compiled_decode_from(
+            header.api_version, compact=flexible, tagged=flexible, data_class=cls
+        )
+        request, end = decoder(frame, header.body_offset)
+    except Exception as exc:  # every failure inside the generated decoder means the peer's bytes are bad
+        raise RemoteProtocolError(
+            f"{cls.__name__} v{header.api_version} does not parse: {type(exc).__name__}: {exc}"
+        ) from None
+    if end != len(frame):
+        raise RemoteProtocolError(
+            f"{cls.__name__} v{header.api_version}: body ends at byte {end}, request has {len(frame)}"
+        )
+    return request
+
+
+# --- responses ------------------------------------------------------------------------------------------
+
+
+def encode_response(header: RequestHeader, response: Any) -> bytearray:
+    """Frame ``response`` (4-byte size, response header, body) at the request's version.
+
+    The response header is v1 (with tagged fields) for flexible versions and v0 otherwise; ApiVersions
+    responses always use v0 (KIP-511), which kafka-python's ApiVersionsResponse does on its own.
+    ``response`` is modified: its version and header are set.
+    """
+    # Gotcha 1: the API_VERSION setter assumes a request header; drop any header first, set the
+    # version, then attach a fresh response header.
+    response._header = None
+    response.API_VERSION = header.api_version
+    response.with_header(correlation_id=header.correlation_id)
+    encoded: bytearray = response.encode(header=True, framed=True)
+    return encoded
+
+
+def _api_versions_entries(only: ApiKey | None = None) -> list[Any]:
+    api_version = ApiVersionsResponse.ApiVersion
+    return [
+        api_version(api_key=int(key), min_version=low, max_version=high)
+        for key, (low, high) in sorted(SUPPORTED_VERSIONS.items())
+        if only is None or key == only
+    ]
+
+
+def api_versions_response(header: RequestHeader) -> bytearray:
+    """The full framed ApiVersions response for ``header``.
+
+    For a version we support: error NONE, the :data:`SUPPORTED_VERSIONS` table, throttle 0, and no
+    tagged fields (kafka-python omits default-valued ones). For a version we do not support: what Kafka
+    answers (ApiVersionsRequest.getErrorResponse): UNSUPPORTED_VERSION in the v0 layout with a v0
+    header, listing only the ApiVersions range so the client can retry at a version we accept.
+    """
+    low, high = SUPPORTED_VERSIONS[ApiKey.API_VERSIONS]
+    if low <= header.api_version <= high:
+        response = ApiVersionsResponse(
+            version=header.api_version,
+            error_code=ErrorCode.NONE,
+            api_keys=_api_versions_entries(),
+            throttle_time_ms=0,
+        )
+        return encode_response(header, response)
+    response = ApiVersionsResponse(
+        version=0,
+        error_code=ErrorCode.UNSUPPORTED_VERSION,
+        api_keys=_api_versions_entries(only=ApiKey.API_VERSIONS),
+    )
+    return encode_response(dataclasses.replace(header, api_version=0, flexible=False), response)
+
+
+__all__ = [
+    "OUR_MESSAGE_CLASSES",
+    "SUPPORTED_VERSIONS",
+    "AllocateProducerIdsRequest",
+    "AllocateProducerIdsResponse",
+    "ApiKey",
+    "BeginQuorumEpochRequest",
+    "BeginQuorumEpochResponse",
+    "BrokerHeartbeatRequest",
+    "BrokerHeartbeatResponse",
+    "BrokerRegistrationRequest",
+    "BrokerRegistrationResponse",
+    "DescribeQuorumRequest",
+    "DescribeQuorumResponse",
+    "EndQuorumEpochRequest",
+    "EndQuorumEpochResponse",
+    "FetchSnapshotRequest",
+    "FetchSnapshotResponse",
+    "RequestHeader",
+    "VoteRequest",
+    "VoteResponse",
+    "api_versions_response",
+    "decode_request",
+    "encode_response",
+    "is_flexible",
+    "is_supported",
+    "parse_request_header",
+    "request_class",
+    "response_class",
+    "skip_tagged_fields",
+]

@@ -1,0 +1,183 @@
+"""Hand-written Produce request decoder (versions 3-11, flexible from 9): the data hot path.
+
+Why not the generic codec: kafka-python copies every ``records`` field into ``bytes``; the broker
+rewrites base offsets in place and appends the client's bytes as they are (DESIGN.md, hot path rules),
+so ``records`` here is a memoryview slice into the request buffer. When the buffer is a bytearray the
+slice is writable and the rewrite costs no copy at all.
+
+Layout (ProduceRequest.json)::
+
+    transactional_id:nullable string  acks:int16  timeout_ms:int32
+    topic_data:[ name:string  partition_data:[ index:int32  records:nullable records  <tags> ]  <tags> ]
+    <tags>
+
+Non-flexible versions use int16 string lengths and int32 array counts/record lengths; flexible ones use
+unsigned varints of length + 1 (0 = null) and end every struct with a tagged-field section. Produce has
+no known tagged fields up to v11, so every tag is skipped.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+
+from pykraft.core.errors import RemoteProtocolError
+
+PRODUCE_MIN_VERSION = 3
+PRODUCE_MAX_VERSION = 11
+PRODUCE_FIRST_FLEXIBLE_VERSION = 9
+
+_INT16 = struct.Struct(">h")
+_INT32 = struct.Struct(">i")
+_ACKS_TIMEOUT = struct.Struct(">hi")
+_MAX_UVARINT_BYTES = 5
+
+
+@dataclass(slots=True)
+class ProducePartitionData:
+    index: int
+    # A view into the request buffer, not a copy (None if the client sent null records).
+    records: memoryview | None
+
+
+@dataclass(slots=True)
+class ProduceTopicData:
+    name: str
+    partitions: list[ProducePartitionData]
+
+
+@dataclass(slots=True)
+class ProduceRequestData:
+    transactional_id: str | None
+    acks: int
+    timeout_ms: int
+    topics: list[ProduceTopicData]
+
+
+class _Truncated(Exception):
+    """Internal: a read ran past the end of the body (turned into RemoteProtocolError once)."""
+
+
+def _uvarint(buf: memoryview, pos: int) -> tuple[int, int]:
+    value = 0
+    shift = 0
+    for _ in range(_MAX_UVARINT_BYTES):
+        byte = buf[pos]  # IndexError past the end: reported by the caller
+        pos += 1
+        value |= (byte & 0x7F) << shift
+        if not byte & 0x80:
+            return value, pos
+        shift += 7
+    raise RemoteProtocolError("unsigned varint longer than 5 bytes")
+
+
+def _skip_tags(buf: memoryview, pos: int) -> int:
+    count, pos = _uvarint(buf, pos)
+    for _ in range(count):
+        _tag, pos = _uvarint(buf, pos)
+        size, pos = _uvarint(buf, pos)
+        pos += size
+        if pos > len(buf):
+            raise _Truncated
+    return pos
+
+
+def _string(buf: memoryview, pos: int, flexible: bool, what: str) -> tuple[str | None, int]:
+    if flexible:
+        length, pos = _uvarint(buf, pos)
+        length -= 1
+    else:
+        (length,) = _INT16.unpack_from(buf, pos)
+        pos += 2
+    if length < 0:
+        if length < -1:
+            raise RemoteProtocolError(f"produce request: {what} has length {length}")
+        return None, pos
+    end = pos + length
+    if end > len(buf):
+        raise _Truncated
+    try:
+        return str(buf[pos:end], "utf-8"), end
+    except UnicodeDecodeError:
+        raise RemoteProtocolError(f"produce request: {what} is not valid UTF-8") from None
+
+
+def _array_count(buf: memoryview, pos: int, flexible: bool, what: str) -> tuple[int, int]:
+    if flexible:
+        count, pos = _uvarint(buf, pos)
+        count -= 1
+    else:
+        (count,) = _INT32.unpack_from(buf, pos)
+        pos += 4
+    if count < 0:
+        raise RemoteProtocolError(f"produce request: {what} array is null or negative ({count})")
+    return count, pos
+
+
+def decode_produce_request(body: memoryview, version: int) -> ProduceRequestData:
+    """Decode a Produce request body (after the request header) at ``version`` 3-11.
+
+    ``records`` of each partition is a slice of ``body``. Raises RemoteProtocolError on malformed input,
+    an unsupported version or bytes after the body.
+    """
+    if not PRODUCE_MIN_VERSION <= version <= PRODUCE_MAX_VERSION:
+        raise RemoteProtocolError(f"produce request version {version} is outside 3-11")
+    flexible = version >= PRODUCE_FIRST_FLEXIBLE_VERSION
+    try:
+        return _decode(body, flexible)
+    except (_Truncated, IndexError, struct.error):
+        raise RemoteProtocolError(f"produce request v{version} runs past the end of its body") from None
+
+
+def _decode(buf: memoryview, flexible: bool) -> ProduceRequestData:
+    end_of_body = len(buf)
+    transactional_id, pos = _string(buf, 0, flexible, "transactional_id")
+    acks, timeout_ms = _ACKS_TIMEOUT.unpack_from(buf, pos)
+    pos += _ACKS_TIMEOUT.size
+    topic_count, pos = _array_count(buf, pos, flexible, "topic_data")
+    topics: list[ProduceTopicData] = []
+    for _ in range(topic_count):
+        name, pos = _string(buf, pos, flexible, "topic name")
+        if name is None:
+            raise RemoteProtocolError("produce request: topic name is null")
+        partition_count, pos = _array_count(buf, pos, flexible, "partition_data")
+        partitions: list[ProducePartitionData] = []
+        for _ in range(partition_count):
+            (index,) = _INT32.unpack_from(buf, pos)
+            pos += 4
+            if flexible:
+                length, pos = _uvarint(buf, pos)
+                length -= 1
+            else:
+                (length,) = _INT32.unpack_from(buf, pos)
+                pos += 4
+            records: memoryview | None
+            if length < 0:
+                if length < -1:
+                    raise RemoteProtocolError(f"produce request: records length {length}")
+                records = None
+            else:
+                end = pos + length
+                if end > end_of_body:
+                    raise _Truncated
+                records = buf[pos:end]
+                pos = end
+            if flexible:
+                pos = _skip_tags(buf, pos)
+            partitions.append(ProducePartitionData(index, records))
+        if flexible:
+            pos = _skip_tags(buf, pos)
+        topics.append(ProduceTopicData(name, partitions))
+    if flexible:
+        pos = _skip_tags(buf, pos)
+    if pos != end_of_body:
+        raise RemoteProtocolError(f"produce request: body ends at byte {pos}, request has {end_of_body}")
+    return ProduceRequestData(transactional_id, acks, timeout_ms, topics)
+
+
+__all__ = [
+    "ProducePartitionData",
+    "ProduceRequestData",
+    "ProduceTopicData",
+    "decode_produce_request",
+]
