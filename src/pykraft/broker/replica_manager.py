@@ -45,7 +45,7 @@ class ReadResult:
     error_code: ErrorCode
     high_watermark: int = -1
     log_start_offset: int = -1
-    chunks: list[bytes] = field(default_factory=list)
+    chunks: list[bytes | memoryview] = field(default_factory=list)
 
     @property
     def size_in_bytes(self) -> int:

@@ -1,0 +1,192 @@
+"""``FileSegmentStore``: a partition directory of Kafka segment files (the shell side of the log).
+
+``<dir>/<20-digit base offset>.log`` and ``.index``, plus small checkpoint files. Appends go straight
+to the OS with ``os.write`` on an ``O_APPEND`` descriptor (no Python buffering, so a ``kill -9``
+loses nothing appended); reads are ``os.pread``; ``flush`` is ``os.fsync`` (and a directory fsync the
+first time, so a new segment's name survives a crash too).
+"""
+
+from __future__ import annotations
+
+import os
+from collections import OrderedDict
+
+from pykraft.log.store import INDEX_SUFFIX, LOG_SUFFIX, SEGMENT_NAME_DIGITS, BytesLike, segment_file_name
+
+# Segment logs kept open at once; older ones are closed and reopened on demand, so a partition with
+# thousands of segments does not exhaust file descriptors.
+OPEN_SEGMENTS_MAX = 32
+CHECKPOINT_TEMP_SUFFIX = ".tmp"
+
+
+def _write_all(fd: int, data: BytesLike) -> None:
+    view = memoryview(data).cast("B")
+    while view:
+        written = os.write(fd, view)
+        view = view[written:]
+
+
+def _pread_all(fd: int, size: int, position: int) -> bytes:
+    data = os.pread(fd, size, position)
+    if len(data) == size or not data:
+        return data
+    parts = [data]
+    got = len(data)
+    while got < size:
+        more = os.pread(fd, size - got, position + got)
+        if not more:
+            break
+        parts.append(more)
+        got += len(more)
+    return b"".join(parts)
+
+
+class FileSegmentStore:
+    """``SegmentStore`` (see ``pykraft.log.store``) over real files in ``partition_dir``."""
+
+    def __init__(self, partition_dir: str) -> None:
+        self.partition_dir = partition_dir
+        os.makedirs(partition_dir, exist_ok=True)
+        self._fds: OrderedDict[int, int] = OrderedDict()
+        # Segments created since the last directory fsync: their names are not durable yet.
+        self._dir_unsynced = False
+        # Indexes written since their last fsync: flush syncs only these.
+        self._index_unsynced: set[int] = set()
+        self._remove_stray_temp_files()
+
+    def _path(self, base_offset: int, suffix: str) -> str:
+        return os.path.join(self.partition_dir, segment_file_name(base_offset, suffix))
+
+    def _remove_stray_temp_files(self) -> None:
+        # A crash between writing a checkpoint's temp file and renaming it leaves the temp behind.
+        for name in os.listdir(self.partition_dir):
+            if name.endswith(CHECKPOINT_TEMP_SUFFIX):
+                os.unlink(os.path.join(self.partition_dir, name))
+
+    def _fd(self, base_offset: int) -> int:
+        fd = self._fds.get(base_offset)
+        if fd is not None:
+            self._fds.move_to_end(base_offset)
+            return fd
+        fd = os.open(self._path(base_offset, LOG_SUFFIX), os.O_RDWR | os.O_APPEND)
+        self._fds[base_offset] = fd
+        if len(self._fds) > OPEN_SEGMENTS_MAX:
+            _, oldest_fd = self._fds.popitem(last=False)
+            os.close(oldest_fd)
+        return fd
+
+    def _fsync_dir(self) -> None:
+        fd = os.open(self.partition_dir, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        self._dir_unsynced = False
+
+    # --- SegmentStore ----------------------------------------------------------------------------
+
+    def list_segments(self) -> list[int]:
+        bases = []
+        for name in os.listdir(self.partition_dir):
+            stem, dot, ext = name.partition(".")
+            if dot and "." + ext == LOG_SUFFIX and len(stem) == SEGMENT_NAME_DIGITS and stem.isdigit():
+                bases.append(int(stem))
+        return sorted(bases)
+
+    def create_segment(self, base_offset: int) -> None:
+        path = self._path(base_offset, LOG_SUFFIX)
+        fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_EXCL, 0o644)
+        self._fds[base_offset] = fd
+        self._dir_unsynced = True
+        if len(self._fds) > OPEN_SEGMENTS_MAX:
+            _, oldest_fd = self._fds.popitem(last=False)
+            os.close(oldest_fd)
+
+    def append(self, base_offset: int, data: BytesLike) -> None:
+        _write_all(self._fd(base_offset), data)
+
+    def read(self, base_offset: int, position: int, size: int) -> bytes:
+        return _pread_all(self._fd(base_offset), size, position)
+
+    def segment_size(self, base_offset: int) -> int:
+        return os.fstat(self._fd(base_offset)).st_size
+
+    def truncate_segment(self, base_offset: int, size: int) -> None:
+        fd = self._fd(base_offset)
+        assert 0 <= size <= os.fstat(fd).st_size, size
+        os.ftruncate(fd, size)
+
+    def delete_segment(self, base_offset: int) -> None:
+        fd = self._fds.pop(base_offset, None)
+        if fd is not None:
+            os.close(fd)
+        self._index_unsynced.discard(base_offset)
+        for suffix in (LOG_SUFFIX, INDEX_SUFFIX):
+            try:
+                os.unlink(self._path(base_offset, suffix))
+            except FileNotFoundError:
+                pass
+        self._fsync_dir()
+
+    def write_index(self, base_offset: int, position: int, data: BytesLike) -> None:
+        fd = os.open(self._path(base_offset, INDEX_SUFFIX), os.O_WRONLY | os.O_CREAT, 0o644)
+        try:
+            assert position <= os.fstat(fd).st_size, position
+            view = memoryview(data).cast("B")
+            while view:
+                written = os.pwrite(fd, view, position)
+                view, position = view[written:], position + written
+            os.ftruncate(fd, position)
+        finally:
+            os.close(fd)
+        self._index_unsynced.add(base_offset)
+
+    def read_index(self, base_offset: int) -> bytes | None:
+        try:
+            fd = os.open(self._path(base_offset, INDEX_SUFFIX), os.O_RDONLY)
+        except FileNotFoundError:
+            return None
+        try:
+            return _pread_all(fd, os.fstat(fd).st_size, 0)
+        finally:
+            os.close(fd)
+
+    def flush(self, base_offset: int) -> None:
+        os.fsync(self._fd(base_offset))
+        if base_offset in self._index_unsynced:
+            fd = os.open(self._path(base_offset, INDEX_SUFFIX), os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            self._index_unsynced.discard(base_offset)
+        if self._dir_unsynced:
+            self._fsync_dir()
+
+    def read_checkpoint(self, name: str) -> bytes | None:
+        try:
+            fd = os.open(os.path.join(self.partition_dir, name), os.O_RDONLY)
+        except FileNotFoundError:
+            return None
+        try:
+            return _pread_all(fd, os.fstat(fd).st_size, 0)
+        finally:
+            os.close(fd)
+
+    def write_checkpoint(self, name: str, data: bytes) -> None:
+        """Atomic and durable: temp file, fsync, rename over the old one, fsync the directory."""
+        path = os.path.join(self.partition_dir, name)
+        temp_path = path + CHECKPOINT_TEMP_SUFFIX
+        fd = os.open(temp_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        try:
+            _write_all(fd, data)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(temp_path, path)
+        self._fsync_dir()
+
+    def close(self) -> None:
+        while self._fds:
+            _, fd = self._fds.popitem()
+            os.close(fd)

@@ -1,0 +1,739 @@
+"""The partition log: RecordBatch v2 segments over an injected ``SegmentStore``.
+
+Kafka's on-disk layout (UnifiedLog/LocalLog/LogSegment), batch headers only on the hot path:
+
+- A segment holds batches back to back exactly as produced, with ``baseOffset`` rewritten. A new
+  segment starts (``roll``) when the active one would pass ``segment_bytes``, when a relative offset
+  would not fit an int32, or when its index is full. An empty segment always takes the append.
+- The sparse offset index has one 8-byte entry (int32 offset relative to the segment base, int32
+  file position) after every ``index_interval_bytes`` appended; the entry's offset is the LAST offset
+  of the batch at that position, as Kafka writes it (kafka-dump-log checks this). A lookup finds the
+  last entry with offset <= target and scans headers forward. The index also keeps, in memory only,
+  the largest timestamp before each entry, which makes it a time index too.
+- Offsets are contiguous: each batch starts where the previous one ended, each segment where its
+  predecessor ended (there is no compaction yet); recovery treats a jump as corruption.
+- Recovery (``open``) reads headers, jumping batch to batch. Segments below the persisted recovery
+  point were flushed whole and are only checked for structure; segments at or above it are also
+  CRC-checked. The first torn or corrupt batch ends the log: its segment is truncated there and later
+  segments are deleted (Kafka's LogLoader does the same). Indexes are rebuilt from the headers and
+  rewritten when they differ from what is stored.
+- The log start offset (moved by DeleteRecords and retention) and the recovery point are small
+  checkpoints, written atomically.
+
+Expected failures (a fetch outside the log, DeleteRecords past the high watermark) raise
+``KafkaError(OFFSET_OUT_OF_RANGE)``; storage failures surface as ``OSError`` from the store.
+"""
+
+from __future__ import annotations
+
+import struct
+from array import array
+from bisect import bisect_left, bisect_right
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import NamedTuple
+
+from crc32c import crc32c
+
+from pykraft.core.errors import ErrorCode, KafkaError
+from pykraft.log.store import BytesLike, SegmentStore
+from pykraft.protocol.records import (
+    ATTRIBUTES_OFFSET,
+    BATCH_HEADER_SIZE,
+    CURRENT_MAGIC,
+    INT32_MAX,
+    LOG_OVERHEAD,
+    NO_TIMESTAMP,
+    TIMESTAMP_TYPE_LOG_APPEND_TIME,
+    BatchHeader,
+    decode_records,
+    read_batch_header,
+    scan_batches,
+    set_base_offset,
+    set_partition_leader_epoch,
+)
+
+LOG_START_OFFSET_CHECKPOINT = "log-start-offset"
+# Base offset of the oldest segment that may hold unflushed bytes: everything below it was fsynced.
+RECOVERY_POINT_CHECKPOINT = "recovery-point"
+INDEX_ENTRY_BYTES = 8
+_CHECKPOINT_VERSION = 0
+# Recovery reads headers through a window, so small batches cost one store read per window rather
+# than one per batch; batches larger than the window are skipped by reading the next header only.
+SCAN_WINDOW_BYTES = 64 * 1024
+NO_OFFSET = -1
+
+
+@dataclass(frozen=True)
+class LogConfig:
+    """Kafka's topic configs that shape a partition log (names without dots, units in the name)."""
+
+    segment_bytes: int = 1073741824  # segment.bytes
+    index_interval_bytes: int = 4096  # index.interval.bytes
+    segment_index_bytes: int = 10485760  # segment.index.bytes: a full index rolls the segment
+    retention_ms: int = 604800000  # retention.ms; -1 = unlimited
+    retention_bytes: int = -1  # retention.bytes; -1 = unlimited
+
+    def __post_init__(self) -> None:
+        assert self.segment_bytes >= BATCH_HEADER_SIZE, self.segment_bytes
+        assert self.index_interval_bytes >= 0, self.index_interval_bytes
+        assert self.segment_index_bytes >= INDEX_ENTRY_BYTES, self.segment_index_bytes
+        assert self.retention_ms >= -1, self.retention_ms
+        assert self.retention_bytes >= -1, self.retention_bytes
+
+
+class AppendInfo(NamedTuple):
+    first_offset: int
+    last_offset: int
+    max_timestamp: int
+    # The last offset of the batch holding max_timestamp (Kafka's shallow offset of max timestamp).
+    offset_of_max_timestamp: int
+
+
+class ReadResult(NamedTuple):
+    """Whole batches, as stored. ``chunks`` are read-only views the caller owns (one per segment
+    touched); write them to a socket as they are, or ``b"".join`` them."""
+
+    chunks: list[memoryview]
+    first_offset: int  # base offset of the first batch returned (may be < fetch_offset); -1 if none
+    next_offset: int  # offset after the last batch returned; fetch_offset if none
+    size_bytes: int
+
+
+class SegmentInfo(NamedTuple):
+    base_offset: int
+    size_bytes: int
+    next_offset: int
+    max_timestamp: int
+    offset_of_max_timestamp: int
+    index_entries: int
+
+
+class _Segment:
+    """In-memory state of one segment, rebuilt from batch headers on open."""
+
+    __slots__ = (
+        "base_offset",
+        "bytes_since_index_entry",
+        "index_entries_written",
+        "index_offsets",
+        "index_positions",
+        "index_prefix_max_timestamps",
+        "max_timestamp",
+        "next_offset",
+        "offset_of_max_timestamp",
+        "size_bytes",
+    )
+
+    def __init__(self, base_offset: int) -> None:
+        self.base_offset = base_offset
+        self.size_bytes = 0
+        self.next_offset = base_offset
+        self.max_timestamp = NO_TIMESTAMP
+        self.offset_of_max_timestamp = NO_OFFSET
+        # Parallel arrays (8 bytes an entry, not a Python int object each): the indexed batch's last
+        # offset (absolute), its position, and the largest timestamp of the batches before it.
+        self.index_offsets = array("q")
+        self.index_positions = array("q")
+        self.index_prefix_max_timestamps = array("q")
+        self.index_entries_written = 0
+        self.bytes_since_index_entry = 0
+
+    def track(self, last_offset: int, size_bytes: int, max_timestamp: int, interval_bytes: int) -> None:
+        """Account for one batch appended at the end (LogSegment.append's index rule)."""
+        if self.bytes_since_index_entry > interval_bytes:
+            self.index_offsets.append(last_offset)
+            self.index_positions.append(self.size_bytes)
+            self.index_prefix_max_timestamps.append(self.max_timestamp)
+            self.bytes_since_index_entry = 0
+        self.bytes_since_index_entry += size_bytes
+        if max_timestamp > self.max_timestamp:
+            self.max_timestamp = max_timestamp
+            self.offset_of_max_timestamp = last_offset
+        self.size_bytes += size_bytes
+        self.next_offset = last_offset + 1
+
+    def index_position_at_or_before(self, offset: int) -> int:
+        entry = bisect_right(self.index_offsets, offset) - 1
+        return self.index_positions[entry] if entry >= 0 else 0
+
+    def index_bytes(self, first_entry: int) -> bytes:
+        """Kafka's .index layout for entries ``first_entry..``: big-endian int32 pairs."""
+        count = len(self.index_offsets) - first_entry
+        flat = [0] * (2 * count)
+        flat[0::2] = [offset - self.base_offset for offset in self.index_offsets[first_entry:]]
+        flat[1::2] = self.index_positions[first_entry:]
+        return struct.pack(f">{2 * count}i", *flat)
+
+    def info(self) -> SegmentInfo:
+        return SegmentInfo(
+            self.base_offset,
+            self.size_bytes,
+            self.next_offset,
+            self.max_timestamp,
+            self.offset_of_max_timestamp,
+            len(self.index_offsets),
+        )
+
+
+def _scan_headers(
+    store: SegmentStore, base_offset: int, start: int, end: int, *, check_crc: bool, window_bytes: int
+) -> Iterator[tuple[int, BatchHeader]]:
+    """Yield ``(position, header)`` of each sane batch in ``[start, end)`` of a segment; stop at the
+    first one that is torn, structurally impossible, or (with ``check_crc``) fails its CRC-32C.
+    The same checks as ``protocol.records.scan_batches``, without holding the segment in memory."""
+    buf = b""
+    buf_start = start
+    pos = start
+    read_bytes = window_bytes
+    while end - pos >= BATCH_HEADER_SIZE:
+        rel = pos - buf_start
+        if rel + BATCH_HEADER_SIZE > len(buf):
+            buf = store.read(base_offset, pos, min(max(read_bytes, BATCH_HEADER_SIZE), end - pos))
+            buf_start, rel = pos, 0
+            if len(buf) < BATCH_HEADER_SIZE:
+                return
+        header = read_batch_header(buf, rel)
+        size = header.size_in_bytes
+        if (
+            header.magic != CURRENT_MAGIC
+            or header.batch_length < BATCH_HEADER_SIZE - LOG_OVERHEAD
+            or header.last_offset_delta < 0
+            or pos + size > end
+        ):
+            return
+        if check_crc:
+            if rel + size > len(buf):
+                buf = store.read(base_offset, pos, max(size, min(window_bytes, end - pos)))
+                buf_start, rel = pos, 0
+                if len(buf) < size:
+                    return
+            if crc32c(memoryview(buf)[rel + ATTRIBUTES_OFFSET : rel + size]) != header.crc:
+                return
+        # Batches that are large next to the window: a window would mostly hold bytes we skip, so
+        # read the next header alone (61 bytes, one read a batch).
+        read_bytes = BATCH_HEADER_SIZE if size * 4 >= window_bytes else window_bytes
+        yield pos, header
+        pos += size
+
+
+def _encode_offset_checkpoint(offset: int) -> bytes:
+    return f"{_CHECKPOINT_VERSION}\n{offset}\n".encode("ascii")
+
+
+def _read_offset_checkpoint(store: SegmentStore, name: str) -> int | None:
+    data = store.read_checkpoint(name)
+    if data is None:
+        return None
+    lines = data.split(b"\n")
+    if len(lines) < 2 or lines[0] != str(_CHECKPOINT_VERSION).encode() or not lines[1].isdigit():
+        raise ValueError(
+            f"checkpoint {name!r} is not '{_CHECKPOINT_VERSION}\\n<offset>\\n' but {data[:40]!r}; "
+            "restore it, or delete it to fall back to what the segments say"
+        )
+    return int(lines[1])
+
+
+class PartitionLog:
+    """One partition's log. Not thread-safe: one owner calls it (the partition's event loop task)."""
+
+    def __init__(self, store: SegmentStore, config: LogConfig, high_watermark_tracks_log_end: bool) -> None:
+        self._store = store
+        self._config = config
+        self._segments: list[_Segment] = []
+        self._log_start_offset = 0
+        self._high_watermark = 0
+        self._high_watermark_tracks_log_end = high_watermark_tracks_log_end
+        self._size_bytes = 0
+        self._recovery_point = 0
+        # Segments with bytes (or an index, or a creation) that no flush has made durable yet.
+        self._unflushed: set[int] = set()
+        self._lookup_window_bytes = min(
+            SCAN_WINDOW_BYTES, 2 * config.index_interval_bytes + BATCH_HEADER_SIZE
+        )
+
+    # --- opening and recovery --------------------------------------------------------------------
+
+    @classmethod
+    def open(
+        cls,
+        store: SegmentStore,
+        config: LogConfig | None = None,
+        *,
+        high_watermark_tracks_log_end: bool = True,
+    ) -> PartitionLog:
+        """Recover the log in ``store``; see the module docstring. With
+        ``high_watermark_tracks_log_end`` (single node) every append moves the high watermark to the
+        log end; otherwise it starts at the log start offset and only ``set_high_watermark`` moves it."""
+        log = cls(store, config or LogConfig(), high_watermark_tracks_log_end)
+        log._recover()
+        return log
+
+    def _recover(self) -> None:
+        store = self._store
+        self._recovery_point = _read_offset_checkpoint(store, RECOVERY_POINT_CHECKPOINT) or 0
+        checkpoint_start = _read_offset_checkpoint(store, LOG_START_OFFSET_CHECKPOINT)
+        self._load_segments(store.list_segments(), checkpoint_start)
+        if not self._segments:
+            self._create_segment(checkpoint_start or 0)
+        log_start = max(checkpoint_start or 0, self._segments[0].base_offset)
+        if log_start > self.log_end_offset:
+            # DeleteRecords or a snapshot moved the start past what survived: start empty there.
+            self.truncate_fully_and_start_at(log_start)
+            return
+        self._log_start_offset = log_start
+        self._size_bytes = sum(segment.size_bytes for segment in self._segments)
+        self._delete_segments_below_log_start()
+        self._high_watermark = self.log_end_offset if self._high_watermark_tracks_log_end else log_start
+        for segment in self._segments:
+            self._sync_index(segment)
+
+    def _load_segments(self, base_offsets: list[int], checkpoint_start: int | None) -> None:
+        """Rebuild segments from headers; cut the log at the first torn or corrupt batch."""
+        store = self._store
+        for i, base_offset in enumerate(base_offsets):
+            # With a log start checkpoint, the first segment starts at or below it (retention and
+            # DeleteRecords persist the start before deleting). Above it, a segment never flushed was
+            # lost in a crash; every later one was never flushed either, since flush covers them all.
+            # Without one (a fresh log, or a directory Kafka wrote) the first segment is the start.
+            if self._segments:
+                lost = base_offset != self._segments[-1].next_offset
+            else:
+                lost = checkpoint_start is not None and base_offset > checkpoint_start
+            if lost:
+                # Overlaps its predecessor, or leaves a hole (a crash kept a newer segment but lost
+                # an older one's tail): nothing from here on can be trusted.
+                self._delete_files(base_offsets[i:])
+                return
+            segment = _Segment(base_offset)
+            stored_bytes = store.segment_size(base_offset)
+            is_last = i == len(base_offsets) - 1
+            check_crc = is_last or base_offset >= self._recovery_point
+            self._rebuild_segment(segment, stored_bytes, check_crc=check_crc)
+            self._segments.append(segment)
+            if check_crc:
+                self._unflushed.add(base_offset)
+            if segment.size_bytes < stored_bytes:
+                store.truncate_segment(base_offset, segment.size_bytes)
+                self._unflushed.add(base_offset)
+                self._delete_files(base_offsets[i + 1 :])
+                return
+
+    def _rebuild_segment(self, segment: _Segment, stored_bytes: int, *, check_crc: bool) -> None:
+        interval_bytes = self._config.index_interval_bytes
+        expected_offset = segment.base_offset
+        for _, header in _scan_headers(
+            self._store,
+            segment.base_offset,
+            0,
+            stored_bytes,
+            check_crc=check_crc,
+            window_bytes=SCAN_WINDOW_BYTES,
+        ):
+            last_offset = header.base_offset + header.last_offset_delta
+            if header.base_offset != expected_offset or last_offset - segment.base_offset > INT32_MAX:
+                return  # offsets jump or do not fit the index: corrupt from here
+            segment.track(last_offset, header.size_in_bytes, header.max_timestamp, interval_bytes)
+            expected_offset = last_offset + 1
+
+    def _sync_index(self, segment: _Segment) -> None:
+        """Rewrite a stored index that differs from the one rebuilt from headers."""
+        rebuilt = segment.index_bytes(0)
+        if self._store.read_index(segment.base_offset) != rebuilt:
+            self._store.write_index(segment.base_offset, 0, rebuilt)
+            self._unflushed.add(segment.base_offset)
+        segment.index_entries_written = len(segment.index_offsets)
+
+    def _delete_files(self, base_offsets: list[int]) -> None:
+        for base_offset in base_offsets:
+            self._store.delete_segment(base_offset)
+            self._unflushed.discard(base_offset)
+
+    # --- state ----------------------------------------------------------------------------------
+
+    @property
+    def log_start_offset(self) -> int:
+        return self._log_start_offset
+
+    @property
+    def log_end_offset(self) -> int:
+        """The next offset to assign."""
+        return self._segments[-1].next_offset
+
+    @property
+    def high_watermark(self) -> int:
+        return self._high_watermark
+
+    @property
+    def size_in_bytes(self) -> int:
+        return self._size_bytes
+
+    @property
+    def segments(self) -> list[SegmentInfo]:
+        return [segment.info() for segment in self._segments]
+
+    @property
+    def config(self) -> LogConfig:
+        return self._config
+
+    def set_high_watermark(self, offset: int) -> None:
+        """Clamped to ``[log_start_offset, log_end_offset]``, as Kafka's updateHighWatermark does."""
+        self._high_watermark = min(max(offset, self._log_start_offset), self.log_end_offset)
+
+    # --- append ---------------------------------------------------------------------------------
+
+    def append(
+        self, records: bytearray | memoryview, headers: list[BatchHeader], *, leader_epoch: int | None = None
+    ) -> AppendInfo:
+        """Append validated batches (``headers`` from ``validate_batches(records)``): assign
+        consecutive offsets from the log end by rewriting each ``baseOffset`` in place (and the
+        partitionLeaderEpoch when given), then write them with one store append."""
+        assert headers, "append needs at least one batch"
+        offset_count = sum(header.last_offset_delta + 1 for header in headers)
+        active = self._maybe_roll(len(records), offset_count, len(headers))
+        view = memoryview(records)
+        first_offset = offset = active.next_offset
+        position = 0
+        for header in headers:
+            set_base_offset(view, position, offset)
+            if leader_epoch is not None:
+                set_partition_leader_epoch(view, position, leader_epoch)
+            offset += header.last_offset_delta + 1
+            position += header.size_in_bytes
+        assert position == len(view), f"headers cover {position} of {len(view)} bytes"
+        self._store.append(active.base_offset, view)
+        # Only now, with the bytes in the store, does the in-memory state move.
+        max_timestamp, offset_of_max_timestamp = NO_TIMESTAMP, NO_OFFSET
+        interval_bytes = self._config.index_interval_bytes
+        offset = first_offset
+        for header in headers:
+            last_offset = offset + header.last_offset_delta
+            active.track(last_offset, header.size_in_bytes, header.max_timestamp, interval_bytes)
+            if header.max_timestamp > max_timestamp:
+                max_timestamp, offset_of_max_timestamp = header.max_timestamp, last_offset
+            offset = last_offset + 1
+        self._size_bytes += position
+        self._unflushed.add(active.base_offset)
+        if self._high_watermark_tracks_log_end:
+            self._high_watermark = offset
+        return AppendInfo(first_offset, offset - 1, max_timestamp, offset_of_max_timestamp)
+
+    def _maybe_roll(self, append_bytes: int, offset_count: int, batch_count: int) -> _Segment:
+        active = self._segments[-1]
+        config = self._config
+        if active.size_bytes > 0 and (
+            active.size_bytes + append_bytes > config.segment_bytes
+            or active.next_offset + offset_count - 1 - active.base_offset > INT32_MAX
+            or (len(active.index_offsets) + batch_count) * INDEX_ENTRY_BYTES > config.segment_index_bytes
+        ):
+            self.roll()
+        return self._segments[-1]
+
+    def roll(self) -> int:
+        """Start a new segment at the log end (no-op while the active segment is empty); returns the
+        active segment's base offset. The rolled segment's index is written; ``flush`` syncs it."""
+        active = self._segments[-1]
+        if active.size_bytes == 0:
+            return active.base_offset
+        self._write_index(active)
+        self._create_segment(active.next_offset)
+        return active.next_offset
+
+    def _create_segment(self, base_offset: int) -> None:
+        self._store.create_segment(base_offset)
+        self._segments.append(_Segment(base_offset))
+        self._unflushed.add(base_offset)
+
+    def _write_index(self, segment: _Segment) -> None:
+        written = segment.index_entries_written
+        if written == len(segment.index_offsets):
+            return
+        data = segment.index_bytes(written)
+        self._store.write_index(segment.base_offset, written * INDEX_ENTRY_BYTES, data)
+        segment.index_entries_written = len(segment.index_offsets)
+        self._unflushed.add(segment.base_offset)
+
+    def flush(self) -> None:
+        """Make every appended byte and index entry durable, then move the recovery point to the
+        active segment so the next open CRC-checks only what may be torn."""
+        for segment in self._segments:
+            if segment.base_offset in self._unflushed:
+                self._write_index(segment)
+                self._store.flush(segment.base_offset)
+        self._unflushed.clear()
+        self._set_recovery_point(self._segments[-1].base_offset)
+
+    def _set_recovery_point(self, offset: int) -> None:
+        if offset != self._recovery_point:
+            self._store.write_checkpoint(RECOVERY_POINT_CHECKPOINT, _encode_offset_checkpoint(offset))
+            self._recovery_point = offset
+
+    def close(self) -> None:
+        self.flush()
+        self._store.close()
+
+    # --- read -----------------------------------------------------------------------------------
+
+    def read(
+        self, fetch_offset: int, max_bytes: int, *, max_offset: int | None = None, min_one_batch: bool = True
+    ) -> ReadResult:
+        """Whole batches from the one holding ``fetch_offset``, at most ``max_bytes`` (but the first
+        batch whole when ``min_one_batch``), only batches that end below ``max_offset`` (the high
+        watermark, exclusive). ``fetch_offset == log_end_offset`` returns nothing."""
+        if fetch_offset < self._log_start_offset or fetch_offset > self.log_end_offset:
+            raise KafkaError(
+                ErrorCode.OFFSET_OUT_OF_RANGE,
+                f"fetch offset {fetch_offset} is outside [{self._log_start_offset}, {self.log_end_offset}]",
+            )
+        upper = self.log_end_offset if max_offset is None else min(max_offset, self.log_end_offset)
+        chunks: list[memoryview] = []
+        first_offset, next_offset, total_bytes = NO_OFFSET, fetch_offset, 0
+        index = self._segment_index(fetch_offset)
+        while index < len(self._segments) and next_offset < upper:
+            segment = self._segments[index]
+            found = self._find_batch(segment, next_offset)
+            if found is None:
+                index += 1
+                continue
+            position, header = found
+            budget = max_bytes - total_bytes
+            if not chunks and min_one_batch:
+                budget = max(budget, header.size_in_bytes)
+            if header.last_offset >= upper or header.size_in_bytes > budget:
+                break
+            data = self._store.read(segment.base_offset, position, min(budget, segment.size_bytes - position))
+            used = 0
+            for batch_position, batch in scan_batches(data, check_crc=False):
+                if batch.last_offset >= upper:
+                    break
+                used = batch_position + batch.size_in_bytes
+                next_offset = batch.next_offset
+            assert used > 0, (segment.base_offset, position)
+            if first_offset == NO_OFFSET:
+                first_offset = header.base_offset
+            chunks.append(memoryview(data)[:used])
+            total_bytes += used
+            if position + used < segment.size_bytes:
+                break  # stopped inside the segment: out of bytes or at the high watermark
+            index += 1
+        return ReadResult(chunks, first_offset, next_offset, total_bytes)
+
+    def _segment_index(self, offset: int) -> int:
+        index = bisect_right(self._segments, offset, key=lambda segment: segment.base_offset) - 1
+        return max(index, 0)
+
+    def _find_batch(self, segment: _Segment, offset: int) -> tuple[int, BatchHeader] | None:
+        """Position and header of the segment's first batch with last offset >= ``offset``."""
+        start = segment.index_position_at_or_before(offset)
+        for position, header in _scan_headers(
+            self._store,
+            segment.base_offset,
+            start,
+            segment.size_bytes,
+            check_crc=False,
+            window_bytes=self._lookup_window_bytes,
+        ):
+            if header.last_offset >= offset:
+                return position, header
+        return None
+
+    def batch_headers(self, start_offset: int | None = None) -> Iterator[BatchHeader]:
+        """Headers of every batch from the one holding ``start_offset`` (default: the log start) to
+        the log end, as of the call. Do not append or truncate while iterating."""
+        offset = self._log_start_offset if start_offset is None else start_offset
+        segments = self._segments[self._segment_index(offset) :]
+        for i, segment in enumerate(segments):
+            start = segment.index_position_at_or_before(offset) if i == 0 else 0
+            for _, header in _scan_headers(
+                self._store,
+                segment.base_offset,
+                start,
+                segment.size_bytes,
+                check_crc=False,
+                window_bytes=SCAN_WINDOW_BYTES,
+            ):
+                if header.last_offset >= offset:
+                    yield header
+
+    # --- timestamps (ListOffsets) ---------------------------------------------------------------
+
+    def offset_for_timestamp(self, timestamp_ms: int) -> tuple[int, int] | None:
+        """``(offset, timestamp)`` of the first record at or after the log start with timestamp >=
+        ``timestamp_ms`` (ListOffsets by time); None when there is none. Decodes one batch."""
+        for segment in self._segments:
+            if segment.max_timestamp < timestamp_ms or segment.next_offset <= self._log_start_offset:
+                continue
+            # Every batch before the last index entry whose prefix maximum is < ts can be skipped.
+            entry = bisect_left(segment.index_prefix_max_timestamps, timestamp_ms) - 1
+            start = segment.index_positions[entry] if entry >= 0 else 0
+            for position, header in _scan_headers(
+                self._store,
+                segment.base_offset,
+                start,
+                segment.size_bytes,
+                check_crc=False,
+                window_bytes=SCAN_WINDOW_BYTES,
+            ):
+                if header.max_timestamp < timestamp_ms or header.next_offset <= self._log_start_offset:
+                    continue
+                found = self._first_record_at_or_after(segment, position, header, timestamp_ms)
+                if found is not None:
+                    return found
+        return None
+
+    def _first_record_at_or_after(
+        self, segment: _Segment, position: int, header: BatchHeader, timestamp_ms: int
+    ) -> tuple[int, int] | None:
+        if header.timestamp_type == TIMESTAMP_TYPE_LOG_APPEND_TIME:
+            # Every record of a LogAppendTime batch carries the batch's max timestamp.
+            return max(header.base_offset, self._log_start_offset), header.max_timestamp
+        data = self._store.read(segment.base_offset, position, header.size_in_bytes)
+        try:
+            records = decode_records(data)
+        except ValueError:
+            # Undecodable records (the CRC only proves we stored what the client sent): the batch.
+            return max(header.base_offset, self._log_start_offset), header.max_timestamp
+        for record in records:
+            if record.timestamp >= timestamp_ms and record.offset >= self._log_start_offset:
+                return record.offset, record.timestamp
+        return None
+
+    def max_timestamp_offset(self) -> tuple[int, int]:
+        """``(offset, timestamp)`` of the first record with the largest timestamp (ListOffsets
+        MAX_TIMESTAMP, -3); ``(-1, -1)`` for a log without timestamps."""
+        best: _Segment | None = None
+        for segment in self._segments:
+            if segment.max_timestamp > (NO_TIMESTAMP if best is None else best.max_timestamp):
+                best = segment
+        if best is None:
+            return NO_OFFSET, NO_TIMESTAMP
+        found = self._find_batch(best, best.offset_of_max_timestamp)
+        assert found is not None, (best.base_offset, best.offset_of_max_timestamp)
+        position, header = found
+        exact = self._first_record_at_or_after(best, position, header, header.max_timestamp)
+        return exact if exact is not None else (header.last_offset, header.max_timestamp)
+
+    # --- removing data --------------------------------------------------------------------------
+
+    def delete_records_before(self, offset: int) -> int:
+        """DeleteRecords: move the log start offset to ``offset`` (persisted before this returns) and
+        delete the segments wholly below it. Returns the log start offset."""
+        if offset > self._high_watermark or offset < 0:
+            raise KafkaError(
+                ErrorCode.OFFSET_OUT_OF_RANGE,
+                f"cannot delete records before {offset}: the high watermark is {self._high_watermark}",
+            )
+        if offset > self._log_start_offset:
+            self._set_log_start_offset(offset)
+            self._delete_segments_below_log_start()
+        return self._log_start_offset
+
+    def _set_log_start_offset(self, offset: int) -> None:
+        self._store.write_checkpoint(LOG_START_OFFSET_CHECKPOINT, _encode_offset_checkpoint(offset))
+        self._log_start_offset = offset
+
+    def _delete_segments_below_log_start(self) -> list[int]:
+        count = 0
+        while (
+            count + 1 < len(self._segments)
+            and self._segments[count + 1].base_offset <= self._log_start_offset
+        ):
+            count += 1
+        return self._delete_oldest(count)
+
+    def _delete_oldest(self, count: int) -> list[int]:
+        assert count < len(self._segments), "the active segment is never deleted"
+        deleted = [segment.base_offset for segment in self._segments[:count]]
+        self._size_bytes -= sum(segment.size_bytes for segment in self._segments[:count])
+        del self._segments[:count]
+        self._delete_files(deleted)
+        return deleted
+
+    def apply_retention(self, now_ms: int) -> list[int]:
+        """Delete the oldest segments that break retention.ms (their largest timestamp is older) or
+        retention.bytes (the log stays at least that big), or lie wholly below the log start. Never
+        the active segment, nor one holding offsets at or above the high watermark. Returns the
+        deleted base offsets; the log start offset moves to the first remaining segment."""
+        config = self._config
+        candidates = self._segments[:-1]
+        limit = 0
+        while limit < len(candidates) and candidates[limit].next_offset <= self._high_watermark:
+            limit += 1
+        by_time = 0
+        if config.retention_ms >= 0:
+            while (
+                by_time < limit
+                and candidates[by_time].max_timestamp != NO_TIMESTAMP
+                and now_ms - candidates[by_time].max_timestamp > config.retention_ms
+            ):
+                by_time += 1
+        by_size = 0
+        if config.retention_bytes >= 0:
+            excess_bytes = self._size_bytes - config.retention_bytes
+            while by_size < limit and excess_bytes - candidates[by_size].size_bytes >= 0:
+                excess_bytes -= candidates[by_size].size_bytes
+                by_size += 1
+        by_start = 0
+        while by_start < limit and self._segments[by_start + 1].base_offset <= self._log_start_offset:
+            by_start += 1
+        count = max(by_time, by_size, by_start)
+        if count == 0:
+            return []
+        new_start = max(self._log_start_offset, self._segments[count].base_offset)
+        if new_start != self._log_start_offset:
+            self._set_log_start_offset(new_start)
+        return self._delete_oldest(count)
+
+    def truncate_to(self, offset: int) -> None:
+        """Drop every batch that holds an offset >= ``offset`` (raft follower divergence). A batch
+        straddling ``offset`` goes whole, so the log end may end up below ``offset``."""
+        if offset >= self.log_end_offset:
+            return
+        if offset < self._log_start_offset:
+            self.truncate_fully_and_start_at(offset)
+            return
+        doomed = [segment for segment in self._segments[1:] if segment.base_offset > offset]
+        if doomed:
+            del self._segments[len(self._segments) - len(doomed) :]
+            self._size_bytes -= sum(segment.size_bytes for segment in doomed)
+            self._delete_files([segment.base_offset for segment in doomed])
+        active = self._segments[-1]
+        found = self._find_batch(active, offset)
+        cut = active.size_bytes if found is None else found[0]
+        self._store.truncate_segment(active.base_offset, cut)
+        rebuilt = _Segment(active.base_offset)
+        self._rebuild_segment(rebuilt, cut, check_crc=False)
+        assert rebuilt.size_bytes == cut, (rebuilt.size_bytes, cut)
+        # Entries below the cut are the same as before; drop any stored entry past it.
+        rebuilt.index_entries_written = min(active.index_entries_written, len(rebuilt.index_offsets))
+        if rebuilt.index_entries_written < active.index_entries_written:
+            self._store.write_index(
+                active.base_offset, rebuilt.index_entries_written * INDEX_ENTRY_BYTES, b""
+            )
+        self._segments[-1] = rebuilt
+        self._size_bytes -= active.size_bytes - cut
+        self._unflushed.add(active.base_offset)
+        self._high_watermark = min(self._high_watermark, self.log_end_offset)
+        # The truncated segment must be CRC-checked on the next open until a flush covers it.
+        self._set_recovery_point(min(self._recovery_point, active.base_offset))
+
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        """Empty the log and restart it at ``offset`` (a raft follower installing a snapshot, or a
+        log start past everything that survived a crash)."""
+        assert offset >= 0, offset
+        # The new start is durable first: a crash in between leaves a log the next open resets.
+        self._set_log_start_offset(offset)
+        self._set_recovery_point(offset)
+        self._delete_files([segment.base_offset for segment in self._segments])
+        self._segments = []
+        self._size_bytes = 0
+        self._create_segment(offset)
+        self._high_watermark = offset
+
+    def append_bytes(self, data: BytesLike) -> AppendInfo:
+        """Validate nothing, assign offsets: for callers that built ``data`` themselves (tests,
+        the metadata log writer). ``data`` is copied so the caller's buffer is left alone."""
+        buf = bytearray(data)
+        headers = [header for _, header in scan_batches(buf, check_crc=False)]
+        assert sum(header.size_in_bytes for header in headers) == len(buf), "torn batch in append_bytes"
+        return self.append(buf, headers)

@@ -1,0 +1,185 @@
+"""The segment store: the only way the pure partition log touches storage.
+
+A partition is a directory of segments. Segment ``B`` (its base offset) is two byte strings: the log,
+``<20-digit B>.log``, holding RecordBatch v2 batches back to back, and the sparse offset index,
+``<20-digit B>.index``. Small named checkpoints (the log start offset, the recovery point) sit beside
+them. ``MemorySegmentStore`` keeps all of it in memory and can simulate a crash; the file-backed store
+is ``pykraft.io.file_store.FileSegmentStore``.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+from typing import Protocol
+
+BytesLike = bytes | bytearray | memoryview
+
+# Digits in a segment file name: Kafka pads base offsets to the width of Long.MaxValue.
+SEGMENT_NAME_DIGITS = 20
+LOG_SUFFIX = ".log"
+INDEX_SUFFIX = ".index"
+
+
+def segment_file_name(base_offset: int, suffix: str) -> str:
+    """``segment_file_name(5, ".log") == "00000000000000000005.log"`` (Kafka's LogFileUtils.filenamePrefixFromOffset)."""
+    assert base_offset >= 0, base_offset
+    return f"{base_offset:0{SEGMENT_NAME_DIGITS}d}{suffix}"
+
+
+class SegmentStore(Protocol):
+    """Storage for one partition's segments, index files and checkpoints.
+
+    Contract:
+    - Segments are named by base offset (>= 0). ``list_segments`` returns them sorted ascending.
+    - ``append`` adds bytes at the end of a segment's log; the caller may reuse ``data`` once it
+      returns. An appended byte is visible to ``read`` at once and survives a process kill (it is in
+      the OS), but survives a machine crash only after ``flush`` of that segment returns.
+    - ``read`` returns a new ``bytes`` the caller owns; it is shorter than ``size`` only at the end of
+      the segment. Reading a segment that does not exist is a bug (``KeyError`` or ``OSError``).
+    - ``truncate_segment`` shortens a segment's log (never lengthens it); durable after ``flush``.
+    - ``delete_segment`` removes the log and the index of a segment, durably, at once.
+    - ``write_index(base, position, data)`` writes ``data`` at byte ``position`` of the index and cuts
+      the index to ``position + len(data)``; ``position`` is at most the index's current size.
+      ``flush`` makes it durable. An index is only a hint: the log rebuilds it from batch headers.
+    - ``write_checkpoint`` replaces a small file atomically and durably (temp, fsync, rename, fsync
+      dir): after a crash a reader sees the old contents or the new, never a mix.
+    - Storage failures raise ``OSError``; the caller treats them as fatal for the partition.
+    """
+
+    def list_segments(self) -> list[int]: ...
+
+    def create_segment(self, base_offset: int) -> None: ...
+
+    def append(self, base_offset: int, data: BytesLike) -> None: ...
+
+    def read(self, base_offset: int, position: int, size: int) -> bytes: ...
+
+    def segment_size(self, base_offset: int) -> int: ...
+
+    def truncate_segment(self, base_offset: int, size: int) -> None: ...
+
+    def delete_segment(self, base_offset: int) -> None: ...
+
+    def write_index(self, base_offset: int, position: int, data: BytesLike) -> None: ...
+
+    def read_index(self, base_offset: int) -> bytes | None: ...
+
+    def flush(self, base_offset: int) -> None: ...
+
+    def read_checkpoint(self, name: str) -> bytes | None: ...
+
+    def write_checkpoint(self, name: str, data: bytes) -> None: ...
+
+    def close(self) -> None: ...
+
+
+@dataclass
+class _MemorySegment:
+    data: bytearray = field(default_factory=bytearray)
+    # What a crash leaves: the contents at the last flush; None while the segment was never flushed
+    # (its directory entry is not durable yet, so a crash may take the whole file).
+    durable: bytes | None = None
+    index: bytearray = field(default_factory=bytearray)
+    durable_index: bytes | None = None
+
+
+class MemorySegmentStore:
+    """In-memory ``SegmentStore`` for unit tests and the deterministic simulation.
+
+    ``crash()`` models a machine crash: every segment goes back to what its last ``flush`` made
+    durable; a segment never flushed disappears. With an ``rng`` the crash is harsher and nearer to
+    a real disk: unflushed segments may survive, and bytes appended after the last flush survive as a
+    random prefix, i.e. a torn tail. Deletions and checkpoints are durable when they return, as in
+    the file store.
+    """
+
+    def __init__(self) -> None:
+        self._segments: dict[int, _MemorySegment] = {}
+        self._checkpoints: dict[str, bytes] = {}
+        # Counters a test or a simulation can assert on (e.g. "open reads headers, not segments").
+        self.read_calls = 0
+        self.read_bytes = 0
+        self.append_calls = 0
+        self.flush_calls = 0
+
+    def list_segments(self) -> list[int]:
+        return sorted(self._segments)
+
+    def create_segment(self, base_offset: int) -> None:
+        assert base_offset >= 0, base_offset
+        assert base_offset not in self._segments, f"segment {base_offset} exists"
+        self._segments[base_offset] = _MemorySegment()
+
+    def append(self, base_offset: int, data: BytesLike) -> None:
+        self.append_calls += 1
+        self._segments[base_offset].data += data
+
+    def read(self, base_offset: int, position: int, size: int) -> bytes:
+        assert position >= 0 and size >= 0, (position, size)
+        self.read_calls += 1
+        out = bytes(self._segments[base_offset].data[position : position + size])
+        self.read_bytes += len(out)
+        return out
+
+    def segment_size(self, base_offset: int) -> int:
+        return len(self._segments[base_offset].data)
+
+    def truncate_segment(self, base_offset: int, size: int) -> None:
+        segment = self._segments[base_offset]
+        assert 0 <= size <= len(segment.data), (size, len(segment.data))
+        del segment.data[size:]
+
+    def delete_segment(self, base_offset: int) -> None:
+        del self._segments[base_offset]
+
+    def write_index(self, base_offset: int, position: int, data: BytesLike) -> None:
+        index = self._segments[base_offset].index
+        assert 0 <= position <= len(index), (position, len(index))
+        index[position:] = data
+
+    def read_index(self, base_offset: int) -> bytes | None:
+        segment = self._segments.get(base_offset)
+        return None if segment is None else bytes(segment.index)
+
+    def flush(self, base_offset: int) -> None:
+        self.flush_calls += 1
+        segment = self._segments[base_offset]
+        segment.durable = bytes(segment.data)
+        segment.durable_index = bytes(segment.index)
+
+    def read_checkpoint(self, name: str) -> bytes | None:
+        return self._checkpoints.get(name)
+
+    def write_checkpoint(self, name: str, data: bytes) -> None:
+        self._checkpoints[name] = bytes(data)
+
+    def close(self) -> None:
+        pass
+
+    # --- fault injection (tests and the simulation only) ------------------------------------------
+
+    def crash(self, rng: random.Random | None = None) -> None:
+        """Lose what was not flushed; see the class docstring."""
+        for base_offset in list(self._segments):
+            segment = self._segments[base_offset]
+            durable = segment.durable
+            if durable is None:
+                if rng is None or rng.random() < 0.5:
+                    del self._segments[base_offset]
+                    continue
+                durable = b""
+            kept = bytearray(durable)
+            if rng is not None and segment.data[: len(durable)] == durable:
+                unflushed = len(segment.data) - len(durable)
+                kept += segment.data[len(durable) : len(durable) + rng.randint(0, unflushed)]
+            segment.data = kept
+            segment.index = bytearray(segment.durable_index or b"")
+
+    def corrupt(self, base_offset: int, position: int, xor_mask: int = 0xFF) -> None:
+        """Flip bits of one stored byte, as a bad disk would."""
+        self._segments[base_offset].data[position] ^= xor_mask
+
+    def cut(self, base_offset: int, size: int) -> None:
+        """Shorten a segment behind the log's back (a torn write that the OS kept)."""
+        del self._segments[base_offset].data[size:]
