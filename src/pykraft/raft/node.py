@@ -1,0 +1,838 @@
+"""``RaftNode``: KRaft (Kafka's KafkaRaftClient / QuorumState / EpochState) as a pure state machine.
+
+Input: ``tick(now_ms)``, ``step(inbound, now_ms)``, ``propose(records, now_ms)``, ``resign(now_ms)``.
+Output: ``ready()`` -> ``Ready`` (see raft/ready.py for the order the shell must follow), then
+``advance(ready, now_ms)``. The node never reads a clock, sleeps, sends or writes; randomness comes from
+the injected ``random.Random``. ``next_deadline_ms()`` says when ``tick`` has work to do.
+
+Where KRaft departs from textbook Raft (KafkaRaftClient's class comment):
+
+* Followers pull with Fetch (fetch_offset, last_fetched_epoch); the leader checks them against its
+  epoch cache and answers ``diverging_epoch`` when the follower's log diverges; the follower truncates
+  and fetches again. A fetch at offset N tells the leader the follower has flushed everything below N
+  (voters flush before fetching), so the leader's view of each voter is its last valid fetch offset.
+* A new leader announces itself with BeginQuorumEpoch (retried until each voter acks or fetches)
+  and writes a LeaderChange control batch first in its epoch (kafka-facts §7.1).
+* The high watermark is the largest offset a majority of voters have flushed, and it only moves once
+  it passes the leader's epoch start offset (Raft §5.4.2: a leader commits entries of older epochs
+  only by committing one of its own). It never moves backwards in a node's lifetime.
+* A leader that hears no Fetch from a majority within 1.5 x fetch_timeout_ms resigns (check-quorum).
+* A resigning leader sends EndQuorumEpoch so the most caught-up voter campaigns at once.
+
+The leader parks a Fetch that has nothing new (no records, the follower already knows the high
+watermark) for up to its ``max_wait_ms`` and answers it on the next append, high-watermark move or
+timeout, as Kafka's fetch purgatory does.
+
+Snapshots (KIP-630) are not handled yet: ``FetchResponse.snapshot_id`` is the hook (see
+``_handle_fetch_response``). Observers (non-voters) follow a known leader but never discover one.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Sequence
+
+from pykraft.core.errors import ErrorCode
+from pykraft.protocol.records import Record, decode_records, scan_batches
+from pykraft.raft.control import LeaderChangeMessage, leader_change_record
+from pykraft.raft.log import RaftLog
+from pykraft.raft.messages import (
+    FETCH_MAX_BYTES,
+    FETCH_MAX_WAIT_MS,
+    UNKNOWN_ID,
+    BeginQuorumEpochRequest,
+    BeginQuorumEpochResponse,
+    EndQuorumEpochRequest,
+    EndQuorumEpochResponse,
+    FetchRequest,
+    FetchResponse,
+    Inbound,
+    OffsetAndEpoch,
+    Outbound,
+    RaftMessage,
+    VoteRequest,
+    VoteResponse,
+)
+from pykraft.raft.ready import CommittedBatch, Ready
+from pykraft.raft.state import (
+    ALLOWED_TRANSITIONS,
+    Candidate,
+    Follower,
+    Leader,
+    QuorumState,
+    ReplicaState,
+    Resigned,
+    Role,
+    RoleState,
+    Unattached,
+    Voted,
+    majority_end_offset,
+    majority_size,
+)
+
+# KafkaRaftClient.RETRY_BACKOFF_BASE_MS: the unit of the exponential election backoff.
+RETRY_BACKOFF_BASE_MS = 100
+# LeaderState.CHECK_QUORUM_TIMEOUT_FACTOR.
+CHECK_QUORUM_TIMEOUT_FACTOR = 1.5
+# Far enough in the future to never fire (a sole voter's check-quorum timer).
+NEVER_MS = 2**62
+
+
+class RaftNode:
+    def __init__(
+        self,
+        node_id: int,
+        voter_ids: frozenset[int],
+        log: RaftLog,
+        quorum_state: QuorumState | None,
+        rng: random.Random,
+        now_ms: int,
+        *,
+        cluster_id: str | None = None,
+        election_timeout_ms: int = 1000,
+        fetch_timeout_ms: int = 2000,
+        election_backoff_max_ms: int = 1000,
+        request_timeout_ms: int = 2000,
+        retry_backoff_ms: int = 20,
+        fetch_max_wait_ms: int = FETCH_MAX_WAIT_MS,
+        fetch_max_bytes: int = FETCH_MAX_BYTES,
+    ) -> None:
+        assert node_id >= 0
+        assert voter_ids, "a quorum has at least one voter"
+        assert election_timeout_ms > 0
+        assert fetch_timeout_ms > 0
+        assert fetch_max_wait_ms < request_timeout_ms, "a parked fetch must answer before it times out"
+        self.node_id = node_id
+        self.voter_ids = voter_ids
+        self.log = log
+        self.cluster_id = cluster_id
+        self._rng = rng
+        self._now_ms = now_ms
+        self.election_timeout_ms = election_timeout_ms
+        self.fetch_timeout_ms = fetch_timeout_ms
+        self.election_backoff_max_ms = election_backoff_max_ms
+        self.request_timeout_ms = request_timeout_ms
+        self.retry_backoff_ms = retry_backoff_ms
+        self.fetch_max_wait_ms = fetch_max_wait_ms
+        self.fetch_max_bytes = fetch_max_bytes
+        self.check_quorum_timeout_ms = int(fetch_timeout_ms * CHECK_QUORUM_TIMEOUT_FACTOR)
+
+        self._persisted_quorum_state = quorum_state
+        # Kafka starts with an unknown high watermark; nothing below the log start needs applying.
+        self._high_watermark = log.start_offset
+        self._next_apply_offset = log.start_offset
+        # What the shell has flushed, as far as the core knows: nothing yet since this start, so the
+        # first Ready flushes whatever the log holds (cheap, and safe after a process crash).
+        self._flushed_end_offset = log.start_offset
+        self._outbox: list[Outbound] = []
+        # Like Kafka's correlation ids; random start so a response to a request sent before a restart
+        # is not mistaken for one sent after it.
+        self._next_correlation_id = rng.getrandbits(31)
+        self._parked_fetches: dict[int, tuple[Inbound, int]] = {}
+        self._last_soft_state: tuple[Role, int, int, int] | None = None
+        self._state: RoleState = self._initial_state(quorum_state, now_ms)
+        if isinstance(self._state, Follower):
+            self._send_fetch(self._state, now_ms)
+        self._maybe_campaign_alone(now_ms)
+
+    # --- public queries ------------------------------------------------------------------------
+
+    @property
+    def role(self) -> Role:
+        return self._state.role
+
+    @property
+    def epoch(self) -> int:
+        return self._state.epoch
+
+    @property
+    def leader_id(self) -> int:
+        match self._state:
+            case Leader():
+                return self.node_id
+            case Follower(leader_id=leader_id):
+                return leader_id
+            case _:
+                return UNKNOWN_ID
+
+    @property
+    def high_watermark(self) -> int:
+        return self._high_watermark
+
+    @property
+    def is_voter(self) -> bool:
+        return self.node_id in self.voter_ids
+
+    def quorum_state(self) -> QuorumState:
+        """The durable form of the current role."""
+        state = self._state
+        match state:
+            case Unattached():
+                return QuorumState(state.epoch, voters=self.voter_ids)
+            case Voted():
+                return QuorumState(state.epoch, voted_id=state.voted_id, voters=self.voter_ids)
+            case Candidate():
+                return QuorumState(state.epoch, voted_id=self.node_id, voters=self.voter_ids)
+            case Leader() | Resigned():
+                return QuorumState(state.epoch, leader_id=self.node_id, voters=self.voter_ids)
+            case Follower():
+                return QuorumState(state.epoch, leader_id=state.leader_id, voters=self.voter_ids)
+
+    def next_deadline_ms(self) -> int:
+        """The earliest time ``tick`` has something to do (``NEVER_MS`` when nothing is pending)."""
+        state = self._state
+        deadlines = [NEVER_MS] + [deadline for _inbound, deadline in self._parked_fetches.values()]
+        match state:
+            case Unattached() | Voted() | Resigned():
+                if self.is_voter:
+                    deadlines.append(state.election_deadline_ms)
+            case Candidate():
+                deadlines.append(
+                    state.backoff_deadline_ms
+                    if state.backoff_deadline_ms is not None
+                    else state.election_deadline_ms
+                )
+            case Follower():
+                deadlines.append(state.fetch_deadline_ms)
+                if state.fetch_correlation_id is not None:
+                    deadlines.append(state.fetch_sent_ms + self.request_timeout_ms)
+                else:
+                    deadlines.append(state.fetch_sent_ms)
+            case Leader():
+                deadlines.append(state.check_quorum_deadline_ms)
+                if any(not r.begin_quorum_acked for r in state.replicas.values()):
+                    deadlines.append(state.begin_quorum_deadline_ms)
+        return min(deadlines)
+
+    # --- inputs --------------------------------------------------------------------------------
+
+    def tick(self, now_ms: int) -> None:
+        self._set_now(now_ms)
+        state = self._state
+        match state:
+            case Unattached() | Voted() | Resigned():
+                if self.is_voter and now_ms >= state.election_deadline_ms:
+                    self._become_candidate(now_ms)
+            case Candidate():
+                self._tick_candidate(state, now_ms)
+            case Follower():
+                self._tick_follower(state, now_ms)
+            case Leader():
+                self._tick_leader(state, now_ms)
+
+    def step(self, inbound: Inbound, now_ms: int) -> None:
+        self._set_now(now_ms)
+        message: RaftMessage = inbound.message
+        match message:
+            case VoteRequest():
+                self._handle_vote_request(inbound, message, now_ms)
+            case VoteResponse():
+                self._handle_vote_response(inbound, message, now_ms)
+            case BeginQuorumEpochRequest():
+                self._handle_begin_quorum_epoch_request(inbound, message, now_ms)
+            case BeginQuorumEpochResponse():
+                self._handle_begin_quorum_epoch_response(inbound, message, now_ms)
+            case EndQuorumEpochRequest():
+                self._handle_end_quorum_epoch_request(inbound, message, now_ms)
+            case EndQuorumEpochResponse():
+                self._handle_common_response(
+                    message.error_code, message.leader_id, message.leader_epoch, now_ms
+                )
+            case FetchRequest():
+                self._handle_fetch_request(inbound, message, now_ms)
+            case FetchResponse():
+                self._handle_fetch_response(inbound, message, now_ms)
+
+    def propose(self, records: Sequence[bytes], now_ms: int) -> int | None:
+        """Append ``records`` as one batch at the current epoch; returns its last offset, or None
+        when this node is not the leader (the caller answers NOT_CONTROLLER / NOT_LEADER)."""
+        self._set_now(now_ms)
+        if not isinstance(self._state, Leader):
+            return None
+        assert records, "propose at least one record"
+        _base_offset, last_offset = self.log.append_as_leader(list(records), self._state.epoch, now_ms)
+        self._complete_parked_fetches()
+        return last_offset
+
+    def resign(self, now_ms: int) -> None:
+        """Graceful shutdown of a leader: stop leading this epoch and tell the voters (EndQuorumEpoch)."""
+        self._set_now(now_ms)
+        if isinstance(self._state, Leader):
+            self._become_resigned(self._state, now_ms)
+
+    # --- the Ready contract --------------------------------------------------------------------
+
+    def has_ready(self) -> bool:
+        return (
+            bool(self._outbox)
+            or self.quorum_state() != self._persisted_quorum_state
+            or self._flushed_end_offset < self.log.end_offset
+            or self._high_watermark > self._next_apply_offset
+            or self._soft_state() != self._last_soft_state
+        )
+
+    def ready(self) -> Ready:
+        """What to do next; changes nothing until ``advance``."""
+        quorum_state = self.quorum_state()
+        return Ready(
+            role=self._state.role,
+            leader_id=self.leader_id,
+            leader_epoch=self._state.epoch,
+            high_watermark=self._high_watermark,
+            quorum_state=quorum_state if quorum_state != self._persisted_quorum_state else None,
+            flush_to_offset=self.log.end_offset if self._flushed_end_offset < self.log.end_offset else None,
+            messages=tuple(self._outbox),
+            committed=self._committed_batches(),
+        )
+
+    def advance(self, ready: Ready, now_ms: int) -> None:
+        """The shell persisted, flushed, sent and applied ``ready``."""
+        self._set_now(now_ms)
+        if ready.quorum_state is not None:
+            self._persisted_quorum_state = ready.quorum_state
+        if ready.flush_to_offset is not None:
+            assert ready.flush_to_offset <= self.log.end_offset, "the log shrank between ready and advance"
+            self._flushed_end_offset = max(self._flushed_end_offset, ready.flush_to_offset)
+        assert tuple(self._outbox[: len(ready.messages)]) == ready.messages
+        del self._outbox[: len(ready.messages)]
+        if ready.committed:
+            assert ready.committed[0].base_offset == self._next_apply_offset
+            self._next_apply_offset = ready.committed[-1].last_offset + 1
+        self._last_soft_state = (ready.role, ready.leader_id, ready.leader_epoch, ready.high_watermark)
+        if isinstance(self._state, Leader):
+            self._maybe_update_high_watermark(self._state)
+
+    # --- startup -------------------------------------------------------------------------------
+
+    def _initial_state(self, quorum_state: QuorumState | None, now_ms: int) -> RoleState:
+        """QuorumState.initialize: a previous leader comes back Resigned (it never leads that epoch
+        again), a voter for itself comes back a Candidate, a follower a Follower."""
+        if quorum_state is None:
+            return Unattached(max(0, self.log.last_fetched_epoch), self._election_deadline(now_ms))
+        epoch = quorum_state.leader_epoch
+        if self.log.last_fetched_epoch > epoch:
+            # The log saw a later epoch than the file (Kafka logs a warning and moves on).
+            return Unattached(self.log.last_fetched_epoch, self._election_deadline(now_ms))
+        if quorum_state.leader_id == self.node_id:
+            return Resigned(epoch, self._election_deadline(now_ms))
+        if quorum_state.leader_id != UNKNOWN_ID:
+            return Follower(epoch, quorum_state.leader_id, now_ms + self.fetch_timeout_ms)
+        if quorum_state.voted_id == self.node_id and self.is_voter:
+            candidate = Candidate(epoch, 1, self._election_deadline(now_ms), {self.node_id})
+            self._send_vote_requests(candidate)
+            return candidate
+        if quorum_state.voted_id != UNKNOWN_ID:
+            return Voted(epoch, quorum_state.voted_id, self._election_deadline(now_ms))
+        return Unattached(epoch, self._election_deadline(now_ms))
+
+    def _maybe_campaign_alone(self, now_ms: int) -> None:
+        """A sole voter needs nobody: it elects itself at once (KafkaRaftClient.initialize)."""
+        if self.voter_ids != frozenset({self.node_id}):
+            return
+        if isinstance(self._state, Candidate):
+            self._become_leader(self._state, now_ms)
+        elif not isinstance(self._state, Leader):
+            self._become_candidate(now_ms)
+        assert isinstance(self._state, Leader)
+
+    # --- timers --------------------------------------------------------------------------------
+
+    def _set_now(self, now_ms: int) -> None:
+        assert now_ms >= self._now_ms, f"time went backwards: {now_ms} < {self._now_ms}"
+        self._now_ms = now_ms
+
+    def _election_deadline(self, now_ms: int) -> int:
+        # QuorumState.randomElectionTimeoutMs: timeout + uniform jitter in [0, timeout).
+        return now_ms + self.election_timeout_ms + self._rng.randrange(self.election_timeout_ms)
+
+    def _election_backoff_ms(self, retries: int) -> int:
+        # KafkaRaftClient.binaryExponentialElectionBackoffMs.
+        assert retries >= 1
+        return min(
+            RETRY_BACKOFF_BASE_MS * self._rng.randrange(2 << min(20, retries - 1)),
+            self.election_backoff_max_ms,
+        )
+
+    def _tick_candidate(self, state: Candidate, now_ms: int) -> None:
+        if state.backoff_deadline_ms is not None:
+            if now_ms >= state.backoff_deadline_ms:
+                self._become_candidate(now_ms)
+        elif now_ms >= state.election_deadline_ms:
+            state.backoff_deadline_ms = now_ms + self._election_backoff_ms(state.retries)
+
+    def _tick_follower(self, state: Follower, now_ms: int) -> None:
+        if now_ms >= state.fetch_deadline_ms:
+            if self.is_voter:
+                self._become_candidate(now_ms)
+            else:
+                self._transition(Unattached(state.epoch, self._election_deadline(now_ms)))
+            return
+        if state.fetch_correlation_id is not None and now_ms >= state.fetch_sent_ms + self.request_timeout_ms:
+            state.fetch_correlation_id = None  # lost: send another
+        if state.fetch_correlation_id is None and now_ms >= state.fetch_sent_ms:
+            self._send_fetch(state, now_ms)
+
+    def _tick_leader(self, state: Leader, now_ms: int) -> None:
+        if now_ms >= state.check_quorum_deadline_ms:
+            self._become_resigned(state, now_ms)
+            return
+        if now_ms >= state.begin_quorum_deadline_ms:
+            self._send_begin_quorum_epoch(state, now_ms)
+        expired = [rid for rid, (_inbound, deadline) in self._parked_fetches.items() if now_ms >= deadline]
+        for replica_id in expired:
+            inbound, _deadline = self._parked_fetches.pop(replica_id)
+            assert isinstance(inbound.message, FetchRequest)
+            self._respond(inbound, self._fetch_response(state, inbound.message))
+
+    # --- transitions ---------------------------------------------------------------------------
+
+    def _transition(self, new_state: RoleState) -> None:
+        old_state = self._state
+        assert new_state.role in ALLOWED_TRANSITIONS[old_state.role], (old_state.role, new_state.role)
+        assert new_state.epoch >= old_state.epoch, "epochs never go backwards"
+        if isinstance(new_state, Leader | Voted):
+            assert new_state.epoch == old_state.epoch
+        self._state = new_state
+        if isinstance(old_state, Leader):
+            self._fail_parked_fetches()
+
+    def _become_unattached(self, epoch: int, now_ms: int) -> None:
+        assert epoch > self._state.epoch
+        old_state = self._state
+        # A node that was already waiting out an election timeout keeps its deadline (Raft §5.2: only
+        # a granted vote or a live leader resets it; Kafka's QuorumState.transitionToUnattached does
+        # the same for Unattached). Otherwise a candidate that can never win (stale log) bumps the
+        # epoch again and again and keeps every voter from ever timing out: a livelock the
+        # simulation found.
+        if isinstance(old_state, Unattached | Voted | Resigned):
+            deadline_ms = old_state.election_deadline_ms
+        else:
+            deadline_ms = self._election_deadline(now_ms)
+        self._transition(Unattached(epoch, deadline_ms))
+
+    def _become_follower(self, epoch: int, leader_id: int, now_ms: int) -> None:
+        assert leader_id != self.node_id
+        old_state = self._state
+        if old_state.epoch == epoch:
+            # Election safety: one leader per epoch. Only an electing role may learn it in-epoch.
+            assert isinstance(old_state, Unattached | Voted | Candidate), (old_state, leader_id)
+        state = Follower(epoch, leader_id, now_ms + self.fetch_timeout_ms)
+        self._transition(state)
+        self._send_fetch(state, now_ms)
+
+    def _become_candidate(self, now_ms: int) -> None:
+        assert self.is_voter
+        old_state = self._state
+        retries = old_state.retries + 1 if isinstance(old_state, Candidate) else 1
+        state = Candidate(old_state.epoch + 1, retries, self._election_deadline(now_ms), {self.node_id})
+        self._transition(state)
+        if len(state.granting_voters) >= majority_size(len(self.voter_ids)):
+            self._become_leader(state, now_ms)
+        else:
+            self._send_vote_requests(state)
+
+    def _become_leader(self, candidate: Candidate, now_ms: int) -> None:
+        assert len(candidate.granting_voters) >= majority_size(len(self.voter_ids))
+        others = self.voter_ids - {self.node_id}
+        state = Leader(
+            epoch=candidate.epoch,
+            epoch_start_offset=self.log.end_offset,
+            granting_voters=frozenset(candidate.granting_voters),
+            check_quorum_deadline_ms=now_ms + self.check_quorum_timeout_ms if others else NEVER_MS,
+            begin_quorum_deadline_ms=now_ms,
+            replicas={voter_id: ReplicaState() for voter_id in others},
+        )
+        self._transition(state)
+        # The first batch of every epoch: LeaderChangeMessage (KafkaRaftClient.onBecomeLeader).
+        message = LeaderChangeMessage(
+            leader_id=self.node_id,
+            voters=tuple(sorted(self.voter_ids)),
+            granting_voters=tuple(sorted(candidate.granting_voters)),
+        )
+        self.log.append_as_leader([leader_change_record(message)], state.epoch, now_ms, is_control=True)
+        self._send_begin_quorum_epoch(state, now_ms)
+
+    def _become_resigned(self, leader: Leader, now_ms: int) -> None:
+        # Most caught-up voters first, so the best successor campaigns at once.
+        successors = sorted(leader.replicas, key=lambda vid: (-(leader.replicas[vid].end_offset or 0), vid))
+        state = Resigned(leader.epoch, self._election_deadline(now_ms), tuple(successors))
+        self._transition(state)
+        for voter_id in successors:
+            request = EndQuorumEpochRequest(self.cluster_id, self.node_id, state.epoch, tuple(successors))
+            self._send(voter_id, request)
+
+    # --- sending -------------------------------------------------------------------------------
+
+    def _send(self, destination_id: int, message: RaftMessage) -> int:
+        correlation_id = self._next_correlation_id
+        self._next_correlation_id = (self._next_correlation_id + 1) & 0x7FFFFFFF
+        self._outbox.append(Outbound(destination_id, message, correlation_id))
+        return correlation_id
+
+    def _respond(self, inbound: Inbound, message: RaftMessage) -> None:
+        self._outbox.append(Outbound(inbound.source_id, message, inbound.correlation_id))
+
+    def _send_vote_requests(self, state: Candidate) -> None:
+        request = VoteRequest(
+            cluster_id=self.cluster_id,
+            candidate_epoch=state.epoch,
+            candidate_id=self.node_id,
+            last_offset_epoch=self.log.last_fetched_epoch,
+            last_offset=self.log.end_offset,
+        )
+        for voter_id in sorted(self.voter_ids - {self.node_id}):
+            self._send(voter_id, request)
+
+    def _send_begin_quorum_epoch(self, state: Leader, now_ms: int) -> None:
+        # LeaderState.beginQuorumEpochTimer: resend every fetch_timeout/2 to voters not heard from.
+        request = BeginQuorumEpochRequest(self.cluster_id, self.node_id, state.epoch)
+        for voter_id, replica in sorted(state.replicas.items()):
+            if not replica.begin_quorum_acked:
+                self._send(voter_id, request)
+        state.begin_quorum_deadline_ms = now_ms + self.fetch_timeout_ms // 2
+
+    def _send_fetch(self, state: Follower, now_ms: int) -> None:
+        """One Fetch in flight at a time. Its fetch offset is the log end offset, which the Ready that
+        carries it flushes first: the leader may count it as durable."""
+        assert state.fetch_correlation_id is None
+        request = FetchRequest(
+            cluster_id=self.cluster_id,
+            replica_id=self.node_id,
+            current_leader_epoch=state.epoch,
+            fetch_offset=self.log.end_offset,
+            last_fetched_epoch=self.log.last_fetched_epoch,
+            max_wait_ms=self.fetch_max_wait_ms,
+            max_bytes=self.fetch_max_bytes,
+            high_watermark=self._high_watermark,
+        )
+        state.fetch_correlation_id = self._send(state.leader_id, request)
+        state.fetch_sent_ms = now_ms
+
+    # --- request validation --------------------------------------------------------------------
+
+    def _cluster_id_valid(self, cluster_id: str | None) -> bool:
+        """kafka-facts §5.6: null is accepted, equal is accepted, anything else (even "") is not.
+        A node that does not know its cluster id yet (KIP-1262) cannot check, so it accepts."""
+        return cluster_id is None or self.cluster_id is None or cluster_id == self.cluster_id
+
+    def _log_is_behind(self, last_offset_epoch: int, last_offset: int) -> bool:
+        """Raft §5.4.1 as KRaft compares it: (epoch, offset) lexicographically, epoch first."""
+        return (last_offset_epoch, last_offset) < (self.log.last_fetched_epoch, self.log.end_offset)
+
+    # --- Vote ----------------------------------------------------------------------------------
+
+    def _handle_vote_request(self, inbound: Inbound, request: VoteRequest, now_ms: int) -> None:
+        error = ErrorCode.NONE
+        if not self._cluster_id_valid(request.cluster_id):
+            error = ErrorCode.INCONSISTENT_CLUSTER_ID
+        elif request.candidate_epoch < self._state.epoch:
+            error = ErrorCode.FENCED_LEADER_EPOCH
+        elif request.candidate_id not in self.voter_ids:
+            error = ErrorCode.INCONSISTENT_VOTER_SET
+        granted = False
+        if error == ErrorCode.NONE:
+            if request.candidate_epoch > self._state.epoch:
+                self._become_unattached(request.candidate_epoch, now_ms)
+            granted = self._can_grant_vote(request)
+            if granted and isinstance(self._state, Unattached):
+                state = self._state
+                # The vote is durable before this response leaves (Ready: persist, then send).
+                self._transition(Voted(state.epoch, request.candidate_id, self._election_deadline(now_ms)))
+        response = VoteResponse(error, self.leader_id, self._state.epoch, granted)
+        self._respond(inbound, response)
+
+    def _can_grant_vote(self, request: VoteRequest) -> bool:
+        state = self._state
+        if not self.is_voter:
+            return False
+        match state:
+            case Unattached():
+                return not self._log_is_behind(request.last_offset_epoch, request.last_offset)
+            case Voted():
+                return state.voted_id == request.candidate_id
+            case _:
+                return False
+
+    def _handle_vote_response(self, inbound: Inbound, response: VoteResponse, now_ms: int) -> None:
+        if self._handle_common_response(
+            response.error_code, response.leader_id, response.leader_epoch, now_ms
+        ):
+            return
+        state = self._state
+        if not isinstance(state, Candidate) or response.error_code != ErrorCode.NONE:
+            return
+        if response.leader_epoch != state.epoch or inbound.source_id not in self.voter_ids:
+            return
+        if response.vote_granted:
+            state.granting_voters.add(inbound.source_id)
+            state.rejecting_voters.discard(inbound.source_id)
+            if len(state.granting_voters) >= majority_size(len(self.voter_ids)):
+                self._become_leader(state, now_ms)
+            return
+        if inbound.source_id not in state.granting_voters:
+            state.rejecting_voters.add(inbound.source_id)
+        rejected = len(state.rejecting_voters) >= majority_size(len(self.voter_ids))
+        if rejected and state.backoff_deadline_ms is None:
+            state.backoff_deadline_ms = now_ms + self._election_backoff_ms(state.retries)
+
+    def _handle_common_response(
+        self, error: ErrorCode, leader_id: int, leader_epoch: int, now_ms: int
+    ) -> bool:
+        """KafkaRaftClient.maybeHandleCommonResponse: learn a newer epoch or leader from any response.
+        Returns True when the response was consumed (or is stale) and needs no more handling."""
+        epoch = self._state.epoch
+        if leader_epoch > epoch:
+            assert leader_id != self.node_id, "a peer saw this node lead an epoch it never persisted"
+            if leader_id != UNKNOWN_ID:
+                self._become_follower(leader_epoch, leader_id, now_ms)
+            else:
+                self._become_unattached(leader_epoch, now_ms)
+            return True
+        if leader_epoch < epoch:
+            return True
+        if leader_id not in (UNKNOWN_ID, self.node_id) and isinstance(
+            self._state, Unattached | Voted | Candidate
+        ):
+            self._become_follower(epoch, leader_id, now_ms)
+            return True
+        return error in (ErrorCode.INCONSISTENT_CLUSTER_ID, ErrorCode.INCONSISTENT_VOTER_SET)
+
+    # --- BeginQuorumEpoch / EndQuorumEpoch -----------------------------------------------------
+
+    def _epoch_request_error(self, cluster_id: str | None, leader_id: int, leader_epoch: int) -> ErrorCode:
+        if not self._cluster_id_valid(cluster_id):
+            return ErrorCode.INCONSISTENT_CLUSTER_ID
+        if leader_epoch < self._state.epoch:
+            return ErrorCode.FENCED_LEADER_EPOCH
+        if leader_id not in self.voter_ids or leader_id == self.node_id:
+            return ErrorCode.INCONSISTENT_VOTER_SET
+        return ErrorCode.NONE
+
+    def _handle_begin_quorum_epoch_request(
+        self, inbound: Inbound, request: BeginQuorumEpochRequest, now_ms: int
+    ) -> None:
+        error = self._epoch_request_error(request.cluster_id, request.leader_id, request.leader_epoch)
+        if error == ErrorCode.NONE:
+            state = self._state
+            already_following = isinstance(state, Follower) and state.epoch == request.leader_epoch
+            if already_following:
+                assert isinstance(state, Follower)
+                assert state.leader_id == request.leader_id, "two leaders in one epoch"
+            else:
+                self._become_follower(request.leader_epoch, request.leader_id, now_ms)
+        self._respond(inbound, BeginQuorumEpochResponse(error, self.leader_id, self._state.epoch))
+
+    def _handle_begin_quorum_epoch_response(
+        self, inbound: Inbound, response: BeginQuorumEpochResponse, now_ms: int
+    ) -> None:
+        if self._handle_common_response(
+            response.error_code, response.leader_id, response.leader_epoch, now_ms
+        ):
+            return
+        state = self._state
+        if isinstance(state, Leader) and response.error_code == ErrorCode.NONE:
+            replica = state.replicas.get(inbound.source_id)
+            if replica is not None:
+                replica.begin_quorum_acked = True
+
+    def _handle_end_quorum_epoch_request(
+        self, inbound: Inbound, request: EndQuorumEpochRequest, now_ms: int
+    ) -> None:
+        error = self._epoch_request_error(request.cluster_id, request.leader_id, request.leader_epoch)
+        if error == ErrorCode.NONE:
+            state = self._state
+            if request.leader_epoch > state.epoch:
+                self._become_follower(request.leader_epoch, request.leader_id, now_ms)
+            state = self._state
+            if isinstance(state, Follower) and state.leader_id == request.leader_id:
+                backoff_ms = self._end_epoch_election_backoff_ms(request.preferred_successors)
+                state.fetch_deadline_ms = min(state.fetch_deadline_ms, now_ms + backoff_ms)
+        self._respond(inbound, EndQuorumEpochResponse(error, self.leader_id, self._state.epoch))
+
+    def _end_epoch_election_backoff_ms(self, preferred_successors: tuple[int, ...]) -> int:
+        # KafkaRaftClient.endEpochElectionBackoff: the first successor campaigns at once.
+        if self.node_id not in preferred_successors:
+            return self.election_backoff_max_ms
+        position = preferred_successors.index(self.node_id)
+        return 0 if position == 0 else self._election_backoff_ms(position)
+
+    # --- Fetch, leader side --------------------------------------------------------------------
+
+    def _fetch_request_error(self, request: FetchRequest) -> ErrorCode:
+        if not self._cluster_id_valid(request.cluster_id):
+            return ErrorCode.INCONSISTENT_CLUSTER_ID
+        if (
+            request.fetch_offset < 0
+            or request.last_fetched_epoch < 0
+            or request.last_fetched_epoch > request.current_leader_epoch
+            or request.max_wait_ms < 0
+        ):
+            return ErrorCode.INVALID_REQUEST
+        if request.current_leader_epoch < self._state.epoch:
+            return ErrorCode.FENCED_LEADER_EPOCH
+        if request.current_leader_epoch > self._state.epoch:
+            return ErrorCode.UNKNOWN_LEADER_EPOCH
+        if not isinstance(self._state, Leader):
+            return ErrorCode.NOT_LEADER_OR_FOLLOWER
+        return ErrorCode.NONE
+
+    def _error_fetch_response(self, error: ErrorCode) -> FetchResponse:
+        return FetchResponse(error, self.leader_id, self._state.epoch, self._high_watermark)
+
+    def _handle_fetch_request(self, inbound: Inbound, request: FetchRequest, now_ms: int) -> None:
+        error = self._fetch_request_error(request)
+        if error != ErrorCode.NONE:
+            self._respond(inbound, self._error_fetch_response(error))
+            return
+        state = self._state
+        assert isinstance(state, Leader)
+        replica = state.replicas.get(request.replica_id)
+        if replica is not None:
+            replica.begin_quorum_acked = True  # it knows the leader
+            self._record_voter_fetch(state, request.replica_id, now_ms)
+        diverging = self._diverging_epoch(request.fetch_offset, request.last_fetched_epoch)
+        if diverging is None and replica is not None:
+            replica.end_offset = request.fetch_offset
+            replica.last_fetch_ms = now_ms
+            self._maybe_update_high_watermark(state)
+        response = self._fetch_response(state, request)
+        self._parked_fetches.pop(request.replica_id, None)  # superseded by this one
+        no_news = not response.records and response.diverging_epoch is None
+        if no_news and request.max_wait_ms > 0 and request.high_watermark >= self._high_watermark:
+            self._parked_fetches[request.replica_id] = (inbound, now_ms + request.max_wait_ms)
+        else:
+            self._respond(inbound, response)
+
+    def _record_voter_fetch(self, state: Leader, voter_id: int, now_ms: int) -> None:
+        # LeaderState.updateCheckQuorumForFollowingVoter: the leader counts itself.
+        state.fetched_voters.add(voter_id)
+        if len(state.fetched_voters) + 1 >= majority_size(len(self.voter_ids)):
+            state.fetched_voters.clear()
+            state.check_quorum_deadline_ms = now_ms + self.check_quorum_timeout_ms
+
+    def _diverging_epoch(self, fetch_offset: int, last_fetched_epoch: int) -> OffsetAndEpoch | None:
+        """ReplicatedLog.validateOffsetAndEpoch without snapshots: None when valid."""
+        if fetch_offset == 0 and self.log.start_offset == 0:
+            return None
+        end = self.log.end_offset_for_epoch(last_fetched_epoch)
+        if end.epoch != last_fetched_epoch or end.offset < fetch_offset:
+            return end
+        return None
+
+    def _fetch_response(self, state: Leader, request: FetchRequest) -> FetchResponse:
+        diverging = self._diverging_epoch(request.fetch_offset, request.last_fetched_epoch)
+        records = b""
+        if diverging is None:
+            records = self.log.read(request.fetch_offset, request.max_bytes)
+        return FetchResponse(
+            ErrorCode.NONE,
+            self.node_id,
+            state.epoch,
+            self._high_watermark,
+            self.log.start_offset,
+            records,
+            diverging_epoch=diverging,
+        )
+
+    def _complete_parked_fetches(self) -> None:
+        state = self._state
+        assert isinstance(state, Leader)
+        parked, self._parked_fetches = self._parked_fetches, {}
+        for inbound, _deadline in parked.values():
+            assert isinstance(inbound.message, FetchRequest)
+            self._respond(inbound, self._fetch_response(state, inbound.message))
+
+    def _fail_parked_fetches(self) -> None:
+        parked, self._parked_fetches = self._parked_fetches, {}
+        for inbound, _deadline in parked.values():
+            self._respond(inbound, self._error_fetch_response(ErrorCode.NOT_LEADER_OR_FOLLOWER))
+
+    def _maybe_update_high_watermark(self, state: Leader) -> None:
+        end_offsets = [min(self._flushed_end_offset, self.log.end_offset)]
+        end_offsets += [r.end_offset for r in state.replicas.values() if r.end_offset is not None]
+        majority_offset = majority_end_offset(end_offsets, len(self.voter_ids))
+        # Raft §5.4.2: only once an entry of this epoch (the LeaderChange batch) is on a majority.
+        if majority_offset > state.epoch_start_offset and majority_offset > self._high_watermark:
+            self._high_watermark = majority_offset
+            self._complete_parked_fetches()
+
+    # --- Fetch, follower side ------------------------------------------------------------------
+
+    def _handle_fetch_response(self, inbound: Inbound, response: FetchResponse, now_ms: int) -> None:
+        if self._handle_common_response(
+            response.error_code, response.leader_id, response.leader_epoch, now_ms
+        ):
+            return
+        state = self._state
+        if not isinstance(state, Follower) or inbound.correlation_id != state.fetch_correlation_id:
+            return  # a response to a fetch this node no longer waits for
+        assert inbound.source_id == state.leader_id
+        state.fetch_correlation_id = None
+        if response.error_code != ErrorCode.NONE:
+            state.fetch_sent_ms = now_ms + self.retry_backoff_ms  # the earliest next fetch
+            return
+        state.fetch_deadline_ms = now_ms + self.fetch_timeout_ms
+        if response.diverging_epoch is not None:
+            self._truncate_to_end_offset(response.diverging_epoch)
+        elif response.snapshot_id is not None:
+            # KIP-630 hook: the follower must fetch snapshot `snapshot_id` (FetchSnapshot, later issue).
+            state.fetch_sent_ms = now_ms + self.retry_backoff_ms
+            return
+        else:
+            self._append_as_follower(response)
+        self._send_fetch(state, now_ms)
+
+    def _append_as_follower(self, response: FetchResponse) -> None:
+        if response.records:
+            first = next(scan_batches(response.records), None)
+            assert first is not None, "the leader sent records with no whole batch"
+            assert first[1].base_offset == self.log.end_offset, (first[1].base_offset, self.log.end_offset)
+            self.log.append_as_follower(response.records)
+        # KafkaRaftClient.updateFollowerHighWatermark: never past what this log holds.
+        high_watermark = min(response.high_watermark, self.log.end_offset)
+        if high_watermark > self._high_watermark:
+            self._high_watermark = high_watermark
+
+    def _truncate_to_end_offset(self, diverging: OffsetAndEpoch) -> None:
+        """ReplicatedLog.truncateToEndOffset."""
+        if diverging.epoch == 0:
+            offset = min(diverging.offset, self.log.end_offset)
+        else:
+            local = self.log.end_offset_for_epoch(diverging.epoch)
+            offset = min(local.offset, diverging.offset) if local.epoch == diverging.epoch else local.offset
+        # Truncating committed data would be a Raft safety bug (Kafka throws a fatal KafkaException).
+        assert offset >= self._high_watermark, (offset, self._high_watermark)
+        self.log.truncate_to(offset)
+        self._flushed_end_offset = min(self._flushed_end_offset, self.log.end_offset)
+
+    # --- committed batches ---------------------------------------------------------------------
+
+    def _committed_batches(self) -> tuple[CommittedBatch, ...]:
+        if self._high_watermark <= self._next_apply_offset:
+            return ()
+        data = self.log.read(self._next_apply_offset, self.fetch_max_bytes)
+        batches: list[CommittedBatch] = []
+        for pos, header in scan_batches(data):
+            if header.last_offset >= self._high_watermark:
+                break
+            records = decode_records(memoryview(data)[pos : pos + header.size_in_bytes])
+            batches.append(
+                CommittedBatch(
+                    base_offset=header.base_offset,
+                    last_offset=header.last_offset,
+                    epoch=header.partition_leader_epoch,
+                    records=tuple(_value(record) for record in records),
+                    is_control=header.is_control,
+                    append_timestamp_ms=header.max_timestamp,
+                )
+            )
+        if batches:
+            assert batches[0].base_offset == self._next_apply_offset
+        return tuple(batches)
+
+    def _soft_state(self) -> tuple[Role, int, int, int]:
+        return (self._state.role, self.leader_id, self._state.epoch, self._high_watermark)
+
+
+def _value(record: Record) -> bytes:
+    return record.value if record.value is not None else b""

@@ -1,0 +1,477 @@
+"""A deterministic world for ``RaftNode``s: one seed, a virtual clock, a lossy network, crashes.
+
+No asyncio, no real time. Everything random comes from ``random.Random(seed)``: the swarm options
+(cluster size, loss, duplication, delay, crash and partition rates; TigerBeetle's VOPR), the fault
+schedule, and each node's own ``Random``. The same seed replays the same run exactly.
+
+The world drives each node with the Ready contract (persist quorum state -> flush -> send -> apply ->
+advance). A crash keeps only the flushed log and the persisted quorum-state bytes (MockLog's
+``lose_unflushed``); a restart builds a fresh ``RaftNode`` over them.
+
+Invariants, checked after every event (Kafka's RaftEventSimulationTest plus Raft's safety properties):
+
+* election safety: at most one leader per epoch, ever;
+* epochs never go backwards on a node within a lifetime, nor in its quorum-state file across restarts;
+* the high watermark never goes backwards within a node's lifetime, and never passes its log end;
+* log matching: flushed batches with the same (base offset, epoch) on any two nodes, at any time, have
+  the same bytes and the same log before them (checked with a hash chain);
+* committed data never changes: every batch below any node's high watermark, at any time, is the batch
+  first seen committed at that offset; applied batches are contiguous and agree across nodes;
+* leader completeness: a new leader's log holds every batch committed before it was elected.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import heapq
+import random
+from dataclasses import dataclass, field
+from typing import Any
+
+from pykraft.raft.log import MemoryRaftLog, StoredBatch
+from pykraft.raft.messages import Inbound, Outbound
+from pykraft.raft.node import RaftNode
+from pykraft.raft.quorum_state import decode_quorum_state, encode_quorum_state
+from pykraft.raft.ready import CommittedBatch
+from pykraft.raft.state import Role
+
+READY_LOOP_MAX = 100
+
+
+class InvariantViolation(AssertionError):
+    pass
+
+
+@dataclass(frozen=True)
+class SimOptions:
+    voter_count: int = 3
+    drop_rate: float = 0.0
+    duplicate_rate: float = 0.0
+    delay_ms_min: int = 1
+    delay_ms_max: int = 10
+    crash_interval_ms: int = 0  # mean time between crashes; 0 = none
+    restart_delay_ms_max: int = 3000
+    partition_interval_ms: int = 0  # mean time between partitions; 0 = none
+    partition_duration_ms_max: int = 3000
+    propose_interval_ms: int = 50
+    # The shell may step several messages while an fsync runs: a Ready is processed up to this late.
+    drive_delay_ms_max: int = 0
+    # Chance that a crash lands inside the Ready sequence (after persisting, before flush or send).
+    crash_in_ready_rate: float = 0.0
+    safety_duration_ms: int = 10000
+    liveness_duration_ms: int = 20000
+    election_timeout_ms: int = 300
+    fetch_timeout_ms: int = 600
+    request_timeout_ms: int = 400
+    fetch_max_wait_ms: int = 200
+    election_backoff_max_ms: int = 300
+
+    @staticmethod
+    def swarm(rng: random.Random) -> SimOptions:
+        """Pick every fault knob from the seed (swarm testing)."""
+        return SimOptions(
+            voter_count=rng.choice([1, 3, 3, 3, 5]),
+            drop_rate=rng.choice([0.0, 0.02, 0.1, 0.2]),
+            duplicate_rate=rng.choice([0.0, 0.02, 0.1]),
+            delay_ms_min=1,
+            delay_ms_max=rng.choice([5, 20, 80]),
+            crash_interval_ms=rng.choice([0, 1500, 4000]),
+            partition_interval_ms=rng.choice([0, 2000, 5000]),
+            propose_interval_ms=rng.choice([20, 50, 150]),
+            drive_delay_ms_max=rng.choice([0, 0, 5, 30]),
+            crash_in_ready_rate=rng.choice([0.0, 0.0, 0.002, 0.01]),
+        )
+
+
+@dataclass
+class SimNode:
+    node_id: int
+    log: MemoryRaftLog = field(default_factory=MemoryRaftLog)
+    persisted: bytes | None = None
+    node: RaftNode | None = None
+    incarnation: int = 0
+    next_tick_ms: int | None = None
+    drive_pending: bool = False
+    # Lifetime state for the invariants.
+    last_high_watermark: int = 0
+    max_epoch: int = 0  # in this lifetime
+    max_persisted_epoch: int = 0  # across restarts
+    applied_end_offset: int = 0
+    led_epochs: set[int] = field(default_factory=set)
+    chain_batches: list[StoredBatch] = field(default_factory=list)
+    chain_digests: list[bytes] = field(default_factory=list)
+
+
+class World:
+    def __init__(self, seed: int, options: SimOptions | None = None) -> None:
+        self.seed = seed
+        self.rng = random.Random(seed)
+        self.options = options if options is not None else SimOptions.swarm(self.rng)
+        self.now_ms = 0
+        self._events: list[tuple[int, int, str, Any]] = []
+        self._sequence = 0
+        self.voter_ids = frozenset(range(1, self.options.voter_count + 1))
+        self.nodes = {node_id: SimNode(node_id) for node_id in sorted(self.voter_ids)}
+        self.blocked: set[tuple[int, int]] = set()
+        self.drop_rate = self.options.drop_rate
+        self.duplicate_rate = self.options.duplicate_rate
+        self.faults_enabled = True
+        self.proposals_enabled = True
+        self.event_count = 0
+        self.trace: list[str] = []
+        # Global registries for the invariants.
+        self.leader_by_epoch: dict[int, int] = {}
+        self.committed_bytes: dict[int, bytes] = {}
+        self.committed_end_offset = 0
+        self.applied: dict[int, tuple[int, int, tuple[bytes, ...]]] = {}
+        self.chain_registry: dict[tuple[int, int], bytes] = {}
+        self.proposal_counter = 0
+        for sim_node in self.nodes.values():
+            self._start(sim_node)
+        self._schedule(self.options.propose_interval_ms, "propose", None)
+        if self.options.crash_interval_ms:
+            self._schedule(self._exp(self.options.crash_interval_ms), "crash", None)
+        if self.options.partition_interval_ms:
+            self._schedule(self._exp(self.options.partition_interval_ms), "partition", None)
+
+    def describe(self) -> str:
+        return f"SEED={self.seed} options={self.options}"
+
+    # --- events --------------------------------------------------------------------------------
+
+    def _exp(self, mean_ms: int) -> int:
+        return max(1, int(self.rng.expovariate(1.0 / mean_ms)))
+
+    def _schedule(self, delay_ms: int, kind: str, payload: Any) -> None:
+        self._sequence += 1
+        heapq.heappush(self._events, (self.now_ms + delay_ms, self._sequence, kind, payload))
+
+    def run_until(self, end_ms: int, stop: Any = None) -> bool:
+        """Process events up to ``end_ms``; returns True as soon as ``stop()`` holds."""
+        while self._events and self._events[0][0] <= end_ms:
+            time_ms, _seq, kind, payload = heapq.heappop(self._events)
+            self.now_ms = time_ms
+            self.event_count += 1
+            getattr(self, f"_on_{kind}")(payload)
+            if stop is not None and stop():
+                return True
+        self.now_ms = max(self.now_ms, end_ms)
+        return stop is not None and bool(stop())
+
+    def _on_deliver(self, payload: tuple[int, int, Inbound]) -> None:
+        destination_id, incarnation, inbound = payload
+        sim_node = self.nodes[destination_id]
+        if sim_node.node is None or sim_node.incarnation != incarnation:
+            return
+        sim_node.node.step(inbound, self.now_ms)
+        self._after_input(sim_node)
+
+    def _on_tick(self, payload: tuple[int, int]) -> None:
+        node_id, incarnation = payload
+        sim_node = self.nodes[node_id]
+        if (
+            sim_node.node is None
+            or sim_node.incarnation != incarnation
+            or sim_node.next_tick_ms != self.now_ms
+        ):
+            return
+        sim_node.next_tick_ms = None
+        sim_node.node.tick(self.now_ms)
+        self._after_input(sim_node)
+
+    def _on_propose(self, _payload: None) -> None:
+        if self.proposals_enabled:
+            leaders = [s for s in self.nodes.values() if s.node is not None and s.node.role == Role.LEADER]
+            if leaders:
+                self.propose(self.rng.choice(leaders))
+        self._schedule(self.options.propose_interval_ms, "propose", None)
+
+    def propose(self, sim_node: SimNode) -> tuple[int, int] | None:
+        """Propose 1-3 records on ``sim_node``; returns (epoch, last_offset) when it accepted them."""
+        assert sim_node.node is not None
+        self.proposal_counter += 1
+        count = self.rng.randint(1, 3)
+        records = [f"s{self.seed}-p{self.proposal_counter}-{i}".encode() for i in range(count)]
+        epoch = sim_node.node.epoch
+        last_offset = sim_node.node.propose(records, self.now_ms)
+        self._after_input(sim_node)
+        return None if last_offset is None else (epoch, last_offset)
+
+    def _on_crash(self, _payload: None) -> None:
+        if self.faults_enabled:
+            alive = [s for s in self.nodes.values() if s.node is not None]
+            if alive:
+                victim = self.rng.choice(alive)
+                self.crash(victim)
+                self._schedule(
+                    self.rng.randint(1, self.options.restart_delay_ms_max), "restart", victim.node_id
+                )
+            self._schedule(self._exp(self.options.crash_interval_ms), "crash", None)
+
+    def _on_restart(self, node_id: int) -> None:
+        sim_node = self.nodes[node_id]
+        if sim_node.node is None:
+            self._start(sim_node)
+
+    def _on_partition(self, _payload: None) -> None:
+        if not self.faults_enabled:
+            return
+        ids = sorted(self.nodes)
+        side = {node_id for node_id in ids if self.rng.random() < 0.5}
+        one_way = self.rng.random() < 0.2
+        for a in ids:
+            for b in ids:
+                if (a in side) != (b in side) and (not one_way or a in side):
+                    self.blocked.add((a, b))
+        self.trace.append(f"{self.now_ms}: partition {sorted(side)} one_way={one_way}")
+        self._schedule(self.rng.randint(1, self.options.partition_duration_ms_max), "heal", None)
+        self._schedule(self._exp(self.options.partition_interval_ms), "partition", None)
+
+    def _on_heal(self, _payload: None) -> None:
+        self.blocked.clear()
+
+    # --- nodes ---------------------------------------------------------------------------------
+
+    def _start(self, sim_node: SimNode) -> None:
+        quorum_state = decode_quorum_state(sim_node.persisted) if sim_node.persisted is not None else None
+        sim_node.incarnation += 1
+        sim_node.last_high_watermark = 0
+        sim_node.max_epoch = sim_node.max_persisted_epoch
+        sim_node.applied_end_offset = 0
+        sim_node.next_tick_ms = None
+        sim_node.drive_pending = False
+        opts = self.options
+        sim_node.node = RaftNode(
+            sim_node.node_id,
+            self.voter_ids,
+            sim_node.log,
+            quorum_state,
+            random.Random(self.rng.getrandbits(64)),
+            self.now_ms,
+            election_timeout_ms=opts.election_timeout_ms,
+            fetch_timeout_ms=opts.fetch_timeout_ms,
+            request_timeout_ms=opts.request_timeout_ms,
+            fetch_max_wait_ms=opts.fetch_max_wait_ms,
+            election_backoff_max_ms=opts.election_backoff_max_ms,
+        )
+        self.trace.append(f"{self.now_ms}: start node {sim_node.node_id} as {sim_node.node.role.value}")
+        self._drive(sim_node)
+
+    def crash(self, sim_node: SimNode) -> None:
+        """Lose everything not flushed or persisted."""
+        self.trace.append(f"{self.now_ms}: crash node {sim_node.node_id}")
+        sim_node.node = None
+        sim_node.log.lose_unflushed()
+        self._check_log_matching(sim_node)
+
+    def restart(self, sim_node: SimNode) -> None:
+        if sim_node.node is not None:
+            self.crash(sim_node)
+        self._start(sim_node)
+
+    def heal_and_restart_all(self) -> None:
+        self.faults_enabled = False
+        self.blocked.clear()
+        self.drop_rate = 0.0
+        self.duplicate_rate = 0.0
+        for sim_node in self.nodes.values():
+            if sim_node.node is None:
+                self._start(sim_node)
+
+    def _after_input(self, sim_node: SimNode) -> None:
+        """Process the Ready now, or a little later as a shell busy with an fsync would."""
+        self._check_node(sim_node)
+        delay_ms = self.rng.randint(0, self.options.drive_delay_ms_max) if self.faults_enabled else 0
+        if delay_ms == 0:
+            self._drive(sim_node)
+        elif not sim_node.drive_pending:
+            sim_node.drive_pending = True
+            self._schedule(delay_ms, "drive", (sim_node.node_id, sim_node.incarnation))
+
+    def _on_drive(self, payload: tuple[int, int]) -> None:
+        node_id, incarnation = payload
+        sim_node = self.nodes[node_id]
+        if sim_node.node is None or sim_node.incarnation != incarnation:
+            return
+        sim_node.drive_pending = False
+        self._drive(sim_node)
+
+    def _crash_in_ready(self, sim_node: SimNode) -> bool:
+        if self.faults_enabled and self.rng.random() < self.options.crash_in_ready_rate:
+            self.trace.append(f"{self.now_ms}: crash inside the Ready sequence")
+            self.crash(sim_node)
+            self._schedule(
+                self.rng.randint(1, self.options.restart_delay_ms_max), "restart", sim_node.node_id
+            )
+            return True
+        return False
+
+    def _drive(self, sim_node: SimNode) -> None:
+        node = sim_node.node
+        assert node is not None
+        for _ in range(READY_LOOP_MAX):
+            if not node.has_ready():
+                break
+            ready = node.ready()
+            if ready.quorum_state is not None:
+                if ready.quorum_state.leader_epoch < sim_node.max_persisted_epoch:
+                    self._fail(f"node {sim_node.node_id} persisted an older epoch {ready.quorum_state}")
+                sim_node.max_persisted_epoch = ready.quorum_state.leader_epoch
+                sim_node.persisted = encode_quorum_state(ready.quorum_state)
+            if self._crash_in_ready(sim_node):
+                return
+            if ready.flush_to_offset is not None:
+                sim_node.log.flush(ready.flush_to_offset)
+            if self._crash_in_ready(sim_node):
+                return
+            for outbound in ready.messages:
+                self._send(sim_node.node_id, outbound)
+            for batch in ready.committed:
+                self._apply(sim_node, batch)
+            node.advance(ready, self.now_ms)
+        else:
+            raise InvariantViolation(f"node {sim_node.node_id}: the Ready loop did not settle")
+        self._check_node(sim_node)
+        deadline_ms = max(node.next_deadline_ms(), self.now_ms + 1)
+        if sim_node.next_tick_ms is None or deadline_ms < sim_node.next_tick_ms:
+            sim_node.next_tick_ms = deadline_ms
+            self._schedule(deadline_ms - self.now_ms, "tick", (sim_node.node_id, sim_node.incarnation))
+
+    def _send(self, source_id: int, outbound: Outbound) -> None:
+        destination_id = outbound.destination_id
+        if destination_id not in self.nodes or (source_id, destination_id) in self.blocked:
+            return
+        copies = 0 if self.rng.random() < self.drop_rate else 1
+        if copies and self.rng.random() < self.duplicate_rate:
+            copies = 2
+        inbound = Inbound(source_id, outbound.message, outbound.correlation_id)
+        incarnation = self.nodes[destination_id].incarnation
+        for _ in range(copies):
+            delay_ms = self.rng.randint(self.options.delay_ms_min, self.options.delay_ms_max)
+            self._schedule(delay_ms, "deliver", (destination_id, incarnation, inbound))
+
+    # --- invariants ----------------------------------------------------------------------------
+
+    def _fail(self, message: str) -> None:
+        tail = "\n".join(self.trace[-30:])
+        raise InvariantViolation(f"{self.describe()} t={self.now_ms}ms: {message}\n{tail}")
+
+    def _apply(self, sim_node: SimNode, batch: CommittedBatch) -> None:
+        if batch.base_offset != sim_node.applied_end_offset:
+            self._fail(
+                f"node {sim_node.node_id} applied {batch.base_offset}, expected {sim_node.applied_end_offset}"
+            )
+        value = (batch.last_offset, batch.epoch, batch.records)
+        first = self.applied.setdefault(batch.base_offset, value)
+        if first != value:
+            self._fail(
+                f"node {sim_node.node_id} applied {value} at {batch.base_offset}, others applied {first}"
+            )
+        sim_node.applied_end_offset = batch.last_offset + 1
+
+    def _check_node(self, sim_node: SimNode) -> None:
+        node = sim_node.node
+        assert node is not None
+        if node.epoch < sim_node.max_epoch:
+            self._fail(f"node {sim_node.node_id} epoch went back {sim_node.max_epoch} -> {node.epoch}")
+        sim_node.max_epoch = node.epoch
+        if node.role == Role.LEADER:
+            leader_id = self.leader_by_epoch.setdefault(node.epoch, node.node_id)
+            if leader_id != node.node_id:
+                self._fail(f"two leaders in epoch {node.epoch}: {leader_id} and {node.node_id}")
+            if node.epoch not in sim_node.led_epochs:
+                sim_node.led_epochs.add(node.epoch)
+                self.trace.append(f"{self.now_ms}: node {node.node_id} leads epoch {node.epoch}")
+                self._check_leader_completeness(sim_node)
+        self._check_log_matching(sim_node)
+        self._check_high_watermark(sim_node)
+
+    def _check_leader_completeness(self, sim_node: SimNode) -> None:
+        held = {batch.base_offset: batch.data for batch in sim_node.log.batches()}
+        for base_offset, data in self.committed_bytes.items():
+            if held.get(base_offset) != data:
+                self._fail(f"leader {sim_node.node_id} lacks committed batch at {base_offset}")
+
+    def _check_log_matching(self, sim_node: SimNode) -> None:
+        # Only the flushed prefix: a batch that was neither flushed nor sent never existed, and a
+        # leader that crashes before persisting its leadership may lead the same epoch again.
+        # (Batches a leader sends unflushed are checked once a follower flushes them.)
+        batches = sim_node.log.batches()
+        flushed_count = len(batches)
+        while flushed_count and batches[flushed_count - 1].last_offset >= sim_node.log.flushed_offset:
+            flushed_count -= 1
+        del batches[flushed_count:]
+        old = sim_node.chain_batches
+        same = min(len(old), len(batches))
+        while same > 0 and old[same - 1] is not batches[same - 1]:
+            same -= 1
+        digests = sim_node.chain_digests[:same]
+        for batch in batches[same:]:
+            previous = digests[-1] if digests else b""
+            digest = hashlib.blake2b(previous + batch.data, digest_size=16).digest()
+            first = self.chain_registry.setdefault((batch.base_offset, batch.epoch), digest)
+            if first != digest:
+                self._fail(
+                    f"log matching: node {sim_node.node_id} batch ({batch.base_offset}, epoch {batch.epoch}) "
+                    "differs, or follows a different log, from the same batch elsewhere"
+                )
+            digests.append(digest)
+        sim_node.chain_batches = batches
+        sim_node.chain_digests = digests
+
+    def _check_high_watermark(self, sim_node: SimNode) -> None:
+        node = sim_node.node
+        assert node is not None
+        high_watermark = node.high_watermark
+        if high_watermark < sim_node.last_high_watermark:
+            self._fail(f"node {sim_node.node_id} high watermark went back to {high_watermark}")
+        if high_watermark > sim_node.log.end_offset:
+            self._fail(f"node {sim_node.node_id} high watermark {high_watermark} > log end")
+        if high_watermark > sim_node.last_high_watermark:
+            for batch in sim_node.log.batches():
+                if batch.base_offset >= high_watermark:
+                    break
+                if batch.last_offset < sim_node.last_high_watermark:
+                    continue
+                first = self.committed_bytes.setdefault(batch.base_offset, batch.data)
+                if first != batch.data:
+                    self._fail(f"committed batch at {batch.base_offset} changed on node {sim_node.node_id}")
+            self.committed_end_offset = max(self.committed_end_offset, high_watermark)
+        sim_node.last_high_watermark = high_watermark
+
+    # --- liveness ------------------------------------------------------------------------------
+
+    def current_leader(self) -> SimNode | None:
+        leaders = [s for s in self.nodes.values() if s.node is not None and s.node.role == Role.LEADER]
+        return max(leaders, key=lambda s: s.node.epoch if s.node else -1, default=None)
+
+    def converged(self, target: list[tuple[int, int] | None]) -> bool:
+        """Every node follows one leader and has applied a batch proposed in the leader's epoch."""
+        leader = self.current_leader()
+        if leader is None or leader.node is None:
+            return False
+        epoch = leader.node.epoch
+        if target[0] is None or target[0][0] != epoch:
+            target[0] = self.propose(leader)
+            return False
+        _epoch, last_offset = target[0]
+        for sim_node in self.nodes.values():
+            node = sim_node.node
+            if node is None or node.epoch != epoch or node.leader_id != leader.node_id:
+                return False
+            if node.high_watermark <= last_offset or sim_node.applied_end_offset != node.high_watermark:
+                return False
+        return True
+
+
+def run_seed(seed: int, options: SimOptions | None = None) -> World:
+    """Safety phase with every fault on, then a liveness phase: heal, restart, require convergence."""
+    world = World(seed, options)
+    world.run_until(world.options.safety_duration_ms)
+    world.heal_and_restart_all()
+    world.proposals_enabled = False
+    target: list[tuple[int, int] | None] = [None]
+    deadline_ms = world.now_ms + world.options.liveness_duration_ms
+    if not world.run_until(deadline_ms, lambda: world.converged(target)):
+        world._fail("liveness: the healed cluster did not converge on one leader and commit")
+    return world

@@ -1,0 +1,198 @@
+"""RaftNode driven by hand: one message at a time, Ready by Ready."""
+
+from __future__ import annotations
+
+import random
+
+from pykraft.core.errors import ErrorCode
+from pykraft.raft.control import decode_leader_change
+from pykraft.raft.log import MemoryRaftLog
+from pykraft.raft.messages import (
+    BeginQuorumEpochRequest,
+    FetchRequest,
+    FetchResponse,
+    Inbound,
+    OffsetAndEpoch,
+    Outbound,
+    VoteRequest,
+    VoteResponse,
+)
+from pykraft.raft.node import RaftNode
+from pykraft.raft.ready import CommittedBatch, Ready
+from pykraft.raft.state import ALLOWED_TRANSITIONS, QuorumState, Role, majority_end_offset
+
+VOTERS = frozenset({1, 2, 3})
+
+
+def _node(node_id: int = 1, voters: frozenset[int] = VOTERS, **kwargs: object) -> RaftNode:
+    log = kwargs.pop("log", None) or MemoryRaftLog()
+    state = kwargs.pop("quorum_state", None)
+    return RaftNode(node_id, voters, log, state, random.Random(7), 0, **kwargs)  # type: ignore[arg-type]
+
+
+def _drain(node: RaftNode, now_ms: int = 0) -> tuple[list[Ready], list[Outbound], list[CommittedBatch]]:
+    readies: list[Ready] = []
+    messages: list[Outbound] = []
+    committed: list[CommittedBatch] = []
+    while node.has_ready():
+        ready = node.ready()
+        if ready.flush_to_offset is not None:
+            node.log.flush(ready.flush_to_offset)
+        readies.append(ready)
+        messages += ready.messages
+        committed += ready.committed
+        node.advance(ready, now_ms)
+    return readies, messages, committed
+
+
+def test_single_voter__start__leader_with_leader_change_then_commits_after_flush() -> None:
+    node = _node(voters=frozenset({1}))
+    assert (node.role, node.epoch, node.leader_id) == (Role.LEADER, 1, 1)
+    first = node.ready()
+    assert first.quorum_state == QuorumState(1, leader_id=1, voters=frozenset({1}))
+    assert first.flush_to_offset == 1
+    assert first.committed == ()  # not flushed yet: not counted
+    node.log.flush(1)
+    node.advance(first, 0)
+    assert node.high_watermark == 1
+    (batch,) = node.ready().committed
+    assert batch.is_control
+    assert decode_leader_change(batch.records[0]).granting_voters == (1,)
+
+
+def test_single_voter__propose__committed_after_flush() -> None:
+    node = _node(voters=frozenset({1}))
+    _drain(node)
+    assert node.propose([b"a", b"b"], 5) == 2
+    _readies, _messages, committed = _drain(node, 5)
+    assert [(b.base_offset, b.records) for b in committed] == [(1, (b"a", b"b"))]
+    assert node.high_watermark == 3
+
+
+def test_single_voter__restart_as_leader__resigns_epoch_and_leads_next() -> None:
+    log = MemoryRaftLog()
+    node = _node(voters=frozenset({1}), log=log)
+    _drain(node)
+    restarted = _node(voters=frozenset({1}), log=log, quorum_state=node.quorum_state())
+    assert (restarted.role, restarted.epoch) == (Role.LEADER, 2)
+
+
+def test_propose__not_leader__returns_none() -> None:
+    assert _node().propose([b"x"], 0) is None
+
+
+def test_vote__granted__vote_persisted_in_the_ready_that_sends_it() -> None:
+    node = _node()
+    node.step(Inbound(2, VoteRequest(None, 1, 2, 0, 0), 9), 10)
+    ready = node.ready()
+    assert ready.quorum_state == QuorumState(1, voted_id=2, voters=VOTERS)
+    (outbound,) = ready.messages
+    assert outbound == Outbound(2, VoteResponse(ErrorCode.NONE, -1, 1, True), 9)
+
+
+def test_vote__candidate_log_behind__rejected() -> None:
+    log = MemoryRaftLog()
+    log.append_as_leader([b"x"], 2, 0)
+    node = _node(log=log, quorum_state=QuorumState(2, voters=VOTERS))
+    node.step(Inbound(2, VoteRequest(None, 3, 2, 1, 5), 1), 0)
+    _r, messages, _c = _drain(node)
+    assert messages[-1].message == VoteResponse(ErrorCode.NONE, -1, 3, False)
+    assert node.role == Role.UNATTACHED
+
+
+def test_cluster_id__null_accepted_other_or_empty_rejected() -> None:
+    for cluster_id, expected in [
+        (None, ErrorCode.NONE),
+        ("abc", ErrorCode.NONE),
+        ("", ErrorCode.INCONSISTENT_CLUSTER_ID),
+        ("other", ErrorCode.INCONSISTENT_CLUSTER_ID),
+    ]:
+        node = _node(cluster_id="abc")
+        node.step(Inbound(2, BeginQuorumEpochRequest(cluster_id, 2, 1), 1), 0)
+        _r, messages, _c = _drain(node)
+        responses = [m.message for m in messages if m.destination_id == 2 and m.correlation_id == 1]
+        assert responses[0].error_code == expected  # type: ignore[union-attr]
+
+
+def _leader_of_three() -> RaftNode:
+    node = _node()
+    node.tick(10_000)  # election timeout: candidate for epoch 1
+    assert node.role == Role.CANDIDATE
+    node.step(Inbound(2, VoteResponse(ErrorCode.NONE, -1, 1, True), 0), 10_000)
+    assert node.leader_id == 1  # now the leader
+    _drain(node, 10_000)
+    return node
+
+
+def test_leader__high_watermark__needs_a_majority_of_flushed_offsets() -> None:
+    node = _leader_of_three()
+    assert node.high_watermark == 0
+    node.propose([b"a"], 10_001)
+    _drain(node, 10_001)
+    node.step(Inbound(2, FetchRequest(None, 2, 1, 2, 1), 5), 10_002)
+    assert node.high_watermark == 2
+    _r, messages, committed = _drain(node, 10_002)
+    assert [b.base_offset for b in committed] == [0, 1]
+    assert any(isinstance(m.message, FetchResponse) and m.message.high_watermark == 2 for m in messages)
+
+
+def test_leader__fetch_with_diverging_log__returns_diverging_epoch() -> None:
+    node = _leader_of_three()  # log: LeaderChange at offset 0, epoch 1
+    node.step(Inbound(3, FetchRequest(None, 3, 1, 4, 0), 8), 10_001)
+    _r, messages, _c = _drain(node, 10_001)
+    (response,) = [m.message for m in messages if m.correlation_id == 8]
+    assert isinstance(response, FetchResponse)
+    assert response.diverging_epoch is not None
+    assert response.diverging_epoch.offset == 0
+
+
+def test_follower__diverging_epoch__truncates_and_refetches() -> None:
+    log = MemoryRaftLog()
+    log.append_as_leader([b"old"], 1, 0)
+    log.append_as_leader([b"stale"], 2, 0)
+    node = _node(log=log, quorum_state=QuorumState(3, leader_id=2, voters=VOTERS))
+    assert node.role == Role.FOLLOWER
+    _r, messages, _c = _drain(node)
+    fetch = messages[-1]
+    assert isinstance(fetch.message, FetchRequest)
+    assert (fetch.message.fetch_offset, fetch.message.last_fetched_epoch) == (2, 2)
+    response = FetchResponse(ErrorCode.NONE, 2, 3, 0, diverging_epoch=OffsetAndEpoch(1, 1))
+    node.step(Inbound(2, response, fetch.correlation_id), 1)
+    assert log.end_offset == 1
+    _r, messages, _c = _drain(node, 1)
+    assert messages[-1].message.fetch_offset == 1  # type: ignore[union-attr]
+
+
+def test_follower__stale_response__ignored() -> None:
+    node = _node(quorum_state=QuorumState(3, leader_id=2, voters=VOTERS))
+    _r, messages, _c = _drain(node)
+    stale_correlation_id = messages[-1].correlation_id + 1
+    node.step(Inbound(2, FetchResponse(ErrorCode.NONE, 2, 3, 0, records=b"garbage"), stale_correlation_id), 1)
+    assert node.log.end_offset == 0
+
+
+def test_transitions_table__every_role_has_an_exit() -> None:
+    assert set(ALLOWED_TRANSITIONS) == set(Role)
+    assert all(targets for targets in ALLOWED_TRANSITIONS.values())
+
+
+def test_majority_end_offset__table() -> None:
+    assert majority_end_offset([5], 1) == 5
+    assert majority_end_offset([5, 3], 3) == 3
+    assert majority_end_offset([5], 3) == 0
+    assert majority_end_offset([9, 7, 1, 1], 5) == 1
+    assert majority_end_offset([9, 7, 5, 1, 1], 5) == 5
+
+
+def test_leader__old_epoch_entries_on_majority__high_watermark_waits_for_own_epoch() -> None:
+    # Raft §5.4.2: entries of epoch 1 on a majority do not commit until the epoch-2 LeaderChange does.
+    log = MemoryRaftLog()
+    log.append_as_leader([b"old"], 1, 0)
+    node = _node(log=log, quorum_state=QuorumState(2, voted_id=1, voters=VOTERS))
+    node.step(Inbound(2, VoteResponse(ErrorCode.NONE, -1, 2, True), 0), 0)
+    assert node.leader_id == 1
+    _drain(node)
+    node.step(Inbound(2, FetchRequest(None, 2, 2, 1, 1), 1), 1)  # follower holds offset 0 only
+    assert node.high_watermark == 0
+    node.step(Inbound(2, FetchRequest(None, 2, 2, 2, 2), 2), 2)  # now the LeaderChange too
+    assert node.high_watermark == 2
