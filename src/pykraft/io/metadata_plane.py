@@ -21,16 +21,19 @@ from typing import Any
 from kafka.protocol.admin import CreateTopicsResponse, DeleteTopicsResponse
 
 from pykraft.broker.handlers import BrokerView, ClusterView, PartitionView, TopicView
-from pykraft.controller.quorum_controller import ControllerResult, CreatableTopic, QuorumController
+from pykraft.controller.quorum_controller import QuorumController
+from pykraft.controller.replication import CreatableReplicaAssignment, CreatableTopic
+from pykraft.controller.result import ControllerResult
 from pykraft.core.config import NodeConfig
 from pykraft.core.errors import ErrorCode
 from pykraft.io.file_store import FileSegmentStore
 from pykraft.io.raft_log import METADATA_PARTITION_DIR, FileRaftLog
 from pykraft.log.partition_log import PartitionLog
 from pykraft.metadata.delta import MetadataDelta
-from pykraft.metadata.image import MetadataImage
+from pykraft.metadata.image import BrokerEndpoint, MetadataImage
 from pykraft.metadata.records import ApiMessageAndVersion, decode_metadata_record, encode_metadata_record
 from pykraft.raft.node import RaftNode
+from pykraft.raft.state import Role
 from pykraft.raft.quorum_state import decode_quorum_state, encode_quorum_state
 
 log = logging.getLogger("pykraft.metadata")
@@ -63,10 +66,9 @@ class MetadataPlane:
         self.rng = rng
         self.on_image = on_image
         self.image = MetadataImage.EMPTY
-        self.controller = QuorumController(node_id=config.node_id, rng=rng, default_num_partitions=config.num_partitions)
+        self.controller = QuorumController(rng=rng, default_num_partitions=config.num_partitions)
         self.raft_log: FileRaftLog | None = None
         self.raft: RaftNode | None = None
-        self._controller_applied_offset = -1
         self._controller_active = False
         self._commit_waiters: list[tuple[int, asyncio.Future[None]]] = []
         self._wakeup = asyncio.Event()
@@ -100,9 +102,10 @@ class MetadataPlane:
         started = time.monotonic()
         self._task = asyncio.get_running_loop().create_task(self._drive())
         await asyncio.wait_for(self._active.wait(), timeout=60)
-        if self.image.metadata_version == 0:
-            # An empty metadata log: the first active controller writes the bootstrap records.
-            await self._write(ControllerResult(self.controller.bootstrap_records(), None))
+        # Activation records: the bootstrap records into an empty log, or the abort of a metadata
+        # transaction a previous leader left open (Kafka ActivationRecordsGenerator).
+        self.controller.note_log_end_offset(self._log().end_offset)
+        await self._write(self.controller.activate())
         log.info(
             "metadata log loaded to offset %d in %.0f ms", self.image.offset, (time.monotonic() - started) * 1000
         )
@@ -154,9 +157,9 @@ class MetadataPlane:
             raft.advance(ready, now_ms())
             if (
                 not self._controller_active
-                and raft.is_leader
+                and raft.role == Role.LEADER
                 and raft.high_watermark >= raft_log.end_offset
-                and self._controller_applied_offset + 1 >= raft.epoch_start_offset
+                and self.controller.next_write_offset >= raft_log.end_offset
             ):
                 self._controller_active = True
                 self._active.set()
@@ -167,14 +170,15 @@ class MetadataPlane:
         delta = MetadataDelta(self.image)
         for batch in committed:
             if batch.is_control:
+                if batch.last_offset >= self.controller.next_write_offset:
+                    self.controller.note_log_end_offset(batch.last_offset + 1)
                 continue
             for index, value in enumerate(batch.records):
                 offset = batch.base_offset + index
                 record = decode_metadata_record(value)
-                if offset > self._controller_applied_offset:
+                if offset >= self.controller.next_write_offset:
                     # Records this controller did not generate (written before this process started).
                     self.controller.replay(record, offset)
-                    self._controller_applied_offset = offset
                 delta.replay(record, offset, batch.epoch)
         self.image = delta.apply()
 
@@ -190,20 +194,23 @@ class MetadataPlane:
                 waiting.append((offset, fut))
         self._commit_waiters = waiting
 
-    async def _write(self, result: ControllerResult) -> Any:
-        """Append a controller result's records, replay them into the controller now, and wait until
-        they are committed and in the image."""
+    def _log(self) -> FileRaftLog:
+        assert self.raft_log is not None
+        return self.raft_log
+
+    async def _write(self, result: ControllerResult[Any]) -> Any:
+        """Append a result's records (the controller replayed them when it generated them, at the
+        offsets they take now) and wait until they are committed and in the image."""
         raft = self.raft
         assert raft is not None and self._controller_active
         records: list[ApiMessageAndVersion] = list(result.records)
         if records:
+            base = self._log().end_offset
             last_offset = raft.propose([encode_metadata_record(r) for r in records], now_ms())
             if last_offset is None:
                 raise RuntimeError("this node is not the active controller")
-            base = last_offset - len(records) + 1
-            for i, record in enumerate(records):
-                self.controller.replay(record, base + i)
-            self._controller_applied_offset = last_offset
+            assert last_offset == base + len(records) - 1 == self.controller.next_write_offset - 1, (
+                last_offset, base, len(records), self.controller.next_write_offset)
             fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
             self._commit_waiters.append((last_offset, fut))
             self._wakeup.set()
@@ -214,15 +221,13 @@ class MetadataPlane:
 
     async def register_broker(self, host: str, port: int) -> int:
         self._advertised = (host, port)
-        result = self.controller.register_broker(
-            broker_id=self.config.node_id,
-            incarnation_id=self._incarnation_id,
-            listeners=[(self.config.client_listener.listener_name, host, port)],
-            rack=None,
-            now_ms=now_ms(),
-        )
-        await self._write(result)
-        self._broker_epoch = self.controller.broker_epoch(self.config.node_id)
+        # PLAINTEXT is security protocol 0 (SecurityProtocol.java).
+        endpoint = BrokerEndpoint(self.config.client_listener.listener_name, host, port, 0)
+        result = self.controller.register_broker(self.config.node_id, self._incarnation_id, [endpoint], None, now_ms())
+        reply = await self._write(result)
+        if reply.error_code != ErrorCode.NONE:
+            raise RuntimeError(f"broker registration failed: {ErrorCode(reply.error_code).name} {reply.error_message}")
+        self._broker_epoch = int(reply.broker_epoch)
         return self._broker_epoch
 
     async def update_advertised_port(self, port: int) -> None:
@@ -231,7 +236,7 @@ class MetadataPlane:
             await self.register_broker(self._advertised[0], port)
 
     async def allocate_producer_ids(self, broker_id: int, broker_epoch: int) -> tuple[int, int, int]:
-        result = self.controller.generate_next_producer_id(broker_id, broker_epoch)
+        result = self.controller.allocate_producer_ids(broker_id, broker_epoch)
         response = await self._write(result)
         return int(response.error_code), int(response.producer_id_start), int(response.producer_id_len)
 
@@ -245,7 +250,9 @@ class MetadataPlane:
                 name=t.name,
                 num_partitions=t.num_partitions,
                 replication_factor=t.replication_factor,
-                assignments={a.partition_index: list(a.broker_ids) for a in (t.assignments or [])},
+                assignments=tuple(
+                    CreatableReplicaAssignment(a.partition_index, tuple(a.broker_ids)) for a in (t.assignments or [])
+                ),
                 configs={c.name: c.value for c in (t.configs or [])},
             )
             for t in request.topics
@@ -278,7 +285,9 @@ class MetadataPlane:
                 names.append(name)
                 ids.append(None)
         before = self.image
-        results = await self._write(self.controller.delete_topics(list(zip(names, ids, strict=True))))
+        by_id = [i for i in ids if i is not None]
+        by_name = [n for n, i in zip(names, ids, strict=True) if i is None and n is not None]
+        results = await self._write(self.controller.delete_topics(names=by_name, topic_ids=by_id))
         for r in results:
             if r.error_code == ErrorCode.NONE and r.name is not None:
                 topic = before.topics.get_topic(r.name)

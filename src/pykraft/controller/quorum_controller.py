@@ -1,0 +1,355 @@
+"""QuorumController: the pure controller core, composed of managers.
+
+Rules (Kafka ``QuorumController.java``; anchors.md §3.5-§3.6):
+
+1. Single owner: the shell calls it from one event loop; there are no locks.
+2. An operation asks a manager to generate a ``ControllerResult`` (the managers never mutate), then
+   the controller replays those records at the offsets they will take in the metadata log
+   (``next_write_offset`` onwards), as Kafka's active controller replays at append time. The shell
+   must append the returned records, in order, as the next entries of the log; raft entries the
+   controller does not replay (control records) are announced first with ``note_log_end_offset``.
+   A new broker epoch is the offset of its RegisterBrokerRecord, i.e. ``next_write_offset``.
+3. ``replay(record, offset)`` is the only mutation, and the same code serves the active controller, a
+   follower replaying committed records and a snapshot load.
+4. On an empty log the first active controller writes ``bootstrap_records()``: a metadata transaction
+   (metadata.version >= 3.6-IV1) holding FeatureLevelRecord(metadata.version) and, once KIP-1262 is
+   wired in, the ClusterIdRecord. A bootstrap transaction cut short by a failover is aborted on the
+   next activation (Kafka ActivationRecordsGenerator).
+
+Not done yet (see the report): reverting speculative, uncommitted state when leadership is lost (Kafka's
+timeline/SnapshotRegistry), heartbeats and fencing on session expiry, partition reassignment.
+"""
+
+from __future__ import annotations
+
+import random
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from pykraft.controller.cluster import BrokerRegistrationReply, ClusterControlManager
+from pykraft.controller.configs import ConfigurationControlManager
+from pykraft.controller.features import FeatureControlManager
+from pykraft.controller.producer_ids import (
+    AllocateProducerIdsResult,
+    ProducerIdControlManager,
+    ProducerIdsBlock,
+)
+from pykraft.controller.replication import (
+    CreatableReplicaAssignment,
+    CreatableTopic,
+    CreatableTopicResult,
+    DeletableTopicResult,
+    ReplicationControlManager,
+    TopicControlInfo,
+)
+from pykraft.controller.result import ControllerResult
+from pykraft.metadata.delta import FENCING_CHANGE_FENCE, FENCING_CHANGE_UNFENCE
+from pykraft.metadata.image import (
+    SECURITY_PROTOCOL_PLAINTEXT,
+    BrokerEndpoint,
+    BrokerFeature,
+    BrokerRegistration,
+    ConfigResource,
+)
+from pykraft.metadata.records import (
+    AbortTransactionRecord,
+    ApiMessageAndVersion,
+    BeginTransactionRecord,
+    BrokerRegistrationChangeRecord,
+    ClusterIdRecord,
+    ConfigRecord,
+    EndTransactionRecord,
+    FeatureLevelRecord,
+    FenceBrokerRecord,
+    MetadataReplayError,
+    MetadataVersion,
+    NoOpRecord,
+    PartitionChangeRecord,
+    PartitionRecord,
+    ProducerIdsRecord,
+    RegisterBrokerRecord,
+    RemoveTopicRecord,
+    TopicRecord,
+    UnfenceBrokerRecord,
+    UnregisterBrokerRecord,
+)
+
+T = TypeVar("T")
+
+__all__ = [
+    "AllocateProducerIdsResult",
+    "BrokerRegistrationReply",
+    "ControllerResult",
+    "ControllerState",
+    "CreatableReplicaAssignment",
+    "CreatableTopic",
+    "CreatableTopicResult",
+    "DeletableTopicResult",
+    "QuorumController",
+]
+
+# The name Kafka gives the bootstrap metadata transaction (ActivationRecordsGenerator).
+BOOTSTRAP_TRANSACTION_NAME = "Bootstrap records"
+
+
+@dataclass(frozen=True, slots=True)
+class ControllerState:
+    """Everything replay builds, as plain values: equal states mean equal controllers."""
+
+    next_write_offset: int
+    transaction_start_offset: int
+    finalized_versions: dict[str, int]
+    cluster_id: str | None
+    brokers: dict[int, BrokerRegistration]
+    topics: dict[uuid.UUID, TopicControlInfo]
+    configs: dict[ConfigResource, dict[str, str]]
+    next_producer_block: ProducerIdsBlock
+    producer_ids_broker_epoch: int
+
+
+class QuorumController:
+    def __init__(
+        self,
+        *,
+        rng: random.Random,
+        node_id: int = 0,
+        bootstrap_metadata_version: int = MetadataVersion.LATEST_PRODUCTION,
+        default_num_partitions: int = 1,
+        default_replication_factor: int = 1,
+        unfence_on_register: bool = True,
+    ) -> None:
+        # This controller's node.id (for the shell's logs and future controller registration).
+        self.node_id = node_id
+        self.bootstrap_metadata_version = bootstrap_metadata_version
+        self.feature_control = FeatureControlManager()
+        self.cluster_control = ClusterControlManager(
+            self.feature_control, unfence_on_register=unfence_on_register
+        )
+        self.configuration_control = ConfigurationControlManager()
+        self.replication_control = ReplicationControlManager(
+            feature_control=self.feature_control,
+            cluster_control=self.cluster_control,
+            configuration_control=self.configuration_control,
+            rng=rng,
+            default_num_partitions=default_num_partitions,
+            default_replication_factor=default_replication_factor,
+        )
+        self.producer_id_control = ProducerIdControlManager(self.cluster_control)
+        # The offset the next appended record will take in the metadata log.
+        self._next_write_offset = 0
+        # Offset of an open BeginTransactionRecord, -1 when no metadata transaction is open.
+        self._transaction_start_offset = -1
+        # What an AbortTransactionRecord reverts to (Kafka reverts its timeline to the offset before Begin).
+        self._pre_transaction_state: ControllerState | None = None
+
+    # --- offsets --------------------------------------------------------------------------------
+
+    @property
+    def next_write_offset(self) -> int:
+        return self._next_write_offset
+
+    @property
+    def transaction_start_offset(self) -> int:
+        return self._transaction_start_offset
+
+    def note_log_end_offset(self, log_end_offset: int) -> None:
+        """Raft appended records the controller does not replay (control records); skip past them."""
+        assert log_end_offset >= self._next_write_offset, "the metadata log never shrinks under a leader"
+        self._next_write_offset = log_end_offset
+
+    # --- activation -----------------------------------------------------------------------------
+
+    def bootstrap_records(self, cluster_id: str | None = None) -> list[ApiMessageAndVersion]:
+        """What the first active controller writes into an empty metadata log.
+
+        KIP-1262 hook: pass ``cluster_id`` to write the ClusterIdRecord right after metadata.version, inside
+        the same bootstrap transaction (N ActivationRecordsGeneratorTest: Begin, FeatureLevel, ClusterId, End).
+        """
+        level = self.bootstrap_metadata_version
+        records = self.feature_control.generate_bootstrap_records(level)
+        if cluster_id is not None:
+            records.append(ApiMessageAndVersion.of(ClusterIdRecord(cluster_id=cluster_id)))
+        if MetadataVersion.is_metadata_transaction_supported(level):
+            begin = ApiMessageAndVersion.of(BeginTransactionRecord(name=BOOTSTRAP_TRANSACTION_NAME))
+            end = ApiMessageAndVersion.of(EndTransactionRecord())
+            records = [begin, *records, end]
+        return records
+
+    def activate(self, cluster_id: str | None = None) -> ControllerResult[None]:
+        """Records to write on becoming the active controller, already replayed (rule 2).
+
+        Kafka ActivationRecordsGenerator: an open metadata transaction left by the previous leader is
+        aborted; if the log holds no metadata.version once that transaction is undone (a bootstrap cut
+        short, or an empty log), the bootstrap records follow.
+        """
+        records: list[ApiMessageAndVersion] = []
+        metadata_version = self.feature_control.metadata_version
+        if self._transaction_start_offset != -1:
+            records.append(ApiMessageAndVersion.of(AbortTransactionRecord(reason="Controller failover")))
+            assert self._pre_transaction_state is not None
+            metadata_version = self._pre_transaction_state.finalized_versions.get(
+                MetadataVersion.FEATURE_NAME, 0
+            )
+        if metadata_version == 0:
+            records.extend(self.bootstrap_records(cluster_id))
+        return self._write(ControllerResult(records, None))
+
+    # --- operations: generate, then replay at append time ----------------------------------------
+
+    def register_broker(
+        self,
+        broker_id: int,
+        incarnation_id: uuid.UUID,
+        listeners: Sequence[BrokerEndpoint | tuple[str, str, int]],
+        rack: str | None,
+        now_ms: int,
+        *,
+        log_dirs: Sequence[uuid.UUID] = (),
+        supported_features: Sequence[BrokerFeature] = (),
+    ) -> ControllerResult[BrokerRegistrationReply]:
+        # Kafka: the new broker epoch is the offset the RegisterBrokerRecord is written at.
+        endpoints = [
+            e
+            if isinstance(e, BrokerEndpoint)
+            else BrokerEndpoint(e[0], e[1], e[2], SECURITY_PROTOCOL_PLAINTEXT)
+            for e in listeners
+        ]
+        result = self.cluster_control.register_broker(
+            broker_id,
+            incarnation_id,
+            endpoints,
+            rack,
+            now_ms,
+            new_broker_epoch=self._next_write_offset,
+            log_dirs=log_dirs,
+            supported_features=supported_features,
+        )
+        return self._write(result)
+
+    def create_topics(
+        self, topics: Sequence[CreatableTopic], validate_only: bool = False
+    ) -> ControllerResult[list[CreatableTopicResult]]:
+        return self._write(self.replication_control.create_topics(topics, validate_only))
+
+    def delete_topics(
+        self,
+        topics: Sequence[tuple[str | None, uuid.UUID | None]] = (),
+        *,
+        names: Sequence[str] = (),
+        topic_ids: Sequence[uuid.UUID] = (),
+    ) -> ControllerResult[list[DeletableTopicResult]]:
+        """DeleteTopics: ``topics`` as (name, topic id) pairs (v6+: by id when the id is set), or
+        ``names`` / ``topic_ids``."""
+        by_name = list(names) + [name for name, topic_id in topics if topic_id is None and name is not None]
+        by_id = list(topic_ids) + [topic_id for _, topic_id in topics if topic_id is not None]
+        return self._write(self.replication_control.delete_topics(names=by_name, topic_ids=by_id))
+
+    def allocate_producer_ids(
+        self, broker_id: int, broker_epoch: int
+    ) -> ControllerResult[AllocateProducerIdsResult]:
+        """AllocateProducerIds (api key 67), KIP-730 (kafka-facts.md §1.4)."""
+        return self._write(self.producer_id_control.generate_next_producer_id(broker_id, broker_epoch))
+
+    def broker_epoch(self, broker_id: int) -> int:
+        """The registered broker's epoch, -1 when ``broker_id`` is not registered."""
+        registration = self.cluster_control.registration(broker_id)
+        return -1 if registration is None else registration.broker_epoch
+
+    def _write(self, result: ControllerResult[T]) -> ControllerResult[T]:
+        """Replay the generated records at the offsets they take when appended next (rule 2)."""
+        for record in result.records:
+            self.replay(record, self._next_write_offset)
+        return result
+
+    # --- replay ---------------------------------------------------------------------------------
+
+    def replay(self, record: Any, offset: int) -> None:
+        """Apply one metadata record read (or about to be written) at ``offset``."""
+        assert offset >= self._next_write_offset, f"offset {offset} is behind {self._next_write_offset}"
+        message = record.message if isinstance(record, ApiMessageAndVersion) else record
+        self._dispatch(message, offset)
+        self._next_write_offset = offset + 1
+
+    def _dispatch(self, message: Any, offset: int) -> None:
+        cluster = self.cluster_control
+        replication = self.replication_control
+        match message:
+            case FeatureLevelRecord():
+                self.feature_control.replay(message)
+            case ClusterIdRecord():
+                cluster.replay_cluster_id(message)
+            case RegisterBrokerRecord():
+                cluster.replay_register_broker(message)
+            case UnregisterBrokerRecord():
+                cluster.replay_unregister_broker(message)
+            case FenceBrokerRecord():
+                cluster.replay_registration_change(message.id, message.epoch, FENCING_CHANGE_FENCE)
+            case UnfenceBrokerRecord():
+                cluster.replay_registration_change(message.id, message.epoch, FENCING_CHANGE_UNFENCE)
+            case BrokerRegistrationChangeRecord():
+                cluster.replay_registration_change(
+                    message.broker_id,
+                    message.broker_epoch,
+                    message.fenced,
+                    message.in_controlled_shutdown,
+                    message.log_dirs,
+                )
+            case TopicRecord():
+                replication.replay_topic(message)
+            case PartitionRecord():
+                replication.replay_partition(message)
+            case PartitionChangeRecord():
+                replication.replay_partition_change(message)
+            case RemoveTopicRecord():
+                replication.replay_remove_topic(message)
+            case ConfigRecord():
+                self.configuration_control.replay(message)
+            case ProducerIdsRecord():
+                self.producer_id_control.replay(message)
+            case BeginTransactionRecord():
+                if self._transaction_start_offset != -1:
+                    raise MetadataReplayError(
+                        f"BeginTransactionRecord at {offset} inside the transaction from {self._transaction_start_offset}"
+                    )
+                self._pre_transaction_state = self.state()
+                self._transaction_start_offset = offset
+            case EndTransactionRecord() | AbortTransactionRecord():
+                if self._transaction_start_offset == -1:
+                    raise MetadataReplayError(
+                        f"Can't replay {type(message).__name__} at {offset} because there is no open transaction."
+                    )
+                if isinstance(message, AbortTransactionRecord):
+                    # Kafka OffsetControlManager: an abort reverts to the state before the transaction.
+                    assert self._pre_transaction_state is not None
+                    self._restore(self._pre_transaction_state)
+                self._transaction_start_offset = -1
+                self._pre_transaction_state = None
+            case NoOpRecord():
+                pass
+            case _:
+                raise MetadataReplayError(f"no controller replay for {type(message).__name__}")
+
+    # --- inspection -----------------------------------------------------------------------------
+
+    def _restore(self, state: ControllerState) -> None:
+        """Put every manager back to ``state`` (only for AbortTransactionRecord; offsets move on)."""
+        self.feature_control.restore(state.finalized_versions)
+        self.cluster_control.restore(state.brokers, state.cluster_id)
+        self.replication_control.restore(state.topics)
+        self.configuration_control.restore(state.configs)
+        self.producer_id_control.restore(state.next_producer_block, state.producer_ids_broker_epoch)
+
+    def state(self) -> ControllerState:
+        return ControllerState(
+            next_write_offset=self._next_write_offset,
+            transaction_start_offset=self._transaction_start_offset,
+            finalized_versions=self.feature_control.finalized_versions(),
+            cluster_id=self.cluster_control.cluster_id,
+            brokers=self.cluster_control.registrations(),
+            topics=self.replication_control.topics(),
+            configs=self.configuration_control.configs(),
+            next_producer_block=self.producer_id_control.next_producer_block,
+            producer_ids_broker_epoch=self.producer_id_control.broker_epoch,
+        )

@@ -1,0 +1,443 @@
+"""ReplicationControlManager: topics and partitions (create, delete), replay-driven.
+
+Rules (Kafka ``ReplicationControlManager.java``, ``Topic.java``):
+
+1. Topic names: non-empty, not "." or "..", at most 249 characters of ``[a-zA-Z0-9._-]``; a name that
+   differs from an existing one only by '.' vs '_' collides (INVALID_TOPIC_EXCEPTION, 17). An existing
+   name is TOPIC_ALREADY_EXISTS (36). A name given twice in one request is INVALID_REQUEST (42).
+2. ``num_partitions`` -1 means ``num.partitions`` (the default); 0 or below -1 is INVALID_PARTITIONS
+   (37). ``replication_factor`` -1 means ``default.replication.factor``; 0 or below -1, or more than
+   the usable (registered, unfenced, not shutting down) brokers, is INVALID_REPLICATION_FACTOR (38).
+3. A manual assignment needs both numbers at -1 (else INVALID_REQUEST); its partitions must be 0..n-1,
+   each listing distinct registered brokers, all of one size, with at least one usable broker
+   (else INVALID_REPLICA_ASSIGNMENT, 39).
+4. A new topic is one TopicRecord, then its ConfigRecords, then one PartitionRecord per partition with
+   leader = first usable replica, ISR = usable replicas, leader_epoch 0, partition_epoch 0. Topic ids
+   and the placement offset come from the injected ``random.Random``.
+5. ``validate_only`` computes the same answers and returns no records.
+6. Delete: unknown names are UNKNOWN_TOPIC_OR_PARTITION (3), unknown ids UNKNOWN_TOPIC_ID (100); each
+   topic gets one RemoveTopicRecord even if named twice (by name and by id).
+7. Replay is the only mutation; a record inconsistent with the state raises ``MetadataReplayError``.
+"""
+
+from __future__ import annotations
+
+import random
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from pykraft.controller.cluster import ClusterControlManager
+from pykraft.controller.configs import ConfigurationControlManager
+from pykraft.controller.features import FeatureControlManager
+from pykraft.controller.result import ControllerResult
+from pykraft.core.errors import ErrorCode
+from pykraft.core.uuid import ZERO_UUID, random_uuid
+from pykraft.metadata.image import PartitionRegistration
+from pykraft.metadata.records import (
+    ApiMessageAndVersion,
+    MetadataReplayError,
+    RemoveTopicRecord,
+    TopicRecord,
+    uuid_or_zero,
+)
+
+# Kafka Topic.MAX_NAME_LENGTH and LEGAL_CHARS.
+TOPIC_NAME_LENGTH_MAX: Final = 249
+_TOPIC_LEGAL_CHARS: Final = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-")
+
+
+@dataclass(frozen=True, slots=True)
+class CreatableReplicaAssignment:
+    partition_index: int
+    broker_ids: tuple[int, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class CreatableTopic:
+    """One topic of a CreateTopics request (Kafka CreatableTopic)."""
+
+    name: str
+    num_partitions: int = -1
+    replication_factor: int = -1
+    # Kafka's list of (PartitionIndex, BrokerIds), or a mapping partition index -> broker ids.
+    assignments: Sequence[CreatableReplicaAssignment] | Mapping[int, Sequence[int]] = ()
+    configs: Mapping[str, str | None] = field(default_factory=dict)
+
+    def assignment_list(self) -> list[CreatableReplicaAssignment]:
+        if isinstance(self.assignments, Mapping):
+            return [CreatableReplicaAssignment(p, tuple(b)) for p, b in self.assignments.items()]
+        return list(self.assignments)
+
+
+@dataclass(frozen=True, slots=True)
+class CreatableTopicResult:
+    name: str
+    error_code: ErrorCode
+    error_message: str | None = None
+    topic_id: uuid.UUID = ZERO_UUID
+    num_partitions: int = -1
+    replication_factor: int = -1
+
+
+@dataclass(frozen=True, slots=True)
+class DeletableTopicResult:
+    name: str | None
+    topic_id: uuid.UUID
+    error_code: ErrorCode
+    error_message: str | None = None
+
+
+@dataclass(slots=True)
+class TopicControlInfo:
+    """The controller's mutable view of one topic (changed only by replay)."""
+
+    name: str
+    topic_id: uuid.UUID
+    partitions: dict[int, PartitionRegistration] = field(default_factory=dict)
+
+
+class _TopicError(Exception):
+    def __init__(self, error_code: ErrorCode, message: str) -> None:
+        super().__init__(message)
+        self.error_code = error_code
+        self.message = message
+
+
+def topic_name_error(name: str) -> str | None:
+    """Why ``name`` is not a legal topic name (Kafka Topic.validate), or None."""
+    if not name:
+        return "Topic name is invalid: the empty string is not allowed"
+    if name in (".", ".."):
+        return f"Topic name is invalid: '{name}' is not allowed"
+    if len(name) > TOPIC_NAME_LENGTH_MAX:
+        return (
+            f"Topic name is invalid: the length of '{name}' is longer than the max allowed length "
+            f"{TOPIC_NAME_LENGTH_MAX}"
+        )
+    if not set(name) <= _TOPIC_LEGAL_CHARS:
+        return (
+            f"Topic name is invalid: '{name}' contains one or more characters other than ASCII alphanumerics, "
+            "'.', '_' and '-'"
+        )
+    return None
+
+
+def unify_collision_chars(name: str) -> str:
+    """Kafka Topic.unifyCollisionChars: '.' and '_' collide in metric names."""
+    return name.replace(".", "_")
+
+
+class ReplicationControlManager:
+    def __init__(
+        self,
+        *,
+        feature_control: FeatureControlManager,
+        cluster_control: ClusterControlManager,
+        configuration_control: ConfigurationControlManager,
+        rng: random.Random,
+        default_num_partitions: int = 1,
+        default_replication_factor: int = 1,
+    ) -> None:
+        assert default_num_partitions > 0
+        assert default_replication_factor > 0
+        self._feature_control = feature_control
+        self._cluster_control = cluster_control
+        self._configuration_control = configuration_control
+        self._rng = rng
+        self.default_num_partitions = default_num_partitions
+        self.default_replication_factor = default_replication_factor
+        self._topics: dict[uuid.UUID, TopicControlInfo] = {}
+        self._topics_by_name: dict[str, uuid.UUID] = {}
+        self._topics_by_unified_name: dict[str, set[str]] = {}
+
+    # --- reads ----------------------------------------------------------------------------------
+
+    def topic_id(self, name: str) -> uuid.UUID | None:
+        return self._topics_by_name.get(name)
+
+    def topic(self, topic_id: uuid.UUID) -> TopicControlInfo | None:
+        return self._topics.get(topic_id)
+
+    def topics(self) -> dict[uuid.UUID, TopicControlInfo]:
+        return {
+            topic_id: TopicControlInfo(info.name, info.topic_id, dict(info.partitions))
+            for topic_id, info in self._topics.items()
+        }
+
+    # --- generate: create -----------------------------------------------------------------------
+
+    def create_topics(
+        self, topics: Sequence[CreatableTopic], validate_only: bool = False
+    ) -> ControllerResult[list[CreatableTopicResult]]:
+        records: list[ApiMessageAndVersion] = []
+        results: list[CreatableTopicResult] = []
+        counts: dict[str, int] = {}
+        for topic in topics:
+            counts[topic.name] = counts.get(topic.name, 0) + 1
+        # Names created earlier in this request, unified, so two new topics cannot collide either.
+        new_unified: dict[str, str] = {}
+        new_topic_ids: set[uuid.UUID] = set()
+        answered: set[str] = set()
+        for topic in topics:
+            if topic.name in answered:
+                continue
+            answered.add(topic.name)
+            try:
+                if counts[topic.name] > 1:
+                    raise _TopicError(ErrorCode.INVALID_REQUEST, "Found multiple entries for this topic.")
+                self._validate_new_topic(topic, new_unified)
+                result, topic_records = self._create_topic(topic, new_topic_ids)
+            except _TopicError as error:
+                results.append(CreatableTopicResult(topic.name, error.error_code, error.message))
+                continue
+            new_unified[unify_collision_chars(topic.name)] = topic.name
+            new_topic_ids.add(result.topic_id)
+            results.append(result)
+            records.extend(topic_records)
+        return ControllerResult([] if validate_only else records, results)
+
+    def _validate_new_topic(self, topic: CreatableTopic, new_unified: Mapping[str, str]) -> None:
+        reason = topic_name_error(topic.name)
+        if reason is not None:
+            raise _TopicError(ErrorCode.INVALID_TOPIC_EXCEPTION, reason)
+        if topic.name in self._topics_by_name:
+            raise _TopicError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{topic.name}' already exists.")
+        unified = unify_collision_chars(topic.name)
+        colliding = sorted(self._topics_by_unified_name.get(unified, set()))
+        if unified in new_unified:
+            colliding.append(new_unified[unified])
+        if colliding:
+            raise _TopicError(
+                ErrorCode.INVALID_TOPIC_EXCEPTION,
+                f"Topic '{topic.name}' collides with existing topic: {colliding[0]}",
+            )
+        null_configs = sorted(key for key, value in topic.configs.items() if value is None)
+        if null_configs:
+            raise _TopicError(
+                ErrorCode.INVALID_CONFIG,
+                "Null value not supported for topic configs: " + ",".join(null_configs),
+            )
+
+    def _create_topic(
+        self, topic: CreatableTopic, new_topic_ids: set[uuid.UUID]
+    ) -> tuple[CreatableTopicResult, list[ApiMessageAndVersion]]:
+        if topic.assignments:
+            partitions = self._manual_partitions(topic)
+        else:
+            partitions = self._placed_partitions(topic)
+        topic_id = random_uuid(self._rng)
+        while topic_id in self._topics or topic_id in new_topic_ids:
+            topic_id = random_uuid(self._rng)
+        metadata_version = self._feature_control.metadata_version
+        records = [ApiMessageAndVersion.of(TopicRecord(name=topic.name, topic_id=topic_id))]
+        # Kafka: ConfigRecords go after the TopicRecord and before the PartitionRecords.
+        configs = {key: value for key, value in topic.configs.items() if value is not None}
+        records.extend(self._configuration_control.generate_topic_config_records(topic.name, configs))
+        for partition_id in sorted(partitions):
+            records.append(partitions[partition_id].to_record(topic_id, partition_id, metadata_version))
+        result = CreatableTopicResult(
+            name=topic.name,
+            error_code=ErrorCode.NONE,
+            topic_id=topic_id,
+            num_partitions=len(partitions),
+            replication_factor=len(partitions[0].replicas),
+        )
+        return result, records
+
+    def _placed_partitions(self, topic: CreatableTopic) -> dict[int, PartitionRegistration]:
+        if topic.replication_factor == 0 or topic.replication_factor < -1:
+            raise _TopicError(
+                ErrorCode.INVALID_REPLICATION_FACTOR,
+                "Replication factor must be larger than 0, or -1 to use the default value.",
+            )
+        if topic.num_partitions == 0 or topic.num_partitions < -1:
+            raise _TopicError(
+                ErrorCode.INVALID_PARTITIONS, "Number of partitions was set to an invalid non-positive value."
+            )
+        num_partitions = self.default_num_partitions if topic.num_partitions == -1 else topic.num_partitions
+        replication_factor = (
+            self.default_replication_factor if topic.replication_factor == -1 else topic.replication_factor
+        )
+        usable = self._cluster_control.usable_broker_ids()
+        if replication_factor > len(usable):
+            raise _TopicError(
+                ErrorCode.INVALID_REPLICATION_FACTOR,
+                f"Unable to replicate the partition {replication_factor} time(s): The target replication factor "
+                f"of {replication_factor} cannot be reached because only {len(usable)} broker(s) are registered "
+                "and unfenced.",
+            )
+        # Round-robin from a random start spreads leaders; the rng keeps it replayable in simulation.
+        start = self._rng.randrange(len(usable))
+        partitions: dict[int, PartitionRegistration] = {}
+        for partition_id in range(num_partitions):
+            replicas = tuple(
+                usable[(start + partition_id + i) % len(usable)] for i in range(replication_factor)
+            )
+            partitions[partition_id] = self._new_partition(replicas)
+        return partitions
+
+    def _manual_partitions(self, topic: CreatableTopic) -> dict[int, PartitionRegistration]:
+        if topic.replication_factor != -1:
+            raise _TopicError(
+                ErrorCode.INVALID_REQUEST,
+                "A manual partition assignment was specified, but replication factor was not set to -1.",
+            )
+        if topic.num_partitions != -1:
+            raise _TopicError(
+                ErrorCode.INVALID_REQUEST,
+                "A manual partition assignment was specified, but numPartitions was not set to -1.",
+            )
+        partitions: dict[int, PartitionRegistration] = {}
+        replica_count: int | None = None
+        for assignment in topic.assignment_list():
+            if assignment.partition_index in partitions:
+                raise _TopicError(
+                    ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                    f"Found multiple manual partition assignments for partition {assignment.partition_index}",
+                )
+            self._validate_manual_replicas(assignment.broker_ids, replica_count)
+            replica_count = len(assignment.broker_ids)
+            if not any(self._cluster_control.is_active(b) for b in assignment.broker_ids):
+                raise _TopicError(
+                    ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                    f"All brokers specified in the manual partition assignment for partition "
+                    f"{assignment.partition_index} are fenced or in controlled shutdown.",
+                )
+            partitions[assignment.partition_index] = self._new_partition(assignment.broker_ids)
+        if sorted(partitions) != list(range(len(partitions))):
+            raise _TopicError(
+                ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                "partitions should be a consecutive 0-based integer sequence",
+            )
+        return partitions
+
+    def _validate_manual_replicas(self, broker_ids: Sequence[int], replica_count: int | None) -> None:
+        if not broker_ids:
+            raise _TopicError(
+                ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                "The manual partition assignment includes an empty replica list.",
+            )
+        seen: set[int] = set()
+        for broker_id in broker_ids:
+            if broker_id in seen:
+                raise _TopicError(
+                    ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                    f"The manual partition assignment includes broker {broker_id} more than once.",
+                )
+            seen.add(broker_id)
+            if self._cluster_control.registration(broker_id) is None:
+                raise _TopicError(
+                    ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                    f"The manual partition assignment includes broker {broker_id}, but no such broker is registered.",
+                )
+        if replica_count is not None and replica_count != len(broker_ids):
+            raise _TopicError(
+                ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                f"The manual partition assignment includes a partition with {len(broker_ids)} replica(s), but this "
+                f"is not consistent with previous partitions, which have {replica_count} replica(s).",
+            )
+
+    def _new_partition(self, replicas: Sequence[int]) -> PartitionRegistration:
+        isr = tuple(b for b in replicas if self._cluster_control.is_active(b))
+        assert isr, "callers checked that a usable replica exists"
+        return PartitionRegistration(
+            replicas=tuple(replicas),
+            isr=isr,
+            leader=isr[0],
+            leader_epoch=0,
+            partition_epoch=0,
+            directories=tuple(self._cluster_control.default_directory(b) for b in replicas),
+        )
+
+    # --- generate: delete -----------------------------------------------------------------------
+
+    def delete_topics(
+        self, *, names: Sequence[str] = (), topic_ids: Sequence[uuid.UUID] = ()
+    ) -> ControllerResult[list[DeletableTopicResult]]:
+        results: list[DeletableTopicResult] = []
+        to_remove: list[uuid.UUID] = []
+        for name in dict.fromkeys(names):
+            found = self._topics_by_name.get(name)
+            if names.count(name) > 1:
+                results.append(
+                    DeletableTopicResult(name, ZERO_UUID, ErrorCode.INVALID_REQUEST, "Duplicate topic name.")
+                )
+            elif found is None:
+                results.append(DeletableTopicResult(name, ZERO_UUID, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
+            else:
+                results.append(DeletableTopicResult(name, found, ErrorCode.NONE))
+                to_remove.append(found)
+        for topic_id in dict.fromkeys(topic_ids):
+            info = self._topics.get(topic_id)
+            if topic_ids.count(topic_id) > 1:
+                results.append(
+                    DeletableTopicResult(None, topic_id, ErrorCode.INVALID_REQUEST, "Duplicate topic id.")
+                )
+            elif topic_id == ZERO_UUID:
+                results.append(
+                    DeletableTopicResult(None, topic_id, ErrorCode.INVALID_REQUEST, "Invalid topic id.")
+                )
+            elif info is None:
+                results.append(DeletableTopicResult(None, topic_id, ErrorCode.UNKNOWN_TOPIC_ID))
+            else:
+                results.append(DeletableTopicResult(info.name, topic_id, ErrorCode.NONE))
+                to_remove.append(topic_id)
+        records = [ApiMessageAndVersion.of(RemoveTopicRecord(topic_id=t)) for t in dict.fromkeys(to_remove)]
+        return ControllerResult(records, results)
+
+    def restore(self, topics: dict[uuid.UUID, TopicControlInfo]) -> None:
+        """Revert to saved state (AbortTransactionRecord only)."""
+        self._topics = {
+            t: TopicControlInfo(i.name, i.topic_id, dict(i.partitions)) for t, i in topics.items()
+        }
+        self._topics_by_name = {info.name: topic_id for topic_id, info in self._topics.items()}
+        self._topics_by_unified_name = {}
+        for name in self._topics_by_name:
+            self._topics_by_unified_name.setdefault(unify_collision_chars(name), set()).add(name)
+
+    # --- replay ---------------------------------------------------------------------------------
+
+    def replay_topic(self, record: Any) -> None:
+        topic_id = uuid_or_zero(record.topic_id)
+        existing = self._topics_by_name.get(record.name)
+        if existing is not None:
+            raise MetadataReplayError(f"Found duplicate TopicRecord for {record.name} (topic id {existing})")
+        if topic_id in self._topics:
+            raise MetadataReplayError(f"Found duplicate topic id {topic_id} for {record.name}")
+        self._topics_by_name[record.name] = topic_id
+        self._topics_by_unified_name.setdefault(unify_collision_chars(record.name), set()).add(record.name)
+        self._topics[topic_id] = TopicControlInfo(record.name, topic_id)
+
+    def replay_partition(self, record: Any) -> None:
+        info = self._topic_or_raise(uuid_or_zero(record.topic_id), "create partition")
+        info.partitions[record.partition_id] = PartitionRegistration.from_record(record)
+
+    def replay_partition_change(self, record: Any) -> None:
+        info = self._topic_or_raise(uuid_or_zero(record.topic_id), "change partition")
+        current = info.partitions.get(record.partition_id)
+        if current is None:
+            raise MetadataReplayError(f"Unknown partition {info.name}-{record.partition_id}")
+        info.partitions[record.partition_id] = current.merge(record)
+
+    def replay_remove_topic(self, record: Any) -> None:
+        topic_id = uuid_or_zero(record.topic_id)
+        info = self._topics.pop(topic_id, None)
+        if info is None:
+            raise MetadataReplayError(f"Can't find topic with ID {topic_id} to remove.")
+        del self._topics_by_name[info.name]
+        unified = unify_collision_chars(info.name)
+        names = self._topics_by_unified_name[unified]
+        names.discard(info.name)
+        if not names:
+            del self._topics_by_unified_name[unified]
+        self._configuration_control.delete_topic_configs(info.name)
+
+    def _topic_or_raise(self, topic_id: uuid.UUID, action: str) -> TopicControlInfo:
+        info = self._topics.get(topic_id)
+        if info is None:
+            raise MetadataReplayError(
+                f"Tried to {action} of {topic_id}, but no topic with that ID was found."
+            )
+        return info
