@@ -82,8 +82,9 @@ def test_api_versions_lists_what_we_implement(client) -> None:
 
 
 def test_api_versions_unsupported_version_answers_v0_layout(client) -> None:
-    req = ApiVersionsRequest()
-    req.API_VERSION = 0
+    # A newer client's v3+ request (flexible header) at a version we do not serve (KIP-511).
+    req = ApiVersionsRequest(client_software_name="t", client_software_version="1")
+    req.API_VERSION = 3
     req.with_header(correlation_id=99, client_id="t")
     payload = bytearray(req.encode(header=True))
     struct.pack_into(">h", payload, 2, 77)  # ask for ApiVersions v77

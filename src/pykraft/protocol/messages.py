@@ -352,7 +352,6 @@ def decode_request(header: RequestHeader, frame: memoryview) -> Any:
         )
     flexible = header.flexible
     try:
-        # ApiMessage.decode would drop the end position we need for the trailing-bytes check.
         decoder = cls._struct.compiled_decode_from(
             header.api_version, compact=flexible, tagged=flexible, data_class=cls
         )
@@ -361,10 +360,13 @@ def decode_request(header: RequestHeader, frame: memoryview) -> Any:
         raise RemoteProtocolError(
             f"{cls.__name__} v{header.api_version} does not parse: {type(exc).__name__}: {exc}"
         ) from None
-    if end != len(frame):
+    if end > len(frame):
+        # kafka-python's slices do not fail when they run past the end: a truncated request.
         raise RemoteProtocolError(
-            f"{cls.__name__} v{header.api_version}: body ends at byte {end}, request has {len(frame)}"
+            f"{cls.__name__} v{header.api_version}: body needs {end} bytes, request has {len(frame)}"
         )
+    # Bytes past the schema's end are tolerated, as Kafka's parser does: librdkafka's requests can
+    # carry fields a schema version does not list (seen with Metadata v12).
     return request
 
 
