@@ -94,6 +94,6 @@ def test_imports_flow_one_way() -> None:
                 offenders.append(f"{path.relative_to(SRC)} ({package}) imports {name}")
             if target in ("cli", "testing") and package in PURE:
                 offenders.append(f"{path.relative_to(SRC)} imports the entry point {name}")
-    assert not offenders, "imports must flow core -> protocol -> raft/metadata/log -> ... -> io:\n" + "\n".join(
-        offenders
+    assert not offenders, (
+        "imports must flow core -> protocol -> raft/metadata/log -> ... -> io:\n" + "\n".join(offenders)
     )

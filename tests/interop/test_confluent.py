@@ -82,7 +82,9 @@ def test_idempotent_producer_100k_then_assign_consumer_reads_all_in_order(pykraf
 
 def test_admin_create_list_delete_topics(pykraft_node) -> None:
     admin = AdminClient({"bootstrap.servers": pykraft_node.bootstrap_servers})
-    futures = admin.create_topics([NewTopic("admin-a", num_partitions=3), NewTopic("admin-b", num_partitions=1)])
+    futures = admin.create_topics(
+        [NewTopic("admin-a", num_partitions=3), NewTopic("admin-b", num_partitions=1)]
+    )
     for fut in futures.values():
         fut.result(timeout=30)
     topics = admin.list_topics(timeout=10).topics

@@ -39,7 +39,10 @@ def _produce(client: RawClient, topic: str, records: bytes, acks: int = -1):
         timeout_ms=10000,
         topic_data=[
             ProduceRequest.TopicProduceData(
-                name=topic, partition_data=[ProduceRequest.TopicProduceData.PartitionProduceData(index=0, records=records)]
+                name=topic,
+                partition_data=[
+                    ProduceRequest.TopicProduceData.PartitionProduceData(index=0, records=records)
+                ],
             )
         ],
     )
@@ -50,7 +53,9 @@ def _produce(client: RawClient, topic: str, records: bytes, acks: int = -1):
 def _pid(client: RawClient) -> int:
     for _ in range(200):
         resp = client.request(
-            InitProducerIdRequest(transactional_id=None, transaction_timeout_ms=60000), InitProducerIdResponse, 4
+            InitProducerIdRequest(transactional_id=None, transaction_timeout_ms=60000),
+            InitProducerIdResponse,
+            4,
         )
         if resp.error_code == 0:
             assert resp.producer_epoch == 0
@@ -74,7 +79,9 @@ def client(pykraft_node):
 
 
 def test_api_versions_lists_what_we_implement(client) -> None:
-    resp = client.request(ApiVersionsRequest(client_software_name="t", client_software_version="1"), ApiVersionsResponse, 3)
+    resp = client.request(
+        ApiVersionsRequest(client_software_name="t", client_software_version="1"), ApiVersionsResponse, 3
+    )
     assert resp.error_code == 0
     keys = {k.api_key: (k.min_version, k.max_version) for k in resp.api_keys}
     assert keys[0] == (3, 11) and keys[1] == (4, 12) and keys[18] == (0, 4)
@@ -112,7 +119,9 @@ def test_magic_1_is_unsupported_for_message_format(client) -> None:
 
 def test_unknown_topic(client) -> None:
     resp = client.request(
-        MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(name="nope")], allow_auto_topic_creation=False),
+        MetadataRequest(
+            topics=[MetadataRequest.MetadataRequestTopic(name="nope")], allow_auto_topic_creation=False
+        ),
         MetadataResponse,
         9,
     )
@@ -151,8 +160,12 @@ def test_idempotent_sequence_rules(client) -> None:
                 topic="seq",
                 partitions=[
                     FetchRequest.FetchTopic.FetchPartition(
-                        partition=0, current_leader_epoch=-1, fetch_offset=0, last_fetched_epoch=-1,
-                        log_start_offset=-1, partition_max_bytes=1 << 20,
+                        partition=0,
+                        current_leader_epoch=-1,
+                        fetch_offset=0,
+                        last_fetched_epoch=-1,
+                        log_start_offset=-1,
+                        partition_max_bytes=1 << 20,
                     )
                 ],
             )
@@ -167,12 +180,30 @@ def test_idempotent_sequence_rules(client) -> None:
 def test_fetch_long_poll_waits_for_data(client, pykraft_node) -> None:
     _create_topic(client, "poll")
     fetch = FetchRequest(
-        replica_id=-1, max_wait_ms=300, min_bytes=1, max_bytes=1 << 20, isolation_level=0,
-        session_id=0, session_epoch=-1,
-        topics=[FetchRequest.FetchTopic(topic="poll", partitions=[FetchRequest.FetchTopic.FetchPartition(
-            partition=0, current_leader_epoch=-1, fetch_offset=0, last_fetched_epoch=-1,
-            log_start_offset=-1, partition_max_bytes=1 << 20)])],
-        forgotten_topics_data=[], rack_id="",
+        replica_id=-1,
+        max_wait_ms=300,
+        min_bytes=1,
+        max_bytes=1 << 20,
+        isolation_level=0,
+        session_id=0,
+        session_epoch=-1,
+        topics=[
+            FetchRequest.FetchTopic(
+                topic="poll",
+                partitions=[
+                    FetchRequest.FetchTopic.FetchPartition(
+                        partition=0,
+                        current_leader_epoch=-1,
+                        fetch_offset=0,
+                        last_fetched_epoch=-1,
+                        log_start_offset=-1,
+                        partition_max_bytes=1 << 20,
+                    )
+                ],
+            )
+        ],
+        forgotten_topics_data=[],
+        rack_id="",
     )
     started = time.monotonic()
     resp = client.request(fetch, FetchResponse, 11)

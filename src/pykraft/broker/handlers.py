@@ -305,17 +305,16 @@ def handle_list_offsets(request: Any, version: int, ctx: BrokerContext) -> Any:
                 elif lp.timestamp in (EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP):
                     offset = log.log_start_offset
                 elif lp.timestamp == MAX_TIMESTAMP:
-                    found = log.max_timestamp_offset()
-                    if found is not None:
-                        offset, ts = found
+                    # (-1, -1) for a log without timestamps, as Kafka answers.
+                    offset, ts = log.max_timestamp_offset()
                 elif lp.timestamp == LATEST_TIERED_TIMESTAMP:
                     offset = -1
                 elif lp.timestamp < 0:
                     error = ErrorCode.UNSUPPORTED_VERSION
                 else:
-                    found = log.offset_for_timestamp(lp.timestamp)
-                    if found is not None:
-                        offset, ts = found
+                    by_time = log.offset_for_timestamp(lp.timestamp)
+                    if by_time is not None:
+                        offset, ts = by_time
             entry = ListOffsetsResponse.ListOffsetsTopicResponse.ListOffsetsPartitionResponse(
                 partition_index=lp.partition_index,
                 error_code=error,

@@ -140,14 +140,18 @@ class ReplicaManager:
         part.producer_state.on_append(assigned, now_ms)
         # One node: every appended batch is replicated to the whole ISR at once.
         part.log.set_high_watermark(part.log.log_end_offset)
-        return AppendResult(ErrorCode.NONE, base_offset=info.first_offset, log_start_offset=part.log.log_start_offset)
+        return AppendResult(
+            ErrorCode.NONE, base_offset=info.first_offset, log_start_offset=part.log.log_start_offset
+        )
 
     # --- fetch ------------------------------------------------------------------------------------
 
     def read(self, part: Partition, fetch_offset: int, max_bytes: int, *, min_one_batch: bool) -> ReadResult:
         log = part.log
         try:
-            result = log.read(fetch_offset, max_bytes, max_offset=log.high_watermark, min_one_batch=min_one_batch)
+            result = log.read(
+                fetch_offset, max_bytes, max_offset=log.high_watermark, min_one_batch=min_one_batch
+            )
         except KafkaError as exc:
             return ReadResult(exc.error_code, log.high_watermark, log.log_start_offset)
         return ReadResult(ErrorCode.NONE, log.high_watermark, log.log_start_offset, list(result.chunks))

@@ -207,7 +207,9 @@ def load_config(text: str, overrides: dict[str, str] | None = None) -> NodeConfi
         raise ConfigError("listeners: empty")
     advertised = _endpoints("advertised.listeners", props.get("advertised.listeners", "")) or listeners
     controller_names = tuple(
-        n.strip().upper() for n in props.get("controller.listener.names", "CONTROLLER").split(",") if n.strip()
+        n.strip().upper()
+        for n in props.get("controller.listener.names", "CONTROLLER").split(",")
+        if n.strip()
     )
     protocol_map: dict[str, str] = {}
     for item in props.get("listener.security.protocol.map", "").split(","):
@@ -224,7 +226,9 @@ def load_config(text: str, overrides: dict[str, str] | None = None) -> NodeConfi
             )
     voters = _voters(props.get("controller.quorum.voters", ""))
     if "controller" in roles and node_id not in voters:
-        raise ConfigError(f"controller.quorum.voters: node.id {node_id} has the controller role but is not a voter")
+        raise ConfigError(
+            f"controller.quorum.voters: node.id {node_id} has the controller role but is not a voter"
+        )
     if not voters:
         raise ConfigError("controller.quorum.voters: empty; list the controllers as id@host:port")
     log_dirs_raw = props.get("log.dirs") or props.get("log.dir") or "./data"

@@ -33,8 +33,8 @@ from pykraft.metadata.delta import MetadataDelta
 from pykraft.metadata.image import BrokerEndpoint, MetadataImage
 from pykraft.metadata.records import ApiMessageAndVersion, decode_metadata_record, encode_metadata_record
 from pykraft.raft.node import RaftNode
-from pykraft.raft.state import Role
 from pykraft.raft.quorum_state import decode_quorum_state, encode_quorum_state
+from pykraft.raft.state import Role
 
 log = logging.getLogger("pykraft.metadata")
 
@@ -107,7 +107,9 @@ class MetadataPlane:
         self.controller.note_log_end_offset(self._log().end_offset)
         await self._write(self.controller.activate())
         log.info(
-            "metadata log loaded to offset %d in %.0f ms", self.image.offset, (time.monotonic() - started) * 1000
+            "metadata log loaded to offset %d in %.0f ms",
+            self.image.offset,
+            (time.monotonic() - started) * 1000,
         )
 
     async def stop(self) -> None:
@@ -150,7 +152,9 @@ class MetadataPlane:
                 raft_log.flush(ready.flush_to_offset)
             if ready.messages:
                 # One voter has no peers; the network between controllers comes with the cluster issue.
-                log.debug("dropping %d raft message(s): no peers on a single-voter quorum", len(ready.messages))
+                log.debug(
+                    "dropping %d raft message(s): no peers on a single-voter quorum", len(ready.messages)
+                )
             if ready.committed:
                 self._apply_committed(ready.committed)
                 changed = True
@@ -210,7 +214,11 @@ class MetadataPlane:
             if last_offset is None:
                 raise RuntimeError("this node is not the active controller")
             assert last_offset == base + len(records) - 1 == self.controller.next_write_offset - 1, (
-                last_offset, base, len(records), self.controller.next_write_offset)
+                last_offset,
+                base,
+                len(records),
+                self.controller.next_write_offset,
+            )
             fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
             self._commit_waiters.append((last_offset, fut))
             self._wakeup.set()
@@ -223,10 +231,14 @@ class MetadataPlane:
         self._advertised = (host, port)
         # PLAINTEXT is security protocol 0 (SecurityProtocol.java).
         endpoint = BrokerEndpoint(self.config.client_listener.listener_name, host, port, 0)
-        result = self.controller.register_broker(self.config.node_id, self._incarnation_id, [endpoint], None, now_ms())
+        result = self.controller.register_broker(
+            self.config.node_id, self._incarnation_id, [endpoint], None, now_ms()
+        )
         reply = await self._write(result)
         if reply.error_code != ErrorCode.NONE:
-            raise RuntimeError(f"broker registration failed: {ErrorCode(reply.error_code).name} {reply.error_message}")
+            raise RuntimeError(
+                f"broker registration failed: {ErrorCode(reply.error_code).name} {reply.error_message}"
+            )
         self._broker_epoch = int(reply.broker_epoch)
         return self._broker_epoch
 
@@ -251,13 +263,16 @@ class MetadataPlane:
                 num_partitions=t.num_partitions,
                 replication_factor=t.replication_factor,
                 assignments=tuple(
-                    CreatableReplicaAssignment(a.partition_index, tuple(a.broker_ids)) for a in (t.assignments or [])
+                    CreatableReplicaAssignment(a.partition_index, tuple(a.broker_ids))
+                    for a in (t.assignments or [])
                 ),
                 configs={c.name: c.value for c in (t.configs or [])},
             )
             for t in request.topics
         ]
-        results = await self._write(self.controller.create_topics(topics, validate_only=bool(request.validate_only)))
+        results = await self._write(
+            self.controller.create_topics(topics, validate_only=bool(request.validate_only))
+        )
         out = []
         for r in results:
             out.append(
@@ -296,7 +311,10 @@ class MetadataPlane:
         self.on_image()
         responses = [
             DeleteTopicsResponse.DeletableTopicResult(
-                name=r.name, topic_id=r.topic_id or uuid.UUID(int=0), error_code=r.error_code, error_message=r.error_message
+                name=r.name,
+                topic_id=r.topic_id or uuid.UUID(int=0),
+                error_code=r.error_code,
+                error_message=r.error_message,
             )
             for r in results
         ]

@@ -104,7 +104,9 @@ class Node:
         )
         self._on_image()
         advertised = config.advertised_for(config.client_listener.listener_name)
-        broker_epoch = await self.metadata.register_broker(advertised.host, self.client_port or advertised.port)
+        broker_epoch = await self.metadata.register_broker(
+            advertised.host, self.client_port or advertised.port
+        )
         self.producer_ids.broker_epoch = broker_epoch
         # Ask for the first producer-id block now so the first InitProducerId rarely waits (KIP-730).
         self.producer_ids.maybe_request_next_block(now_ms())
@@ -192,7 +194,9 @@ class Node:
 
         async def allocate() -> None:
             try:
-                error, start, length = await metadata.allocate_producer_ids(request.broker_id, request.broker_epoch)
+                error, start, length = await metadata.allocate_producer_ids(
+                    request.broker_id, request.broker_epoch
+                )
             except Exception:
                 log.exception("AllocateProducerIds failed")
                 self.producer_ids.on_timeout()

@@ -58,7 +58,9 @@ class FileRaftLog:
         self, records: Sequence[bytes | Record], epoch: int, now_ms: int, *, is_control: bool = False
     ) -> tuple[int, int]:
         base = self.end_offset
-        batch = build_leader_batch(records, base_offset=base, epoch=epoch, now_ms=now_ms, is_control=is_control)
+        batch = build_leader_batch(
+            records, base_offset=base, epoch=epoch, now_ms=now_ms, is_control=is_control
+        )
         header = read_batch_header(batch)
         self.log.append(batch, [header])
         self.log.set_high_watermark(self.log.log_end_offset)

@@ -374,7 +374,9 @@ def decode_records(batch: bytes | bytearray | memoryview) -> list[Record]:
         if p != len(rec):
             raise ValueError(f"{len(rec) - p} byte(s) of garbage after a record")
         records.append(
-            Record(key, value, tuple(hdrs), header.base_offset + offset_delta, header.base_timestamp + ts_delta)
+            Record(
+                key, value, tuple(hdrs), header.base_offset + offset_delta, header.base_timestamp + ts_delta
+            )
         )
         pos = end
     if pos != len(body):
