@@ -144,3 +144,19 @@ def test_kill_9_during_produce_keeps_every_acknowledged_message(tmp_path) -> Non
     # In order and without duplicates: the idempotent producer's sequence checks hold across the crash.
     assert got == sorted(got)
     assert len(got) == len(set(got))
+
+
+def test_producer_state_is_rebuilt_on_restart(tmp_path) -> None:
+    from tests.protocol.test_raw_requests import _batch, _create_topic, _pid, _produce
+
+    data_dir = str(tmp_path / "data")
+    with running_node(data_dir) as node, RawClient(node.bootstrap_servers) as client:
+        _create_topic(client, "dup")
+        pid = _pid(client)
+        assert _produce(client, "dup", _batch(pid, 0, 0, n=4)).base_offset == 0
+        assert _produce(client, "dup", _batch(pid, 0, 4, n=2)).base_offset == 4
+    with running_node(data_dir) as node, RawClient(node.bootstrap_servers) as client:
+        retry = _produce(client, "dup", _batch(pid, 0, 4, n=2))
+        assert (retry.error_code, retry.base_offset) == (0, 4)  # a pre-restart batch is still a duplicate
+        assert _produce(client, "dup", _batch(pid, 0, 9)).error_code == 45
+        assert _produce(client, "dup", _batch(pid, 0, 6)).base_offset == 6

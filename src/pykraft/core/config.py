@@ -168,6 +168,7 @@ USED_PROPERTIES: Final[frozenset[str]] = frozenset(
         "advertised.listeners",
         "controller.listener.names",
         "controller.quorum.voters",
+        "controller.quorum.bootstrap.servers",
         "listener.security.protocol.map",
         "inter.broker.listener.name",
         "log.dirs",
@@ -218,6 +219,10 @@ def load_config(text: str, overrides: dict[str, str] | None = None) -> NodeConfi
             if not sep:
                 raise ConfigError(f"listener.security.protocol.map: {item!r} is not NAME:PROTOCOL")
             protocol_map[name.upper()] = proto.upper()
+    for name in controller_names:
+        # KRaft: a controller listener missing from the map is PLAINTEXT (KafkaConfig's
+        # effectiveListenerSecurityProtocolMap), so Kafka's short sample configs start.
+        protocol_map.setdefault(name, "PLAINTEXT")
     for endpoint in listeners:
         proto = protocol_map.get(endpoint.listener_name, endpoint.listener_name)
         if proto != "PLAINTEXT":
@@ -225,12 +230,22 @@ def load_config(text: str, overrides: dict[str, str] | None = None) -> NodeConfi
                 f"listeners: {endpoint.listener_name} uses {proto}; pykraft serves PLAINTEXT only for now"
             )
     voters = _voters(props.get("controller.quorum.voters", ""))
+    if not voters and props.get("controller.quorum.bootstrap.servers") and "controller" in roles:
+        # Kafka 4's sample config names no static voters (KIP-853 dynamic quorum): a lone controller
+        # is its own single voter, as `kafka-storage format --standalone` would make it.
+        controller_endpoint = next((e for e in listeners if e.listener_name in controller_names), None)
+        if controller_endpoint is None:
+            raise ConfigError("controller.listener.names: none of them is in listeners")
+        voters = {node_id: (controller_endpoint.host, controller_endpoint.port)}
+    if not voters:
+        raise ConfigError(
+            "controller.quorum.voters: empty; list the controllers as id@host:port "
+            "(or set controller.quorum.bootstrap.servers for a standalone controller)"
+        )
     if "controller" in roles and node_id not in voters:
         raise ConfigError(
             f"controller.quorum.voters: node.id {node_id} has the controller role but is not a voter"
         )
-    if not voters:
-        raise ConfigError("controller.quorum.voters: empty; list the controllers as id@host:port")
     log_dirs_raw = props.get("log.dirs") or props.get("log.dir") or "./data"
     log_dirs = tuple(d.strip() for d in log_dirs_raw.split(",") if d.strip())
     if not log_dirs:
