@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import importlib
 import logging
 import signal
 import sys
@@ -11,6 +12,9 @@ import sys
 from pykraft.core.config import DEFAULT_PROPERTIES, ConfigError, NodeConfig, load_config
 
 log = logging.getLogger("pykraft")
+
+# Modules that add `pykraft <group> ...` commands; each exposes add_subcommands(subparsers).
+COMMAND_MODULES: tuple[str, ...] = ()
 
 
 def _parse_overrides(items: list[str]) -> dict[str, str]:
@@ -85,6 +89,11 @@ def main(argv: list[str] | None = None) -> int:
         "--override", action="append", metavar="KEY=VALUE", help="override one property (repeatable)"
     )
     start.set_defaults(func=_server_start)
+
+    # Further command groups (storage, metadata, producers, groups, pipeline, ...) each live in their
+    # own module with an ``add_subcommands(sub)`` function; list them here.
+    for module_name in COMMAND_MODULES:
+        importlib.import_module(module_name).add_subcommands(sub)
 
     args = parser.parse_args(argv)
     logging.basicConfig(

@@ -14,7 +14,7 @@ import os
 import random
 import shutil
 import time
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from pykraft.broker import handlers
@@ -32,6 +32,9 @@ from pykraft.protocol.messages import ApiKey, RequestHeader
 from pykraft.protocol.produce import decode_produce_request
 
 log = logging.getLogger("pykraft.node")
+
+# A request handler of the dispatch table: (decoded request, version) -> response object.
+RequestHandler = Callable[[Any, int], Awaitable[Any]]
 
 
 def now_ms() -> int:
@@ -82,6 +85,7 @@ class Node:
         self._data_arrived: asyncio.Future[None] | None = None
         self._tasks: set[asyncio.Task[Any]] = set()
         self._stopped = False
+        self._request_handlers: dict[int, RequestHandler] = {}
 
     # --- lifecycle --------------------------------------------------------------------------------
 
@@ -103,6 +107,7 @@ class Node:
             request_topic_creation=self._request_topic_creation,
         )
         self._on_image()
+        self._request_handlers = self._build_request_handlers()
         advertised = config.advertised_for(config.client_listener.listener_name)
         broker_epoch = await self.metadata.register_broker(
             advertised.host, self.client_port or advertised.port
@@ -244,31 +249,41 @@ class Node:
         request = messages.decode_request(header, view)
         if key == ApiKey.FETCH:
             return await self._fetch(header, request)
-        if key == ApiKey.METADATA:
-            return [messages.encode_response(header, handlers.handle_metadata(request, version, ctx))]
-        if key == ApiKey.LIST_OFFSETS:
-            return [messages.encode_response(header, handlers.handle_list_offsets(request, version, ctx))]
-        if key == ApiKey.INIT_PRODUCER_ID:
+        handler = self._request_handlers.get(key)
+        if handler is None:
+            raise RemoteProtocolError(f"api key {key} is advertised but has no handler")
+        response = await handler(request, version)
+        return [messages.encode_response(header, response)]
+
+    def _build_request_handlers(self) -> dict[int, RequestHandler]:
+        """One entry per API answered with a kafka-python response object (Produce and Fetch have
+        their own hot paths above). Add an API here and to ``messages.SUPPORTED_VERSIONS``."""
+        ctx = self.ctx
+        metadata = self.metadata
+        assert ctx is not None and metadata is not None
+
+        def sync(fn: Any) -> RequestHandler:
+            async def call(request: Any, version: int) -> Any:
+                return fn(request, version, ctx)
+
+            return call
+
+        async def init_producer_id(request: Any, version: int) -> Any:
             response = handlers.handle_init_producer_id(request, version, ctx, now_ms())
             self._pump_producer_ids()
-            return [messages.encode_response(header, response)]
-        if key == ApiKey.FIND_COORDINATOR:
-            return [messages.encode_response(header, handlers.handle_find_coordinator(request, version, ctx))]
-        if key == ApiKey.OFFSET_FETCH:
-            return [messages.encode_response(header, handlers.handle_offset_fetch(request, version, ctx))]
-        if key == ApiKey.OFFSET_COMMIT:
-            return [messages.encode_response(header, handlers.handle_offset_commit(request, version, ctx))]
-        if key == ApiKey.CREATE_TOPICS:
-            assert self.metadata is not None
-            response = await self.metadata.handle_create_topics(request, version)
-            return [messages.encode_response(header, response)]
-        if key == ApiKey.DELETE_TOPICS:
-            assert self.metadata is not None
-            response = await self.metadata.handle_delete_topics(request, version)
-            return [messages.encode_response(header, response)]
-        if key == ApiKey.DELETE_RECORDS:
-            return [messages.encode_response(header, handlers.handle_delete_records(request, version, ctx))]
-        raise RemoteProtocolError(f"api key {key} is advertised but has no handler")
+            return response
+
+        return {
+            ApiKey.METADATA: sync(handlers.handle_metadata),
+            ApiKey.LIST_OFFSETS: sync(handlers.handle_list_offsets),
+            ApiKey.INIT_PRODUCER_ID: init_producer_id,
+            ApiKey.FIND_COORDINATOR: sync(handlers.handle_find_coordinator),
+            ApiKey.OFFSET_FETCH: sync(handlers.handle_offset_fetch),
+            ApiKey.OFFSET_COMMIT: sync(handlers.handle_offset_commit),
+            ApiKey.CREATE_TOPICS: metadata.handle_create_topics,
+            ApiKey.DELETE_TOPICS: metadata.handle_delete_topics,
+            ApiKey.DELETE_RECORDS: sync(handlers.handle_delete_records),
+        }
 
     async def _fetch(self, header: RequestHeader, request: Any) -> list[bytes | bytearray | memoryview]:
         ctx = self.ctx
