@@ -29,7 +29,7 @@ test: lint typecheck
 	$(BIN)/python -m pytest -q -p no:cacheprovider
 
 bench: $(STAMP)
-	$(BIN)/python -m bench.peers
+	$(BIN)/python -m bench
 
 clean:
 	rm -rf $(VENV) data .pytest_cache .mypy_cache .ruff_cache
