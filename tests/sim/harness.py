@@ -17,7 +17,12 @@ Invariants, checked after every event (Kafka's RaftEventSimulationTest plus Raft
   the same bytes and the same log before them (checked with a hash chain);
 * committed data never changes: every batch below any node's high watermark, at any time, is the batch
   first seen committed at that offset; applied batches are contiguous and agree across nodes;
-* leader completeness: a new leader's log holds every batch committed before it was elected.
+* leader completeness: a new leader's log holds every batch committed before it was elected (those
+  below its log start are in its snapshot);
+* KIP-630: a snapshot of the state machine at offset N, loaded on any node (at restart or after a
+  follower downloaded it), equals the state every node reached by applying the log up to N. With
+  ``snapshot_every_records`` set, every node snapshots and cleans its log at once, so a lagging or
+  restarted follower catches up through FetchSnapshot.
 """
 
 from __future__ import annotations
@@ -28,11 +33,13 @@ import random
 from dataclasses import dataclass, field
 from typing import Any
 
+from pykraft.protocol.records import read_batch_header
 from pykraft.raft.log import MemoryRaftLog, StoredBatch
 from pykraft.raft.messages import Inbound, Outbound
 from pykraft.raft.node import RaftNode
 from pykraft.raft.quorum_state import decode_quorum_state, encode_quorum_state
 from pykraft.raft.ready import CommittedBatch
+from pykraft.raft.snapshot import MemorySnapshotStore, read_snapshot, write_snapshot
 from pykraft.raft.state import Role
 
 READY_LOOP_MAX = 100
@@ -65,6 +72,8 @@ class SimOptions:
     request_timeout_ms: int = 400
     fetch_max_wait_ms: int = 200
     election_backoff_max_ms: int = 300
+    # KIP-630: snapshot every N applied offsets and clean the log below the snapshot; 0 = never.
+    snapshot_every_records: int = 0
 
     @staticmethod
     def swarm(rng: random.Random) -> SimOptions:
@@ -80,6 +89,7 @@ class SimOptions:
             propose_interval_ms=rng.choice([20, 50, 150]),
             drive_delay_ms_max=rng.choice([0, 0, 5, 30]),
             crash_in_ready_rate=rng.choice([0.0, 0.0, 0.002, 0.01]),
+            snapshot_every_records=rng.choice([0, 0, 8, 30]),
         )
 
 
@@ -100,6 +110,12 @@ class SimNode:
     led_epochs: set[int] = field(default_factory=set)
     chain_batches: list[StoredBatch] = field(default_factory=list)
     chain_digests: list[bytes] = field(default_factory=list)
+    # The chain starts at a batch other than offset 0 (the log was cleaned or a snapshot installed).
+    chain_seeded: bool = False
+    # KIP-630: frozen snapshots survive crashes; the state machine is a digest of what it applied.
+    snapshots: MemorySnapshotStore = field(default_factory=MemorySnapshotStore)
+    state_digest: bytes = b""
+    last_applied_epoch: int = 0
 
 
 class World:
@@ -125,6 +141,9 @@ class World:
         self.committed_end_offset = 0
         self.applied: dict[int, tuple[int, int, tuple[bytes, ...]]] = {}
         self.chain_registry: dict[tuple[int, int], bytes] = {}
+        self.batch_registry: dict[tuple[int, int], bytes] = {}
+        self.state_at: dict[int, bytes] = {}
+        self.snapshots_installed = 0
         self.proposal_counter = 0
         for sim_node in self.nodes.values():
             self._start(sim_node)
@@ -238,6 +257,7 @@ class World:
         sim_node.last_high_watermark = 0
         sim_node.max_epoch = sim_node.max_persisted_epoch
         sim_node.applied_end_offset = 0
+        sim_node.state_digest = b""
         sim_node.next_tick_ms = None
         sim_node.drive_pending = False
         opts = self.options
@@ -253,6 +273,7 @@ class World:
             request_timeout_ms=opts.request_timeout_ms,
             fetch_max_wait_ms=opts.fetch_max_wait_ms,
             election_backoff_max_ms=opts.election_backoff_max_ms,
+            snapshots=sim_node.snapshots,
         )
         self.trace.append(f"{self.now_ms}: start node {sim_node.node_id} as {sim_node.node.role.value}")
         self._drive(sim_node)
@@ -326,9 +347,12 @@ class World:
                 return
             for outbound in ready.messages:
                 self._send(sim_node.node_id, outbound)
+            if ready.load_snapshot is not None:
+                self._load_snapshot(sim_node, ready.load_snapshot)
             for batch in ready.committed:
                 self._apply(sim_node, batch)
             node.advance(ready, self.now_ms)
+            self._maybe_snapshot(sim_node)
         else:
             raise InvariantViolation(f"node {sim_node.node_id}: the Ready loop did not settle")
         self._check_node(sim_node)
@@ -368,6 +392,48 @@ class World:
                 f"node {sim_node.node_id} applied {value} at {batch.base_offset}, others applied {first}"
             )
         sim_node.applied_end_offset = batch.last_offset + 1
+        sim_node.last_applied_epoch = batch.epoch
+        sim_node.state_digest = hashlib.blake2b(
+            sim_node.state_digest + repr(value).encode(), digest_size=16
+        ).digest()
+        first_state = self.state_at.setdefault(sim_node.applied_end_offset, sim_node.state_digest)
+        if first_state != sim_node.state_digest:
+            self._fail(f"node {sim_node.node_id} state at {sim_node.applied_end_offset} differs")
+
+    def _load_snapshot(self, sim_node: SimNode, snapshot_id: Any) -> None:
+        contents = read_snapshot(sim_node.snapshots.get(snapshot_id))
+        (digest,) = contents.values
+        first = self.state_at.setdefault(snapshot_id.offset, digest)
+        if first != digest:
+            self._fail(
+                f"node {sim_node.node_id} loaded snapshot {tuple(snapshot_id)} != the state applied there"
+            )
+        sim_node.state_digest = digest
+        sim_node.applied_end_offset = snapshot_id.offset
+        sim_node.last_applied_epoch = snapshot_id.epoch
+        if snapshot_id.offset > 0:
+            self.snapshots_installed += 1
+            self.trace.append(f"{self.now_ms}: node {sim_node.node_id} loads snapshot {tuple(snapshot_id)}")
+
+    def _maybe_snapshot(self, sim_node: SimNode) -> None:
+        every = self.options.snapshot_every_records
+        node = sim_node.node
+        if not every or node is None:
+            return
+        latest = node.latest_snapshot_id()
+        if sim_node.applied_end_offset - (latest.offset if latest else 0) < every:
+            return
+        from pykraft.raft.messages import OffsetAndEpoch
+
+        snapshot_id = OffsetAndEpoch(sim_node.applied_end_offset, sim_node.last_applied_epoch)
+        if node.validate_new_snapshot_id(snapshot_id):
+            data = write_snapshot(
+                snapshot_id, [sim_node.state_digest], last_contained_log_timestamp=0, now_ms=self.now_ms
+            )
+            sim_node.snapshots.write(snapshot_id, data)
+            # Retention 0 bytes: the log start moves to the latest snapshot at once.
+            node.maybe_clean(self.now_ms, retention_bytes=0, retention_ms=-1)
+            self._check_log_matching(sim_node)
 
     def _check_node(self, sim_node: SimNode) -> None:
         node = sim_node.node
@@ -388,7 +454,14 @@ class World:
 
     def _check_leader_completeness(self, sim_node: SimNode) -> None:
         held = {batch.base_offset: batch.data for batch in sim_node.log.batches()}
+        start_offset = sim_node.log.start_offset
+        latest = sim_node.snapshots.snapshot_ids()
         for base_offset, data in self.committed_bytes.items():
+            if read_batch_header(data).last_offset < start_offset:
+                # Below the log start: the snapshot there covers it (checked when it is loaded).
+                if not latest or latest[-1].offset < start_offset:
+                    self._fail(f"leader {sim_node.node_id} log starts at {start_offset} with no snapshot")
+                continue
             if held.get(base_offset) != data:
                 self._fail(f"leader {sim_node.node_id} lacks committed batch at {base_offset}")
 
@@ -401,14 +474,31 @@ class World:
         while flushed_count and batches[flushed_count - 1].last_offset >= sim_node.log.flushed_offset:
             flushed_count -= 1
         del batches[flushed_count:]
-        old = sim_node.chain_batches
+        old, old_digests = sim_node.chain_batches, sim_node.chain_digests
+        if batches and old and old[0] is not batches[0]:
+            # Cleaning dropped the front of the log: the chain goes on from the first kept batch.
+            front = next((k for k, b in enumerate(old) if b is batches[0]), None)
+            if front is None:
+                old, old_digests = [], []
+            else:
+                old, old_digests = old[front:], old_digests[front:]
+        if not old:
+            sim_node.chain_seeded = bool(batches) and batches[0].base_offset > 0
         same = min(len(old), len(batches))
         while same > 0 and old[same - 1] is not batches[same - 1]:
             same -= 1
-        digests = sim_node.chain_digests[:same]
+        digests = old_digests[:same]
         for batch in batches[same:]:
+            data_digest = hashlib.blake2b(batch.data, digest_size=16).digest()
+            if self.batch_registry.setdefault((batch.base_offset, batch.epoch), data_digest) != data_digest:
+                self._fail(
+                    f"log matching: node {sim_node.node_id} batch ({batch.base_offset}, {batch.epoch}) differs"
+                )
             previous = digests[-1] if digests else b""
             digest = hashlib.blake2b(previous + batch.data, digest_size=16).digest()
+            if sim_node.chain_seeded:
+                digests.append(digest)  # a suffix of the log: checked batch by batch only
+                continue
             first = self.chain_registry.setdefault((batch.base_offset, batch.epoch), digest)
             if first != digest:
                 self._fail(

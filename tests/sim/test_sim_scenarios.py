@@ -77,3 +77,45 @@ def test_crashes_inside_ready__durability_holds() -> None:
     )
     for seed in range(20):
         run_seed(seed, options)
+
+
+def test_lagging_follower__log_cleaned__catches_up_via_snapshot() -> None:
+    options = SimOptions(
+        voter_count=3,
+        drop_rate=0.0,
+        crash_interval_ms=0,
+        partition_interval_ms=0,
+        propose_interval_ms=20,
+        snapshot_every_records=10,
+    )
+    world = World(6, options)
+    world.run_until(1500)
+    leader = _leader(world)
+    follower = next(s for s in world.nodes.values() if s.node_id != leader)
+    world.crash(follower)
+    world.run_until(4000)  # the others snapshot and clean far past what the follower holds
+    leader_node = world.nodes[leader]
+    assert leader_node.log.start_offset > follower.log.end_offset
+    installed_before = world.snapshots_installed
+    world.restart(follower)
+    world.heal_and_restart_all()
+    target: list[tuple[int, int] | None] = [None]
+    assert world.run_until(12000, lambda: world.converged(target))
+    assert world.snapshots_installed > installed_before
+    assert follower.log.start_offset > 0 and follower.snapshots.snapshot_ids()
+
+
+def test_snapshots_with_faults__invariants_hold() -> None:
+    options = SimOptions(
+        voter_count=3,
+        drop_rate=0.1,
+        duplicate_rate=0.05,
+        crash_interval_ms=1200,
+        partition_interval_ms=2000,
+        snapshot_every_records=8,
+        crash_in_ready_rate=0.005,
+    )
+    installed = 0
+    for seed in range(100, 110):
+        installed += run_seed(seed, options).snapshots_installed
+    assert installed > 0

@@ -186,14 +186,19 @@ class QuorumController:
         """
         records: list[ApiMessageAndVersion] = []
         metadata_version = self.feature_control.metadata_version
+        logged_cluster_id = self.cluster_control.cluster_id
         if self._transaction_start_offset != -1:
             records.append(ApiMessageAndVersion.of(AbortTransactionRecord(reason="Controller failover")))
             assert self._pre_transaction_state is not None
             metadata_version = self._pre_transaction_state.finalized_versions.get(
                 MetadataVersion.FEATURE_NAME, 0
             )
+            logged_cluster_id = self._pre_transaction_state.cluster_id
         if metadata_version == 0:
             records.extend(self.bootstrap_records(cluster_id))
+        elif cluster_id is not None and logged_cluster_id is None:
+            # KIP-1262: a log bootstrapped before pykraft wrote ClusterIdRecords gets its one id now.
+            records.append(ApiMessageAndVersion.of(ClusterIdRecord(cluster_id=cluster_id)))
         return self._write(ControllerResult(records, None))
 
     # --- operations: generate, then replay at append time ----------------------------------------
@@ -271,6 +276,16 @@ class QuorumController:
         message = record.message if isinstance(record, ApiMessageAndVersion) else record
         self._dispatch(message, offset)
         self._next_write_offset = offset + 1
+
+    def replay_snapshot(self, records: Sequence[Any], end_offset: int) -> None:
+        """KIP-630: load a snapshot covering the log below ``end_offset`` into a fresh controller.
+        Each record is replayed as if read at the snapshot's last contained offset (Kafka's
+        QuorumController.handleLoadSnapshot); the next record read or written is ``end_offset``."""
+        assert self._next_write_offset == 0 and self._transaction_start_offset == -1, "not a fresh controller"
+        for record in records:
+            message = record.message if isinstance(record, ApiMessageAndVersion) else record
+            self._dispatch(message, end_offset - 1)
+        self._next_write_offset = end_offset
 
     def _dispatch(self, message: Any, offset: int) -> None:
         cluster = self.cluster_control

@@ -25,13 +25,14 @@ class FileRaftLog:
         # (epoch, start_offset) for each epoch change along the log.
         self._epochs: list[tuple[int, int]] = []
         for header in log.batch_headers():
-            self._note_epoch(header.partition_leader_epoch, header.base_offset)
+            self._note_epoch(header.partition_leader_epoch, max(header.base_offset, log.log_start_offset))
         self._flushed_offset = log.log_end_offset
 
     @classmethod
-    def config(cls) -> LogConfig:
-        # The metadata log keeps everything until snapshots (KIP-630) allow cleaning.
-        return LogConfig(retention_ms=-1, retention_bytes=-1)
+    def config(cls, segment_bytes: int = 1073741824) -> LogConfig:
+        # Never time/size retention (Kafka creates it with retention -1): only snapshots (KIP-630)
+        # move its start. ``segment_bytes`` is metadata.log.segment.bytes.
+        return LogConfig(segment_bytes=segment_bytes, retention_ms=-1, retention_bytes=-1)
 
     def _note_epoch(self, epoch: int, start_offset: int) -> None:
         if not self._epochs or self._epochs[-1][0] != epoch:
@@ -102,6 +103,27 @@ class FileRaftLog:
         index = bisect.bisect_right(epochs, epoch)
         # The largest known epoch <= epoch ends where the next higher one starts.
         return OffsetAndEpoch(self._epochs[index][1], epochs[index - 1])
+
+    # --- KIP-630 -------------------------------------------------------------------------------
+
+    @property
+    def size_in_bytes(self) -> int:
+        return self.log.size_in_bytes
+
+    def delete_before(self, offset: int) -> None:
+        """Log start advancement: the start checkpoint first, then whole segments below it; the epoch
+        cache drops epochs that end at or before the new start (LeaderEpochFileCache.truncateFromStart)."""
+        assert self.start_offset <= offset <= self.end_offset, (self.start_offset, offset, self.end_offset)
+        self.log.delete_records_before(offset)
+        while len(self._epochs) > 1 and self._epochs[1][1] <= offset:
+            self._epochs.pop(0)
+        if self._epochs and self._epochs[0][1] < offset:
+            self._epochs[0] = (self._epochs[0][0], offset)
+
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        self.log.truncate_fully_and_start_at(offset)
+        self._epochs.clear()
+        self._flushed_offset = offset
 
     def flush(self, offset: int) -> None:
         if offset > self._flushed_offset:

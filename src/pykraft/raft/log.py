@@ -103,6 +103,23 @@ class RaftLog(Protocol):
         """Make everything below ``offset`` durable. Called by the shell / driver only, never the core."""
         ...
 
+    # --- KIP-630 ---------------------------------------------------------------------------------
+
+    @property
+    def size_in_bytes(self) -> int:
+        """Bytes held (retention by size counts them with the snapshots)."""
+        ...
+
+    def delete_before(self, offset: int) -> None:
+        """Move the log start offset to ``offset`` (durably) and drop whole batches / segments below
+        it; the batch holding ``offset`` stays (Kafka's maybeIncrementLogStartOffset). The epoch
+        cache keeps the epoch that covers the new start."""
+        ...
+
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        """Empty the log and restart it at ``offset`` (installing a snapshot). Durable at once."""
+        ...
+
 
 @dataclass(frozen=True, slots=True)
 class StoredBatch:
@@ -120,16 +137,40 @@ class MemoryRaftLog:
         self._batches: list[StoredBatch] = []
         self._base_offsets: list[int] = []
         self._flushed_offset = 0
+        self._start_offset = 0
+        # The end of an empty log (after truncate_fully_and_start_at, or everything deleted).
+        self._empty_end_offset = 0
 
     # --- RaftLog -------------------------------------------------------------------------------
 
     @property
     def start_offset(self) -> int:
-        return 0
+        return self._start_offset
 
     @property
     def end_offset(self) -> int:
-        return self._batches[-1].last_offset + 1 if self._batches else 0
+        return self._batches[-1].last_offset + 1 if self._batches else self._empty_end_offset
+
+    @property
+    def size_in_bytes(self) -> int:
+        return sum(len(b.data) for b in self._batches)
+
+    def delete_before(self, offset: int) -> None:
+        assert self._start_offset <= offset <= self.end_offset, (self._start_offset, offset, self.end_offset)
+        keep = bisect.bisect_left([b.last_offset for b in self._batches], offset)
+        if keep == len(self._batches):
+            self._empty_end_offset = self.end_offset
+        del self._batches[:keep]
+        del self._base_offsets[:keep]
+        self._start_offset = offset
+
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        assert offset >= 0
+        self._batches.clear()
+        self._base_offsets.clear()
+        self._start_offset = offset
+        self._empty_end_offset = offset
+        self._flushed_offset = offset
 
     @property
     def last_fetched_epoch(self) -> int:
@@ -172,7 +213,12 @@ class MemoryRaftLog:
         assert offset >= 0
         if offset >= self.end_offset:
             return
+        if offset < self._start_offset:
+            self.truncate_fully_and_start_at(offset)
+            return
         index = self._index_of(offset)
+        if index == 0 and self._batches:
+            self._empty_end_offset = max(self._start_offset, self._batches[0].base_offset)
         del self._batches[index:]
         del self._base_offsets[index:]
         self._flushed_offset = min(self._flushed_offset, self.end_offset)
@@ -200,6 +246,8 @@ class MemoryRaftLog:
     def lose_unflushed(self) -> None:
         """A crash: drop every batch that is not wholly below the flush mark."""
         keep = bisect.bisect_right([b.last_offset for b in self._batches], self._flushed_offset - 1)
+        if keep == 0 and self._batches:
+            self._empty_end_offset = max(self._start_offset, self._batches[0].base_offset)
         del self._batches[keep:]
         del self._base_offsets[keep:]
         assert self.end_offset <= self._flushed_offset
@@ -212,7 +260,8 @@ class MemoryRaftLog:
         starts: list[tuple[int, int]] = []
         for batch in self._batches:
             if not starts or starts[-1][0] != batch.epoch:
-                starts.append((batch.epoch, batch.base_offset))
+                # The first entry starts at the log start (LeaderEpochFileCache.truncateFromStart).
+                starts.append((batch.epoch, max(batch.base_offset, self._start_offset)))
         return starts
 
     # --- helpers -------------------------------------------------------------------------------

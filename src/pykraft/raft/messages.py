@@ -1,7 +1,7 @@
 """Raft RPCs as the core sees them: frozen dataclasses named after Kafka's RPCs, Kafka's field names.
 
 The network layer translates these to and from the wire schemas (Vote 52, BeginQuorumEpoch 53,
-EndQuorumEpoch 54, Fetch 1 on ``__cluster_metadata-0``); the core never sees bytes of a request header.
+EndQuorumEpoch 54, Fetch 1 and FetchSnapshot 59 on ``__cluster_metadata-0``); the core never sees bytes of a request header.
 
 Rules:
 
@@ -29,6 +29,9 @@ UNKNOWN_OFFSET = -1
 # KafkaRaftClient.MAX_FETCH_WAIT_MS and MAX_FETCH_SIZE_BYTES (kafka-facts §7.3).
 FETCH_MAX_WAIT_MS = 500
 FETCH_MAX_BYTES = 8 * 1024 * 1024
+# The raft partition (kafka-facts §7.3).
+METADATA_TOPIC_NAME = "__cluster_metadata"
+METADATA_PARTITION = 0
 
 
 class OffsetAndEpoch(NamedTuple):
@@ -109,13 +112,45 @@ class FetchResponse:
     records: bytes = b""
     # Set when the follower's log diverges from the leader's: truncate to it and fetch again.
     diverging_epoch: OffsetAndEpoch | None = None
-    # KIP-630 hook: set when the follower must fetch a snapshot instead (FetchSnapshot comes later);
-    # the core never sets it yet and a follower that receives one ignores the response.
+    # KIP-630 (Fetch v12+ tag 2 SnapshotId): the log the follower needs is gone (or it is empty);
+    # fetch this snapshot with FetchSnapshot, install it, then Fetch from its end offset.
     snapshot_id: OffsetAndEpoch | None = None
 
 
-RaftRequest = VoteRequest | BeginQuorumEpochRequest | EndQuorumEpochRequest | FetchRequest
-RaftResponse = VoteResponse | BeginQuorumEpochResponse | EndQuorumEpochResponse | FetchResponse
+@dataclass(frozen=True, slots=True)
+class FetchSnapshotRequest:
+    """FetchSnapshot (api key 59), one partition, as kafka-facts §4.3."""
+
+    cluster_id: str | None
+    replica_id: int
+    current_leader_epoch: int
+    snapshot_id: OffsetAndEpoch
+    position: int
+    max_bytes: int = FETCH_MAX_BYTES
+    topic_name: str = METADATA_TOPIC_NAME
+    partition: int = METADATA_PARTITION
+
+
+@dataclass(frozen=True, slots=True)
+class FetchSnapshotResponse:
+    """The partition's answer; ``unaligned_records`` is the slice ``[position, position + len)`` of a
+    snapshot of ``size`` bytes (not aligned to batch boundaries)."""
+
+    error_code: ErrorCode
+    leader_id: int
+    leader_epoch: int
+    snapshot_id: OffsetAndEpoch = OffsetAndEpoch(UNKNOWN_OFFSET, UNKNOWN_EPOCH)
+    size: int = -1
+    position: int = -1
+    unaligned_records: bytes = b""
+
+
+RaftRequest = (
+    VoteRequest | BeginQuorumEpochRequest | EndQuorumEpochRequest | FetchRequest | FetchSnapshotRequest
+)
+RaftResponse = (
+    VoteResponse | BeginQuorumEpochResponse | EndQuorumEpochResponse | FetchResponse | FetchSnapshotResponse
+)
 RaftMessage = RaftRequest | RaftResponse
 
 
@@ -138,4 +173,7 @@ class Inbound:
 
 
 def is_request(message: RaftMessage) -> bool:
-    return isinstance(message, VoteRequest | BeginQuorumEpochRequest | EndQuorumEpochRequest | FetchRequest)
+    return isinstance(
+        message,
+        VoteRequest | BeginQuorumEpochRequest | EndQuorumEpochRequest | FetchRequest | FetchSnapshotRequest,
+    )

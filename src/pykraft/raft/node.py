@@ -23,8 +23,14 @@ The leader parks a Fetch that has nothing new (no records, the follower already 
 watermark) for up to its ``max_wait_ms`` and answers it on the next append, high-watermark move or
 timeout, as Kafka's fetch purgatory does.
 
-Snapshots (KIP-630) are not handled yet: ``FetchResponse.snapshot_id`` is the hook (see
-``_handle_fetch_response``). Observers (non-voters) follow a known leader but never discover one.
+Snapshots (KIP-630, kafka-facts §4): the frozen snapshots come through an injected ``SnapshotStore``.
+The leader answers a Fetch whose offset is below its log start (or 0, or in an epoch older than its
+oldest snapshot) with ``snapshot_id`` = its latest snapshot, and serves FetchSnapshot in chunks. A
+follower told to do so downloads the snapshot (FetchSnapshot only, until done or abandoned), installs
+it (store, truncate the log fully at its end offset, high watermark = its end offset) and asks the
+state machine to load it through ``Ready.load_snapshot``. ``validate_new_snapshot_id``,
+``delete_before_snapshot`` and ``maybe_clean`` are KafkaMetadataLog's createNewSnapshot /
+deleteBeforeSnapshot / maybeClean. Observers (non-voters) follow a known leader but never discover one.
 """
 
 from __future__ import annotations
@@ -39,6 +45,8 @@ from pykraft.raft.log import RaftLog
 from pykraft.raft.messages import (
     FETCH_MAX_BYTES,
     FETCH_MAX_WAIT_MS,
+    METADATA_PARTITION,
+    METADATA_TOPIC_NAME,
     UNKNOWN_ID,
     BeginQuorumEpochRequest,
     BeginQuorumEpochResponse,
@@ -46,6 +54,8 @@ from pykraft.raft.messages import (
     EndQuorumEpochResponse,
     FetchRequest,
     FetchResponse,
+    FetchSnapshotRequest,
+    FetchSnapshotResponse,
     Inbound,
     OffsetAndEpoch,
     Outbound,
@@ -54,6 +64,12 @@ from pykraft.raft.messages import (
     VoteResponse,
 )
 from pykraft.raft.ready import CommittedBatch, Ready
+from pykraft.raft.snapshot import (
+    BOOTSTRAP_SNAPSHOT_ID,
+    MemorySnapshotStore,
+    SnapshotStore,
+    retention_delete_before,
+)
 from pykraft.raft.state import (
     ALLOWED_TRANSITIONS,
     Candidate,
@@ -96,6 +112,7 @@ class RaftNode:
         retry_backoff_ms: int = 20,
         fetch_max_wait_ms: int = FETCH_MAX_WAIT_MS,
         fetch_max_bytes: int = FETCH_MAX_BYTES,
+        snapshots: SnapshotStore | None = None,
     ) -> None:
         assert node_id >= 0
         assert voter_ids, "a quorum has at least one voter"
@@ -116,11 +133,27 @@ class RaftNode:
         self.fetch_max_wait_ms = fetch_max_wait_ms
         self.fetch_max_bytes = fetch_max_bytes
         self.check_quorum_timeout_ms = int(fetch_timeout_ms * CHECK_QUORUM_TIMEOUT_FACTOR)
+        self.snapshots: SnapshotStore = snapshots if snapshots is not None else MemorySnapshotStore()
 
         self._persisted_quorum_state = quorum_state
+        latest = self.latest_snapshot_id()
+        if latest is not None and (
+            latest.epoch > log.last_fetched_epoch
+            or (latest.epoch == log.last_fetched_epoch and latest.offset > log.end_offset)
+        ):
+            # KafkaMetadataLog.truncateToLatestSnapshot: a follower crashed after storing a downloaded
+            # snapshot but before truncating its log.
+            log.truncate_fully_and_start_at(latest.offset)
         # Kafka starts with an unknown high watermark; nothing below the log start needs applying.
         self._high_watermark = log.start_offset
         self._next_apply_offset = log.start_offset
+        # The state machine loads the latest snapshot first (KafkaRaftClient: a listener whose next
+        # offset is -1 gets handleLoadSnapshot), then the log after it. A snapshot is committed.
+        self._snapshot_to_load: OffsetAndEpoch | None = None
+        if latest is not None:
+            assert latest.offset >= log.start_offset, (latest, log.start_offset)
+            self._snapshot_to_load = latest
+            self._high_watermark = self._next_apply_offset = latest.offset
         # What the shell has flushed, as far as the core knows: nothing yet since this start, so the
         # first Ready flushes whatever the log holds (cheap, and safe after a process crash).
         self._flushed_end_offset = log.start_offset
@@ -162,6 +195,15 @@ class RaftNode:
     @property
     def is_voter(self) -> bool:
         return self.node_id in self.voter_ids
+
+    def latest_snapshot_id(self) -> OffsetAndEpoch | None:
+        """The latest frozen snapshot other than the bootstrap one (never replicated, §4.1)."""
+        ids = [i for i in self.snapshots.snapshot_ids() if i != BOOTSTRAP_SNAPSHOT_ID]
+        return ids[-1] if ids else None
+
+    def earliest_snapshot_id(self) -> OffsetAndEpoch | None:
+        ids = [i for i in self.snapshots.snapshot_ids() if i != BOOTSTRAP_SNAPSHOT_ID]
+        return ids[0] if ids else None
 
     def quorum_state(self) -> QuorumState:
         """The durable form of the current role."""
@@ -242,6 +284,10 @@ class RaftNode:
                 self._handle_fetch_request(inbound, message, now_ms)
             case FetchResponse():
                 self._handle_fetch_response(inbound, message, now_ms)
+            case FetchSnapshotRequest():
+                self._handle_fetch_snapshot_request(inbound, message, now_ms)
+            case FetchSnapshotResponse():
+                self._handle_fetch_snapshot_response(inbound, message, now_ms)
 
     def propose(self, records: Sequence[bytes], now_ms: int) -> int | None:
         """Append ``records`` as one batch at the current epoch; returns its last offset, or None
@@ -268,6 +314,7 @@ class RaftNode:
             or self.quorum_state() != self._persisted_quorum_state
             or self._flushed_end_offset < self.log.end_offset
             or self._high_watermark > self._next_apply_offset
+            or self._snapshot_to_load is not None
             or self._soft_state() != self._last_soft_state
         )
 
@@ -282,6 +329,7 @@ class RaftNode:
             quorum_state=quorum_state if quorum_state != self._persisted_quorum_state else None,
             flush_to_offset=self.log.end_offset if self._flushed_end_offset < self.log.end_offset else None,
             messages=tuple(self._outbox),
+            load_snapshot=self._snapshot_to_load,
             committed=self._committed_batches(),
         )
 
@@ -295,6 +343,8 @@ class RaftNode:
             self._flushed_end_offset = max(self._flushed_end_offset, ready.flush_to_offset)
         assert tuple(self._outbox[: len(ready.messages)]) == ready.messages
         del self._outbox[: len(ready.messages)]
+        if ready.load_snapshot is not None and ready.load_snapshot == self._snapshot_to_load:
+            self._snapshot_to_load = None
         if ready.committed:
             assert ready.committed[0].base_offset == self._next_apply_offset
             self._next_apply_offset = ready.committed[-1].last_offset + 1
@@ -307,12 +357,13 @@ class RaftNode:
     def _initial_state(self, quorum_state: QuorumState | None, now_ms: int) -> RoleState:
         """QuorumState.initialize: a previous leader comes back Resigned (it never leads that epoch
         again), a voter for itself comes back a Candidate, a follower a Follower."""
+        last_fetched_epoch = self._last_fetched_epoch()
         if quorum_state is None:
-            return Unattached(max(0, self.log.last_fetched_epoch), self._election_deadline(now_ms))
+            return Unattached(max(0, last_fetched_epoch), self._election_deadline(now_ms))
         epoch = quorum_state.leader_epoch
-        if self.log.last_fetched_epoch > epoch:
+        if last_fetched_epoch > epoch:
             # The log saw a later epoch than the file (Kafka logs a warning and moves on).
-            return Unattached(self.log.last_fetched_epoch, self._election_deadline(now_ms))
+            return Unattached(last_fetched_epoch, self._election_deadline(now_ms))
         if quorum_state.leader_id == self.node_id:
             return Resigned(epoch, self._election_deadline(now_ms))
         if quorum_state.leader_id != UNKNOWN_ID:
@@ -477,7 +528,7 @@ class RaftNode:
             cluster_id=self.cluster_id,
             candidate_epoch=state.epoch,
             candidate_id=self.node_id,
-            last_offset_epoch=self.log.last_fetched_epoch,
+            last_offset_epoch=self._last_fetched_epoch(),
             last_offset=self.log.end_offset,
         )
         for voter_id in sorted(self.voter_ids - {self.node_id}):
@@ -495,12 +546,25 @@ class RaftNode:
         """One Fetch in flight at a time. Its fetch offset is the log end offset, which the Ready that
         carries it flushes first: the leader may count it as durable."""
         assert state.fetch_correlation_id is None
+        if state.fetching_snapshot is not None:
+            # §4.4: while a snapshot downloads, the follower sends only FetchSnapshot.
+            snapshot_request = FetchSnapshotRequest(
+                cluster_id=self.cluster_id,
+                replica_id=self.node_id,
+                current_leader_epoch=state.epoch,
+                snapshot_id=state.fetching_snapshot,
+                position=len(state.snapshot_bytes),
+                max_bytes=self.fetch_max_bytes,
+            )
+            state.fetch_correlation_id = self._send(state.leader_id, snapshot_request)
+            state.fetch_sent_ms = now_ms
+            return
         request = FetchRequest(
             cluster_id=self.cluster_id,
             replica_id=self.node_id,
             current_leader_epoch=state.epoch,
             fetch_offset=self.log.end_offset,
-            last_fetched_epoch=self.log.last_fetched_epoch,
+            last_fetched_epoch=self._last_fetched_epoch(),
             max_wait_ms=self.fetch_max_wait_ms,
             max_bytes=self.fetch_max_bytes,
             high_watermark=self._high_watermark,
@@ -517,7 +581,7 @@ class RaftNode:
 
     def _log_is_behind(self, last_offset_epoch: int, last_offset: int) -> bool:
         """Raft §5.4.1 as KRaft compares it: (epoch, offset) lexicographically, epoch first."""
-        return (last_offset_epoch, last_offset) < (self.log.last_fetched_epoch, self.log.end_offset)
+        return (last_offset_epoch, last_offset) < (self._last_fetched_epoch(), self.log.end_offset)
 
     # --- Vote ----------------------------------------------------------------------------------
 
@@ -690,14 +754,16 @@ class RaftNode:
         if replica is not None:
             replica.begin_quorum_acked = True  # it knows the leader
             self._record_voter_fetch(state, request.replica_id, now_ms)
-        diverging = self._diverging_epoch(request.fetch_offset, request.last_fetched_epoch)
-        if diverging is None and replica is not None:
+        diverging, snapshot_id = self._validate_offset_and_epoch(
+            request.fetch_offset, request.last_fetched_epoch
+        )
+        if diverging is None and snapshot_id is None and replica is not None:
             replica.end_offset = request.fetch_offset
             replica.last_fetch_ms = now_ms
             self._maybe_update_high_watermark(state)
         response = self._fetch_response(state, request)
         self._parked_fetches.pop(request.replica_id, None)  # superseded by this one
-        no_news = not response.records and response.diverging_epoch is None
+        no_news = not response.records and response.diverging_epoch is None and response.snapshot_id is None
         if no_news and request.max_wait_ms > 0 and request.high_watermark >= self._high_watermark:
             self._parked_fetches[request.replica_id] = (inbound, now_ms + request.max_wait_ms)
         else:
@@ -710,19 +776,57 @@ class RaftNode:
             state.fetched_voters.clear()
             state.check_quorum_deadline_ms = now_ms + self.check_quorum_timeout_ms
 
-    def _diverging_epoch(self, fetch_offset: int, last_fetched_epoch: int) -> OffsetAndEpoch | None:
-        """ReplicatedLog.validateOffsetAndEpoch without snapshots: None when valid."""
-        if fetch_offset == 0 and self.log.start_offset == 0:
-            return None
-        end = self.log.end_offset_for_epoch(last_fetched_epoch)
+    def _validate_offset_and_epoch(
+        self, fetch_offset: int, last_fetched_epoch: int
+    ) -> tuple[OffsetAndEpoch | None, OffsetAndEpoch | None]:
+        """ReplicatedLog.validateOffsetAndEpoch as the leader uses it (kafka-facts §4.4): returns
+        ``(diverging_epoch, snapshot_id)``; both None when the fetch is valid."""
+        latest = self.latest_snapshot_id()
+        if fetch_offset == 0 and latest is not None:
+            return None, latest  # an empty follower always takes the snapshot
+        start_offset = self.log.start_offset
+        if fetch_offset == 0 and start_offset == 0:
+            return None, None
+        earliest = self.earliest_snapshot_id()
+        if earliest is not None and (
+            fetch_offset < start_offset
+            or (fetch_offset == start_offset and last_fetched_epoch != earliest.epoch)
+            or last_fetched_epoch < earliest.epoch
+        ):
+            return None, latest
+        assert start_offset == 0 or earliest is not None, "the log start moved without a snapshot"
+        end = self._end_offset_for_epoch(last_fetched_epoch)
         if end.epoch != last_fetched_epoch or end.offset < fetch_offset:
-            return end
-        return None
+            return end, None
+        return None, None
+
+    def _end_offset_for_epoch(self, epoch: int) -> OffsetAndEpoch:
+        """The log's epoch cache; an empty log that starts at a snapshot ends in the snapshot's epoch."""
+        latest = self.latest_snapshot_id()
+        if (
+            self.log.end_offset == self.log.start_offset
+            and latest is not None
+            and latest.offset == self.log.end_offset
+            and epoch >= latest.epoch
+        ):
+            return OffsetAndEpoch(latest.offset, latest.epoch)
+        return self.log.end_offset_for_epoch(epoch)
+
+    def _last_fetched_epoch(self) -> int:
+        """KafkaMetadataLog.lastFetchedEpoch: the log's, or the snapshot's when the log is empty and
+        starts where the latest snapshot ends."""
+        if self.log.end_offset == self.log.start_offset:
+            latest = self.latest_snapshot_id()
+            if latest is not None and latest.offset == self.log.end_offset:
+                return latest.epoch
+        return self.log.last_fetched_epoch
 
     def _fetch_response(self, state: Leader, request: FetchRequest) -> FetchResponse:
-        diverging = self._diverging_epoch(request.fetch_offset, request.last_fetched_epoch)
+        diverging, snapshot_id = self._validate_offset_and_epoch(
+            request.fetch_offset, request.last_fetched_epoch
+        )
         records = b""
-        if diverging is None:
+        if diverging is None and snapshot_id is None:
             records = self.log.read(request.fetch_offset, request.max_bytes)
         return FetchResponse(
             ErrorCode.NONE,
@@ -732,6 +836,53 @@ class RaftNode:
             self.log.start_offset,
             records,
             diverging_epoch=diverging,
+            snapshot_id=snapshot_id,
+        )
+
+    # --- FetchSnapshot, leader side (KafkaRaftClient.handleFetchSnapshotRequest) ---------------
+
+    def _handle_fetch_snapshot_request(
+        self, inbound: Inbound, request: FetchSnapshotRequest, now_ms: int
+    ) -> None:
+        def reply(error: ErrorCode, **fields: object) -> None:
+            response = FetchSnapshotResponse(error, self.leader_id, self._state.epoch, **fields)  # type: ignore[arg-type]
+            self._respond(inbound, response)
+
+        if not self._cluster_id_valid(request.cluster_id):
+            reply(ErrorCode.INCONSISTENT_CLUSTER_ID)
+            return
+        if request.topic_name != METADATA_TOPIC_NAME or request.partition != METADATA_PARTITION:
+            reply(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+            return
+        if request.current_leader_epoch < self._state.epoch:
+            reply(ErrorCode.FENCED_LEADER_EPOCH)
+            return
+        if request.current_leader_epoch > self._state.epoch:
+            reply(ErrorCode.UNKNOWN_LEADER_EPOCH)
+            return
+        state = self._state
+        if not isinstance(state, Leader):
+            reply(ErrorCode.NOT_LEADER_OR_FOLLOWER)
+            return
+        snapshot_id = request.snapshot_id
+        if snapshot_id == BOOTSTRAP_SNAPSHOT_ID or snapshot_id not in self.snapshots.snapshot_ids():
+            reply(ErrorCode.SNAPSHOT_NOT_FOUND, snapshot_id=snapshot_id)
+            return
+        size = self.snapshots.size(snapshot_id)
+        if request.position < 0 or request.position >= size:
+            reply(ErrorCode.POSITION_OUT_OF_RANGE, snapshot_id=snapshot_id, size=size)
+            return
+        # FetchSnapshot from a voter counts toward check-quorum; from an observer it does not.
+        if request.replica_id in state.replicas:
+            state.replicas[request.replica_id].begin_quorum_acked = True
+            self._record_voter_fetch(state, request.replica_id, now_ms)
+        chunk = self.snapshots.read(snapshot_id, request.position, max(0, request.max_bytes))
+        reply(
+            ErrorCode.NONE,
+            snapshot_id=snapshot_id,
+            size=size,
+            position=request.position,
+            unaligned_records=chunk,
         )
 
     def _complete_parked_fetches(self) -> None:
@@ -775,12 +926,79 @@ class RaftNode:
         if response.diverging_epoch is not None:
             self._truncate_to_end_offset(response.diverging_epoch)
         elif response.snapshot_id is not None:
-            # KIP-630 hook: the follower must fetch snapshot `snapshot_id` (FetchSnapshot, later issue).
-            state.fetch_sent_ms = now_ms + self.retry_backoff_ms
-            return
+            snapshot_id = response.snapshot_id
+            if snapshot_id.offset < 0 or snapshot_id.epoch < 0:
+                # testFetchResponseWithInvalidSnapshotId: ignored; fetch again after a backoff.
+                state.fetch_sent_ms = now_ms + self.retry_backoff_ms
+                return
+            if snapshot_id in self.snapshots.snapshot_ids():
+                self._install_snapshot(state, snapshot_id)  # already here (a crash before truncating)
+            else:
+                state.fetching_snapshot = snapshot_id
+                state.snapshot_bytes = bytearray()
         else:
             self._append_as_follower(response)
         self._send_fetch(state, now_ms)
+
+    # --- FetchSnapshot, follower side (KafkaRaftClient.handleFetchSnapshotResponse) ------------
+
+    def _handle_fetch_snapshot_response(
+        self, inbound: Inbound, response: FetchSnapshotResponse, now_ms: int
+    ) -> None:
+        if self._handle_common_response(
+            response.error_code, response.leader_id, response.leader_epoch, now_ms
+        ):
+            return
+        state = self._state
+        if not isinstance(state, Follower) or inbound.correlation_id != state.fetch_correlation_id:
+            return
+        state.fetch_correlation_id = None
+        fetching = state.fetching_snapshot
+        if fetching is None:
+            return
+        if response.error_code == ErrorCode.SNAPSHOT_NOT_FOUND or response.snapshot_id.offset < 0:
+            # The leader cleaned it: abandon the download; a plain Fetch finds the latest snapshot.
+            self._abandon_snapshot(state)
+            self._send_fetch(state, now_ms)
+            return
+        if response.error_code != ErrorCode.NONE:
+            state.fetch_sent_ms = now_ms + self.retry_backoff_ms
+            return
+        state.fetch_deadline_ms = now_ms + self.fetch_timeout_ms
+        if (
+            response.snapshot_id != fetching
+            or response.position != len(state.snapshot_bytes)
+            or response.size < response.position + len(response.unaligned_records)
+        ):
+            # Kafka throws IllegalStateException; a leader that answers for another snapshot or
+            # position is not trusted with this download: start over from a plain Fetch.
+            self._abandon_snapshot(state)
+            self._send_fetch(state, now_ms)
+            return
+        state.snapshot_bytes += response.unaligned_records
+        if len(state.snapshot_bytes) == response.size:
+            self.snapshots.write(fetching, bytes(state.snapshot_bytes))
+            self._install_snapshot(state, fetching)
+        self._send_fetch(state, now_ms)
+
+    def _abandon_snapshot(self, state: Follower) -> None:
+        state.fetching_snapshot = None
+        state.snapshot_bytes = bytearray()
+
+    def _install_snapshot(self, state: Follower, snapshot_id: OffsetAndEpoch) -> None:
+        """§4.6: truncate the log fully at the snapshot's end, high watermark = that offset, forget
+        older snapshots, and have the state machine load it."""
+        self._abandon_snapshot(state)
+        # Never below what this node already committed (Raft safety; Kafka's truncation guard).
+        assert snapshot_id.offset >= self._high_watermark, (snapshot_id, self._high_watermark)
+        self.log.truncate_fully_and_start_at(snapshot_id.offset)
+        self._flushed_end_offset = min(self._flushed_end_offset, self.log.end_offset)
+        for older in self.snapshots.snapshot_ids():
+            if older < snapshot_id:
+                self.snapshots.delete(older)
+        self._high_watermark = snapshot_id.offset
+        self._next_apply_offset = snapshot_id.offset
+        self._snapshot_to_load = snapshot_id
 
     def _append_as_follower(self, response: FetchResponse) -> None:
         if response.records:
@@ -805,6 +1023,66 @@ class RaftNode:
         self.log.truncate_to(offset)
         self._flushed_end_offset = min(self._flushed_end_offset, self.log.end_offset)
 
+    # --- snapshots the state machine makes, and cleaning (KafkaMetadataLog) --------------------
+
+    def validate_new_snapshot_id(self, snapshot_id: OffsetAndEpoch) -> bool:
+        """createNewSnapshot's checks: False when nothing should be written (below the log start, or
+        it exists); ValueError when the id is impossible (past the high watermark, or an epoch that
+        does not match the log at that offset)."""
+        if snapshot_id.offset < self.log.start_offset:
+            return False
+        if snapshot_id.offset > self._high_watermark:
+            raise ValueError(
+                f"cannot snapshot to {tuple(snapshot_id)}: past the high watermark {self._high_watermark}"
+            )
+        if snapshot_id in self.snapshots.snapshot_ids():
+            return False
+        if snapshot_id.offset > self.log.start_offset:
+            end = self._end_offset_for_epoch(snapshot_id.epoch)
+            if end.epoch != snapshot_id.epoch or end.offset < snapshot_id.offset:
+                raise ValueError(
+                    f"cannot snapshot to {tuple(snapshot_id)}: the log has epoch {end.epoch} there"
+                )
+        return True
+
+    def delete_before_snapshot(self, snapshot_id: OffsetAndEpoch) -> bool:
+        """deleteBeforeSnapshot: move the log start to ``snapshot_id.offset`` and forget older
+        snapshots; only for a known snapshot with ``log start < its offset <= latest``."""
+        latest = self.latest_snapshot_id()
+        if (
+            latest is None
+            or snapshot_id not in self.snapshots.snapshot_ids()
+            or not self.log.start_offset < snapshot_id.offset <= latest.offset
+            or snapshot_id.offset > self.log.end_offset
+        ):
+            return False
+        self.log.delete_before(snapshot_id.offset)
+        for older in self.snapshots.snapshot_ids():
+            if older < snapshot_id:
+                self.snapshots.delete(older)
+        return True
+
+    def maybe_clean(self, now_ms: int, *, retention_bytes: int, retention_ms: int) -> list[OffsetAndEpoch]:
+        """maybeClean: advance the log start past snapshots that break retention by size or time,
+        always keeping the latest snapshot. Returns the snapshot ids the log now starts at."""
+        moved: list[OffsetAndEpoch] = []
+        while True:
+            target = retention_delete_before(
+                self.snapshots,
+                self.log.size_in_bytes,
+                now_ms,
+                retention_bytes=retention_bytes,
+                retention_ms=retention_ms,
+            )
+            if target is None:
+                return moved
+            if not self.delete_before_snapshot(target):
+                # The log start is already at or past it: just forget the older snapshots.
+                for older in self.snapshots.snapshot_ids():
+                    if older < target:
+                        self.snapshots.delete(older)
+            moved.append(target)
+
     # --- committed batches ---------------------------------------------------------------------
 
     def _committed_batches(self) -> tuple[CommittedBatch, ...]:
@@ -816,12 +1094,14 @@ class RaftNode:
             if header.last_offset >= self._high_watermark:
                 break
             records = decode_records(memoryview(data)[pos : pos + header.size_in_bytes])
+            # A snapshot that ends inside a batch (not one this node made): skip what it covers.
+            skip = max(0, self._next_apply_offset - header.base_offset) if not batches else 0
             batches.append(
                 CommittedBatch(
-                    base_offset=header.base_offset,
+                    base_offset=header.base_offset + skip,
                     last_offset=header.last_offset,
                     epoch=header.partition_leader_epoch,
-                    records=tuple(_value(record) for record in records),
+                    records=tuple(_value(record) for record in records[skip:]),
                     is_control=header.is_control,
                     append_timestamp_ms=header.max_timestamp,
                 )

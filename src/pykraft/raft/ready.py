@@ -6,8 +6,10 @@
    the leader that everything below its fetch offset is durable; the leader counts its own log toward
    the high watermark only once it is flushed.
 3. ``messages``: send them (best effort; the core retries what matters on its own timers).
-4. ``committed``: apply these batches, in order, to the state machine. They are below the high
-   watermark, so they never change.
+4. ``load_snapshot`` (if not None): replace the state machine with this snapshot (KIP-630
+   ``handleLoadSnapshot``: at start when a snapshot exists, or after a follower installed one); then
+   ``committed``: apply these batches, in order. They are below the high watermark, so they never
+   change, and the first starts at the snapshot's end offset when a snapshot was loaded.
 5. ``RaftNode.advance(ready, now_ms)``: tells the core all of the above happened.
 
 ``role``, ``leader_id``, ``leader_epoch`` and ``high_watermark`` are the node's state after the changes
@@ -18,7 +20,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from pykraft.raft.messages import Outbound
+from pykraft.raft.messages import OffsetAndEpoch, Outbound
 from pykraft.raft.state import QuorumState, Role
 
 
@@ -45,4 +47,5 @@ class Ready:
     quorum_state: QuorumState | None = None
     flush_to_offset: int | None = None
     messages: tuple[Outbound, ...] = ()
+    load_snapshot: OffsetAndEpoch | None = None
     committed: tuple[CommittedBatch, ...] = field(default=())

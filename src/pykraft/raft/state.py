@@ -21,7 +21,7 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass, field
 
-from pykraft.raft.messages import UNKNOWN_ID
+from pykraft.raft.messages import UNKNOWN_ID, OffsetAndEpoch
 
 
 class Role(enum.Enum):
@@ -121,6 +121,11 @@ class Follower:
     # With a fetch in flight: when it was sent. Without: the earliest time to send the next one
     # (retry_backoff_ms after an error).
     fetch_sent_ms: int = 0
+    # KIP-630: the snapshot being downloaded (FetchSnapshot instead of Fetch until it is installed or
+    # abandoned) and the bytes received so far. Like Kafka's invisible .part file, it lives only in
+    # this role state: leaving the Follower role discards it, and votes use the real log.
+    fetching_snapshot: OffsetAndEpoch | None = None
+    snapshot_bytes: bytearray = field(default_factory=bytearray)
     role: Role = Role.FOLLOWER
 
 

@@ -1,0 +1,387 @@
+"""``pykraft metadata dump (--snapshot FILE | --log DIR) [--json]`` and ``pykraft metadata image --dir DIR``.
+
+A metadata log/snapshot inspector (kafka-dump-log ``--cluster-metadata-decoder`` and the metadata
+shell, in one small tool). It reads Kafka's own files: segments ``<base offset>.log`` of
+``__cluster_metadata-0`` and ``<end offset>-<epoch>.checkpoint`` snapshots, RecordBatch v2 (compressed
+batches too), records framed as KRaft frames them, control records shown as well. Records pykraft
+does not model (e.g. RegisterControllerRecord from Kafka) are printed by api key and version with
+their raw bytes, never a crash. Errors are one line on stderr naming the file; exit code 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from pykraft.core.uuid import uuid_to_str
+from pykraft.metadata.delta import MetadataDelta
+from pykraft.metadata.image import MetadataImage
+from pykraft.metadata.records import (
+    RECORD_TYPES_BY_API_KEY,
+    MetadataRecordError,
+    MetadataReplayError,
+    decode_metadata_record,
+)
+from pykraft.protocol.records import read_batch_header
+from pykraft.raft.control import CONTROL_TYPE_LEADER_CHANGE, control_type_of, decode_leader_change
+from pykraft.raft.messages import OffsetAndEpoch
+from pykraft.raft.snapshot import (
+    CONTROL_TYPE_SNAPSHOT_FOOTER,
+    CONTROL_TYPE_SNAPSHOT_HEADER,
+    SnapshotError,
+    decode_snapshot_footer,
+    decode_snapshot_header,
+    iter_batches,
+    parse_snapshot_file_name,
+    read_snapshot,
+)
+
+CONTROL_TYPE_NAMES = {
+    0: "AbortMarker",
+    1: "CommitMarker",
+    2: "LeaderChangeMessage",
+    3: "SnapshotHeaderRecord",
+    4: "SnapshotFooterRecord",
+    5: "KRaftVersionRecord",
+    6: "VotersRecord",
+}
+_KNOWN_NAMES = {key: record_type.__name__ for key, record_type in RECORD_TYPES_BY_API_KEY.items()}
+# Kafka metadata records pykraft does not replay, by api key (kafka-facts §7.2), for readable dumps.
+_KAFKA_ONLY_NAMES = {
+    10: "DelegationTokenRecord",
+    11: "UserScramCredentialRecord",
+    14: "ClientQuotaRecord",
+    18: "AccessControlEntryRecord",
+    19: "RemoveAccessControlEntryRecord",
+    21: "ZkMigrationStateRecord",
+    22: "RemoveUserScramCredentialRecord",
+    26: "RemoveDelegationTokenRecord",
+    27: "RegisterControllerRecord",
+    28: "ClearElrRecord",
+}
+
+
+class InspectError(Exception):
+    pass
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, uuid.UUID):
+        return uuid_to_str(value)
+    if isinstance(value, bytes | bytearray | memoryview):
+        return bytes(value).hex()
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_jsonable(v) for v in value]
+    if hasattr(value, "to_dict"):
+        return _jsonable(value.to_dict(json=False))
+    return value
+
+
+@dataclass
+class DumpedRecord:
+    offset: int
+    epoch: int
+    timestamp: int
+    control: bool
+    record_type: str
+    fields: dict[str, Any]
+    api_key: int | None = None
+    version: int | None = None
+    error: str | None = None
+
+    def as_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "offset": self.offset,
+            "epoch": self.epoch,
+            "timestamp": self.timestamp,
+            "control": self.control,
+            "type": self.record_type,
+        }
+        if self.api_key is not None:
+            out["api_key"] = self.api_key
+            out["version"] = self.version
+        out["fields"] = self.fields
+        if self.error is not None:
+            out["error"] = self.error
+        return out
+
+    def as_text(self) -> str:
+        fields = " ".join(f"{k}={json.dumps(v)}" for k, v in self.fields.items())
+        version = f" v{self.version}" if self.version is not None else ""
+        kind = "control " if self.control else ""
+        error = f" ERROR: {self.error}" if self.error else ""
+        return f"offset={self.offset} epoch={self.epoch} {kind}{self.record_type}{version} {fields}{error}".rstrip()
+
+
+def _control_record(key: bytes | None, value: bytes) -> tuple[str, dict[str, Any], str | None]:
+    control_type = control_type_of(key)
+    name = CONTROL_TYPE_NAMES.get(control_type, f"UnknownControl({control_type})")
+    try:
+        if control_type == CONTROL_TYPE_SNAPSHOT_HEADER:
+            header = decode_snapshot_header(value)
+            return (
+                name,
+                {
+                    "version": header.version,
+                    "last_contained_log_timestamp": header.last_contained_log_timestamp,
+                },
+                None,
+            )
+        if control_type == CONTROL_TYPE_SNAPSHOT_FOOTER:
+            return name, {"version": decode_snapshot_footer(value)}, None
+        if control_type == CONTROL_TYPE_LEADER_CHANGE:
+            message = decode_leader_change(value)
+            return (
+                name,
+                {
+                    "version": message.version,
+                    "leader_id": message.leader_id,
+                    "voters": list(message.voters),
+                    "granting_voters": list(message.granting_voters),
+                },
+                None,
+            )
+        if control_type == 5 and len(value) >= 4:
+            return (
+                name,
+                {
+                    "version": int.from_bytes(value[0:2], "big", signed=True),
+                    "kraft_version": int.from_bytes(value[2:4], "big", signed=True),
+                },
+                None,
+            )
+    except (SnapshotError, ValueError) as error:
+        return name, {"raw": value.hex()}, str(error)
+    return name, {"raw": value.hex()}, None
+
+
+def dump_batches(data: bytes, what: str, base_offset: int = 0) -> Iterator[DumpedRecord]:
+    """Every record of ``data`` (whole batches; a torn tail ends the dump with an error)."""
+    for batch in iter_batches(data, what):
+        header = batch.header
+        for index, record in enumerate(batch.records):
+            offset = header.base_offset + index if record.offset is None else record.offset
+            value = record.value if record.value is not None else b""
+            if header.is_control:
+                name, fields, error = _control_record(record.key, value)
+                yield DumpedRecord(
+                    offset, header.partition_leader_epoch, record.timestamp, True, name, fields, error=error
+                )
+                continue
+            try:
+                decoded = decode_metadata_record(value)
+            except MetadataRecordError as error:
+                api_key = value[1] if len(value) > 2 and value[0] == 1 else None
+                name = _KAFKA_ONLY_NAMES.get(api_key or -1, f"UnknownRecord({api_key})")
+                version = value[2] if api_key is not None else None
+                yield DumpedRecord(
+                    offset,
+                    header.partition_leader_epoch,
+                    record.timestamp,
+                    False,
+                    name,
+                    {"raw": value.hex()},
+                    api_key,
+                    version,
+                    None if api_key in _KAFKA_ONLY_NAMES else str(error),
+                )
+                continue
+            yield DumpedRecord(
+                offset,
+                header.partition_leader_epoch,
+                record.timestamp,
+                False,
+                _KNOWN_NAMES[decoded.api_key],
+                _jsonable(decoded.message.to_dict(json=False)) if hasattr(decoded.message, "to_dict") else {},
+                decoded.api_key,
+                decoded.version,
+            )
+
+
+def _read(path: str) -> bytes:
+    try:
+        with open(path, "rb") as fh:
+            return fh.read()
+    except OSError as error:
+        raise InspectError(f"{path}: {error.strerror}") from None
+
+
+def _segments(directory: str) -> list[str]:
+    if not os.path.isdir(directory):
+        raise InspectError(f"{directory}: not a directory")
+    names = sorted(n for n in os.listdir(directory) if n.endswith(".log") and n[:-4].isdigit())
+    return [os.path.join(directory, n) for n in names]
+
+
+def iter_log(directory: str) -> Iterator[DumpedRecord]:
+    for path in _segments(directory):
+        yield from dump_batches(_read(path), path)
+
+
+def latest_snapshot(directory: str) -> tuple[OffsetAndEpoch, str] | None:
+    found = []
+    for name in os.listdir(directory):
+        parsed = parse_snapshot_file_name(name)
+        if parsed is not None and not parsed.partial and not parsed.deleted:
+            found.append((parsed.snapshot_id, os.path.join(directory, name)))
+    return max(found) if found else None
+
+
+@dataclass
+class ImageSummary:
+    image: MetadataImage
+    snapshot: str | None
+    log_records: int
+    skipped: dict[str, int]
+
+
+def build_image(directory: str) -> ImageSummary:
+    """The latest snapshot, then every log record after it (a metadata shell's view)."""
+    if not os.path.isdir(directory):
+        raise InspectError(f"{directory}: not a directory")
+    delta = MetadataDelta(MetadataImage.EMPTY)
+    snapshot = latest_snapshot(directory)
+    start = 0
+    skipped: dict[str, int] = {}
+
+    def replay(value: bytes) -> bool:
+        try:
+            record = decode_metadata_record(value)
+        except MetadataRecordError:
+            api_key = value[1] if len(value) > 2 and value[0] == 1 else -1
+            name = _KAFKA_ONLY_NAMES.get(api_key, f"UnknownRecord({api_key})")
+            skipped[name] = skipped.get(name, 0) + 1
+            return False
+        try:
+            delta.replay(record)
+        except MetadataReplayError:
+            name = _KNOWN_NAMES[record.api_key]
+            skipped[name] = skipped.get(name, 0) + 1
+            return False
+        return True
+
+    if snapshot is not None:
+        snapshot_id, path = snapshot
+        for value in read_snapshot(_read(path), path).values:
+            replay(value)
+        start = snapshot_id.offset
+    log_records = 0
+    for path in _segments(directory):
+        for batch in iter_batches(_read(path), path):
+            if batch.header.is_control:
+                continue
+            for index, record in enumerate(batch.records):
+                offset = batch.header.base_offset + index if record.offset is None else record.offset
+                if offset >= start:
+                    log_records += replay(record.value or b"")
+    return ImageSummary(delta.apply(), snapshot[1] if snapshot else None, log_records, skipped)
+
+
+def image_lines(summary: ImageSummary) -> list[str]:
+    image = summary.image
+    lines = [
+        f"snapshot: {os.path.basename(summary.snapshot) if summary.snapshot else 'none'}",
+        f"log records replayed after it: {summary.log_records}",
+        f"cluster id: {image.cluster_id if image.cluster_id is not None else '(none)'}",
+        f"metadata.version: {image.metadata_version}",
+        f"features: {dict(sorted(image.features.finalized_versions.items()))}",
+        f"next producer id: {image.producer_ids.next_producer_id}",
+        f"brokers: {len(image.cluster.brokers)}",
+    ]
+    for broker_id in sorted(image.cluster.brokers):
+        broker = image.cluster.brokers[broker_id]
+        endpoints = ",".join(f"{e.name}://{e.host}:{e.port}" for e in broker.listeners)
+        state = "fenced" if broker.fenced else "unfenced"
+        lines.append(f"  broker {broker_id} epoch={broker.broker_epoch} {state} {endpoints}")
+    topics = image.topics.topics_by_name
+    partition_count = sum(len(t.partitions) for t in topics.values())
+    lines.append(f"topics: {len(topics)} ({partition_count} partitions)")
+    for name in sorted(topics):
+        topic = topics[name]
+        lines.append(f"  topic {name} id={uuid_to_str(topic.topic_id)} partitions={len(topic.partitions)}")
+        for pid in sorted(topic.partitions):
+            p = topic.partitions[pid]
+            lines.append(
+                f"    partition {pid} leader={p.leader} leader_epoch={p.leader_epoch} "
+                f"replicas={list(p.replicas)} isr={list(p.isr)}"
+            )
+    if summary.skipped:
+        lines.append(f"records not modelled by pykraft (skipped): {dict(sorted(summary.skipped.items()))}")
+    return lines
+
+
+def _fail(message: str) -> int:
+    print(f"pykraft metadata: {message}", file=sys.stderr)
+    return 1
+
+
+def _dump(args: argparse.Namespace) -> int:
+    try:
+        if args.snapshot is not None:
+            records: Iterator[DumpedRecord] = dump_batches(_read(args.snapshot), args.snapshot)
+        else:
+            records = iter_log(args.log)
+        for dumped in records:
+            line = json.dumps(dumped.as_json(), sort_keys=False) if args.json else dumped.as_text()
+            sys.stdout.write(line + "\n")
+    except (InspectError, SnapshotError) as error:
+        sys.stdout.flush()
+        return _fail(str(error))
+    except BrokenPipeError:  # `| head`
+        return 0
+    return 0
+
+
+def _image(args: argparse.Namespace) -> int:
+    try:
+        summary = build_image(args.dir)
+    except (InspectError, SnapshotError) as error:
+        return _fail(str(error))
+    if args.json:
+        image = summary.image
+        out = {
+            "snapshot": summary.snapshot,
+            "log_records": summary.log_records,
+            "cluster_id": image.cluster_id,
+            "metadata_version": image.metadata_version,
+            "next_producer_id": image.producer_ids.next_producer_id,
+            "brokers": sorted(image.cluster.brokers),
+            "topics": {
+                name: {"topic_id": uuid_to_str(t.topic_id), "partitions": len(t.partitions)}
+                for name, t in sorted(image.topics.topics_by_name.items())
+            },
+            "skipped": summary.skipped,
+        }
+        print(json.dumps(out))
+    else:
+        try:
+            print("\n".join(image_lines(summary)))
+        except BrokenPipeError:  # `| head`
+            return 0
+    return 0
+
+
+def add_subcommands(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    metadata = subparsers.add_parser("metadata", help="inspect metadata log segments and snapshots")
+    sub = metadata.add_subparsers(dest="metadata_command", required=True)
+    dump = sub.add_parser("dump", help="print every record (offset, epoch, type, fields)")
+    source = dump.add_mutually_exclusive_group(required=True)
+    source.add_argument("--snapshot", metavar="FILE", help="a .checkpoint snapshot file")
+    source.add_argument("--log", metavar="DIR", help="a __cluster_metadata-0 directory (its .log segments)")
+    dump.add_argument("--json", action="store_true", help="one JSON object per line")
+    dump.set_defaults(func=_dump)
+    image = sub.add_parser("image", help="the image: latest snapshot + log after it")
+    image.add_argument("--dir", required=True, metavar="DIR", help="a __cluster_metadata-0 directory")
+    image.add_argument("--json", action="store_true", help="one JSON object")
+    image.set_defaults(func=_image)
+
+
+__all__ = ["add_subcommands", "build_image", "dump_batches", "read_batch_header"]
