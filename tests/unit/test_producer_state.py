@@ -19,6 +19,7 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, ru
 
 from pykraft.core.errors import ErrorCode
 from pykraft.log.producer_state import (
+    CLASSIC_RETAINED_BATCHES,
     AppendCheck,
     BatchMetadata,
     ProducerStateEntry,
@@ -31,7 +32,10 @@ PID = 1000
 OK = ErrorCode.NONE
 OUT_OF_ORDER = ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
 INVALID_EPOCH = ErrorCode.INVALID_PRODUCER_EPOCH
+DUPLICATE = ErrorCode.DUPLICATE_SEQUENCE_NUMBER
 EXPIRATION_MS = 86_400_000
+# producer.state.retained.batches=5: Kafka's classic mode.
+CLASSIC = CLASSIC_RETAINED_BATCHES
 
 
 def header(
@@ -87,8 +91,9 @@ class FakeLog:
         return self.produce(headers, now_ms)[0].error_code
 
 
-def new_log(**kwargs: int) -> FakeLog:
-    return FakeLog(ProducerStateManager(**kwargs))
+def new_log(retained_batches: int = CLASSIC, **kwargs: int) -> FakeLog:
+    """Kafka's classic mode unless asked: the tests taken from Kafka's suites run in it unchanged."""
+    return FakeLog(ProducerStateManager(retained_batches=retained_batches, **kwargs))
 
 
 # --- sequence arithmetic ---------------------------------------------------------------------------
@@ -130,7 +135,7 @@ def test_basic_id_mapping() -> None:
 
 
 def test_append_txn_marker_with_no_producer_state() -> None:
-    manager = ProducerStateManager()
+    manager = ProducerStateManager(retained_batches=CLASSIC)
     manager.replay(header(producer_epoch=2, is_control=True, base_offset=27), now_ms=0)
     entry = manager.entry(PID)
     assert entry is not None
@@ -143,7 +148,7 @@ def test_append_txn_marker_with_no_producer_state() -> None:
 
 
 def test_producer_sequence_wrap_around() -> None:
-    manager = ProducerStateManager()
+    manager = ProducerStateManager(retained_batches=CLASSIC)
     manager.replay(header(producer_epoch=15, base_sequence=INT32_MAX, base_offset=9), now_ms=0)
     log = FakeLog(manager, log_end_offset=10)
     assert log.code(header(producer_epoch=15, base_sequence=0)) == OK
@@ -154,7 +159,7 @@ def test_producer_sequence_wrap_around() -> None:
 
 
 def test_producer_sequence_with_wrap_around_batch_record() -> None:
-    log = FakeLog(ProducerStateManager(), log_end_offset=2000)
+    log = FakeLog(ProducerStateManager(retained_batches=CLASSIC), log_end_offset=2000)
     assert log.code(header(producer_epoch=15, base_sequence=INT32_MAX - 10, record_count=21)) == OK
     entry = log.manager.entry(PID)
     assert entry is not None
@@ -164,14 +169,14 @@ def test_producer_sequence_with_wrap_around_batch_record() -> None:
 
 
 def test_producer_sequence_invalid_wrap_around() -> None:
-    manager = ProducerStateManager()
+    manager = ProducerStateManager(retained_batches=CLASSIC)
     manager.replay(header(producer_epoch=15, base_sequence=INT32_MAX, base_offset=9), now_ms=0)
     log = FakeLog(manager, log_end_offset=10)
     assert log.code(header(producer_epoch=15, base_sequence=1)) == OUT_OF_ORDER
 
 
 def test_no_validation_on_first_entry_when_loading_log() -> None:
-    manager = ProducerStateManager()
+    manager = ProducerStateManager(retained_batches=CLASSIC)
     manager.replay(header(producer_epoch=5, base_sequence=16, base_offset=735), now_ms=0)
     entry = manager.entry(PID)
     assert entry is not None
@@ -210,13 +215,15 @@ def test_prepare_update_does_not_mutate() -> None:
 
 
 def test_update_producer_transaction_state() -> None:
-    log = FakeLog(ProducerStateManager(), log_end_offset=16)
+    log = FakeLog(ProducerStateManager(retained_batches=CLASSIC), log_end_offset=16)
     assert log.code(header(producer_epoch=1, base_sequence=0, is_transactional=True)) == OK
     assert log.code(header(producer_epoch=1, base_sequence=1, record_count=5, is_transactional=True)) == OK
     entry = log.manager.entry(PID)
     assert entry is not None
     assert entry.current_txn_first_offset == 16
     log.manager.replay(header(producer_epoch=1, is_control=True, base_offset=40, timestamp_ms=77), now_ms=0)
+    entry = log.manager.entry(PID)
+    assert entry is not None
     assert entry.current_txn_first_offset is None
     assert entry.last_timestamp_ms == 77
     # The marker has the same epoch: the batch metadata is kept.
@@ -254,11 +261,11 @@ def test_producer_state_after_fencing_abort_marker() -> None:
     assert entry.is_empty
     assert entry.current_txn_first_offset is None
     assert log.manager.remove_expired(200 + EXPIRATION_MS - 1) == []
-    assert log.manager.entry(PID) is entry
+    assert log.manager.entry(PID) == entry
 
 
 def test_accept_append_without_producer_state_on_replica() -> None:
-    manager = ProducerStateManager()
+    manager = ProducerStateManager(retained_batches=CLASSIC)
     manager.replay(header(producer_epoch=0, base_sequence=2, base_offset=0), now_ms=0)
     entry = manager.entry(PID)
     assert entry is not None
@@ -293,7 +300,7 @@ def test_producers_with_ongoing_transactions_dont_expire() -> None:
 
 
 def test_append_empty_control_batch() -> None:
-    manager = ProducerStateManager()
+    manager = ProducerStateManager(retained_batches=CLASSIC)
     empty_marker = header(producer_epoch=3, is_control=True, base_offset=0)._replace(record_count=0)
     manager.replay(empty_marker, now_ms=0)
     assert manager.entry(PID) is None
@@ -387,7 +394,7 @@ def test_duplicate_appends__retry_from_older_epoch__invalid_epoch() -> None:
 
 
 def test_duplicate_append_to_follower() -> None:
-    manager = ProducerStateManager()
+    manager = ProducerStateManager(retained_batches=CLASSIC)
     for offset in range(3):
         # The same sequence three times: replication does no duplicate or sequence checks.
         manager.replay(header(base_sequence=0, base_offset=offset), now_ms=0)
@@ -398,7 +405,7 @@ def test_duplicate_append_to_follower() -> None:
 
 
 def test_multiple_producers_with_duplicates_in_single_append() -> None:
-    manager = ProducerStateManager()
+    manager = ProducerStateManager(retained_batches=CLASSIC)
     headers = [
         header(producer_id=1, base_sequence=0, base_offset=0),
         header(producer_id=2, base_sequence=0, base_offset=1),
@@ -606,8 +613,11 @@ def test_on_append__records_max_timestamp_and_broker_write_time() -> None:
     assert entry.last_write_ms == 123
 
 
-def test_retained_batches_one__keeps_only_the_latest_batch() -> None:
-    log = new_log(retained_batches=1)
+@pytest.mark.parametrize(("duplicate_window", "older_retry"), [(0, OUT_OF_ORDER), (10_000_000, DUPLICATE)])
+def test_retained_batches_one__keeps_only_the_latest_batch(
+    duplicate_window: int, older_retry: ErrorCode
+) -> None:
+    log = new_log(retained_batches=1, duplicate_window=duplicate_window)
     sent = [header(base_sequence=i) for i in range(3)]
     for request in sent:
         assert log.code(request) == OK
@@ -615,7 +625,8 @@ def test_retained_batches_one__keeps_only_the_latest_batch() -> None:
     assert entry is not None
     assert list(entry.batches) == [BatchMetadata(2, 2, 0, 1_000)]
     assert log.manager.check_append([sent[2]]).duplicate is not None
-    assert log.code(sent[1]) == OUT_OF_ORDER
+    # Without a window one batch is Kafka's rules with N=1; with one, older sequences are duplicates.
+    assert log.code(sent[1]) == older_retry
 
 
 def test_replay__rebuilds_the_state_on_append_built() -> None:
@@ -654,6 +665,134 @@ def test_remove_expired__moving_clock() -> None:
     assert [e.producer_id for e in log.manager.active_producers()] == []
 
 
+# --- KIP-758: one batch and a duplicate window (the default) -------------------------------------------
+
+
+def kip758(window: int = 10_000_000) -> FakeLog:
+    return FakeLog(ProducerStateManager(duplicate_window=window))
+
+
+def test_kip758__is_the_default() -> None:
+    manager = ProducerStateManager()
+    assert (manager.retained_batches, manager.duplicate_window) == (1, 10_000_000)
+    # The window belongs to one-batch mode: five batches is Kafka's classic broker whatever it says.
+    assert ProducerStateManager(retained_batches=CLASSIC, duplicate_window=7).duplicate_window == 0
+
+
+def test_kip758__exact_retry_of_latest__original_offsets() -> None:
+    log = kip758()
+    for seq in range(0, 9, 3):
+        assert log.code(header(base_sequence=seq, record_count=3)) == OK
+    check, appended = log.produce([header(base_sequence=6, record_count=3)])
+    assert appended == []
+    assert check.duplicate is not None
+    assert (check.duplicate.first_offset, check.duplicate.last_offset) == (6, 8)
+
+
+@pytest.mark.parametrize(("first", "count"), [(0, 3), (3, 3), (0, 9), (4, 1), (7, 2), (0, 1)])
+def test_kip758__older_sequences_within_window__duplicate_sequence_number(first: int, count: int) -> None:
+    log = kip758()
+    for seq in range(0, 9, 3):
+        assert log.code(header(base_sequence=seq, record_count=3)) == OK
+    check, appended = log.produce([header(base_sequence=first, record_count=count)])
+    assert check.error_code == DUPLICATE and check.duplicate is None and appended == []
+    assert "KIP-758" in check.error_message
+    assert log.log_end_offset == 9
+
+
+@pytest.mark.parametrize(("first", "count"), [(7, 3), (8, 2), (10, 1), (11, 1), (INT32_MAX, 1)])
+def test_kip758__runs_past_latest_or_gap__out_of_order(first: int, count: int) -> None:
+    log = kip758()
+    for seq in range(0, 9, 3):
+        assert log.code(header(base_sequence=seq, record_count=3)) == OK
+    # INT32_MAX lies 9 sequences behind 8 through the wrap: KIP-758 defines the window modulo 2**31,
+    # so it counts as appended (46) even though this epoch never reached it.
+    expected = DUPLICATE if first == INT32_MAX else OUT_OF_ORDER
+    assert log.code(header(base_sequence=first, record_count=count)) == expected
+
+
+def test_kip758__window_edge() -> None:
+    log = kip758(window=10)
+    assert log.code(header(base_sequence=0, record_count=20)) == OK  # latest = 19
+    assert log.code(header(base_sequence=10)) == DUPLICATE  # 9 behind
+    assert log.code(header(base_sequence=9)) == OUT_OF_ORDER  # 10 behind: outside the window
+    assert log.code(header(base_sequence=10, record_count=10)) == DUPLICATE  # 10..19
+    assert log.code(header(base_sequence=9, record_count=11)) == OUT_OF_ORDER
+
+
+def test_kip758__window_wraps_int_max_to_zero() -> None:
+    log = kip758()
+    assert log.code(header(base_sequence=INT32_MAX - 4, record_count=3)) == OK  # ..MAX-2
+    assert log.code(header(base_sequence=INT32_MAX - 1, record_count=4)) == OK  # MAX-1, MAX, 0, 1
+    assert log.code(header(base_sequence=2)) == OK  # latest = 2, past the wrap
+    assert log.code(header(base_sequence=INT32_MAX - 4, record_count=3)) == DUPLICATE
+    assert log.code(header(base_sequence=INT32_MAX - 1, record_count=4)) == DUPLICATE
+    assert log.code(header(base_sequence=0, record_count=2)) == DUPLICATE
+    duplicate = log.manager.check_append([header(base_sequence=2)]).duplicate
+    assert duplicate is not None and duplicate.first_offset == 7
+    assert log.code(header(base_sequence=4)) == OUT_OF_ORDER
+    assert log.code(header(base_sequence=3)) == OK
+
+
+def test_kip758__epoch_rules_unchanged() -> None:
+    log = kip758()
+    assert log.code(header(producer_epoch=1, base_sequence=0, record_count=5)) == OK
+    assert log.code(header(producer_epoch=0, base_sequence=0)) == INVALID_EPOCH
+    assert log.code(header(producer_epoch=2, base_sequence=3)) == OUT_OF_ORDER  # new epoch, not 0
+    assert log.code(header(producer_epoch=2, base_sequence=0)) == OK
+    # The window is per epoch: epoch 1's sequences are not duplicates of epoch 2's.
+    assert log.code(header(producer_epoch=1, base_sequence=2)) == INVALID_EPOCH
+
+
+def test_kip758__state_loaded_from_a_snapshot__window_still_applies() -> None:
+    log = kip758()
+    for seq in range(0, 12, 3):
+        assert log.code(header(base_sequence=seq, record_count=3)) == OK
+    reloaded = ProducerStateManager()
+    reloaded.load_snapshot(log.manager.snapshot_entries(), log.manager.map_end_offset, now_ms=0)
+    assert reloaded.entry(PID) == log.manager.entry(PID)
+    after = FakeLog(reloaded, log_end_offset=12)
+    assert after.code(header(base_sequence=3, record_count=3)) == DUPLICATE
+    duplicate = reloaded.check_append([header(base_sequence=9, record_count=3)]).duplicate
+    assert duplicate is not None and duplicate.first_offset == 9
+    assert after.code(header(base_sequence=13)) == OUT_OF_ORDER
+    assert after.code(header(base_sequence=12)) == OK
+
+
+def test_classic_mode__never_answers_duplicate_sequence_number() -> None:
+    log = new_log(retained_batches=CLASSIC)
+    for seq in range(10):
+        assert log.code(header(base_sequence=seq)) == OK
+    assert [log.code(header(base_sequence=seq)) for seq in range(10)] == [OUT_OF_ORDER] * 5 + [OK] * 5
+
+
+def test_expired_producer__any_sequence_accepted() -> None:
+    log = kip758()
+    assert log.code(header(base_sequence=0, record_count=5), now_ms=0) == OK
+    assert log.manager.remove_expired(EXPIRATION_MS) == [PID]
+    assert log.code(header(base_sequence=77), now_ms=EXPIRATION_MS) == OK
+    assert log.code(header(base_sequence=3), now_ms=EXPIRATION_MS) == DUPLICATE  # behind 77 now
+
+
+def test_compact_rows__many_producers_insert_remove_and_lookup() -> None:
+    # The open-addressing table across growth, backward-shift deletes and row moves.
+    manager = ProducerStateManager(producer_id_expiration_ms=100)
+    log = FakeLog(manager)
+    pids = list(range(10_000, 10_600)) + [2**62 + i * 2**40 for i in range(50)]
+    for i, pid in enumerate(pids):
+        assert log.code(header(producer_id=pid, base_sequence=i), now_ms=i % 2 * 1_000) == OK
+    assert len(manager) == len(pids)
+    removed = manager.remove_expired(100)  # the even-indexed producers wrote at 0
+    assert sorted(removed) == sorted(pids[0::2])
+    for i, pid in enumerate(pids):
+        entry = manager.entry(pid)
+        if i % 2:
+            assert entry is not None and entry.last_seq == i and entry.last_data_offset == i
+        else:
+            assert entry is None
+    assert {e.producer_id for e in manager.active_producers()} == set(pids[1::2])
+
+
 # --- property: random producer behaviour against a reference model -----------------------------------
 
 
@@ -673,11 +812,19 @@ def next_expected(last_seq: int) -> int:
     return 0 if last_seq == INT32_MAX else last_seq + 1
 
 
-class ReferenceModel:
-    """Kafka's rules restated directly: dedupe over the last N batches, expected next sequence."""
+def sequences_back_from(latest: int, window: int) -> set[int]:
+    """The ``window`` sequences ending at ``latest``, walking back through Int.MAX -> 0."""
+    return {latest - k if latest - k >= 0 else latest - k + INT32_MAX + 1 for k in range(window)}
 
-    def __init__(self, retained_batches: int, expiration_ms: int) -> None:
+
+class ReferenceModel:
+    """Kafka's rules restated directly: dedupe over the last N batches, expected next sequence; with
+    one batch and a window (KIP-758), a batch whose sequences all lie among the last ``window``
+    sequences up to the latest is an older duplicate (46)."""
+
+    def __init__(self, retained_batches: int, expiration_ms: int, window: int = 0) -> None:
         self.retained_batches = retained_batches
+        self.window = window if retained_batches == 1 else 0
         self.expiration_ms = expiration_ms
         self.producers: dict[int, ModelProducer] = {}
         self.log_end_offset = 0
@@ -695,6 +842,10 @@ class ReferenceModel:
                 for b_first, b_last, o_first, o_last, ts in known.batches[-self.retained_batches :]:
                     if (b_first, b_last) == (first, last):
                         return OK, (o_first, o_last, ts)
+                if self.window and known.batches:
+                    recent = sequences_back_from(known.batches[-1][1], self.window)
+                    if all(wrap(first + i) in recent for i in range(count)):
+                        return DUPLICATE, None
             seen_epoch, seen_last = seen.get(pid, (known.producer_epoch if known else -1, None))
             if epoch < seen_epoch:
                 return INVALID_EPOCH, None
@@ -745,14 +896,18 @@ EXPIRATION_MS_SMALL = 10_000
 
 class ProducerStateMachine(RuleBasedStateMachine):
     @initialize(
-        retained_batches=st.integers(min_value=1, max_value=6),
+        retained_batches=st.sampled_from([1, 1, 1, 2, 5, 6]),
+        window=st.sampled_from([0, 3, 7]),
         start_seqs=st.lists(st.sampled_from([0, 0, 9, INT32_MAX - 4, INT32_MAX]), min_size=3, max_size=3),
     )
-    def start(self, retained_batches: int, start_seqs: list[int]) -> None:
+    def start(self, retained_batches: int, window: int, start_seqs: list[int]) -> None:
+        # A small window so that retries fall both inside it (46) and beyond it (45).
         self.manager = ProducerStateManager(
-            retained_batches=retained_batches, producer_id_expiration_ms=EXPIRATION_MS_SMALL
+            retained_batches=retained_batches,
+            producer_id_expiration_ms=EXPIRATION_MS_SMALL,
+            duplicate_window=window,
         )
-        self.model = ReferenceModel(retained_batches, EXPIRATION_MS_SMALL)
+        self.model = ReferenceModel(retained_batches, EXPIRATION_MS_SMALL, window)
         self.clients = {pid: Client(0, seq) for pid, seq in zip([1, 2, 3], start_seqs, strict=True)}
         self.now_ms = 0
         self.history: list[tuple[str, list[BatchHeader], int]] = []
@@ -865,7 +1020,9 @@ class ProducerStateMachine(RuleBasedStateMachine):
             return
         # Replaying the log (with expirations at the same moments) rebuilds exactly the same state.
         rebuilt = ProducerStateManager(
-            retained_batches=self.manager.retained_batches, producer_id_expiration_ms=EXPIRATION_MS_SMALL
+            retained_batches=self.manager.retained_batches,
+            producer_id_expiration_ms=EXPIRATION_MS_SMALL,
+            duplicate_window=self.manager.duplicate_window,
         )
         for kind, headers, now_ms in self.history:
             if kind == "append":

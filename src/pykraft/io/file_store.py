@@ -186,6 +186,16 @@ class FileSegmentStore:
         os.replace(temp_path, path)
         self._fsync_dir()
 
+    def list_checkpoints(self, suffix: str) -> list[str]:
+        return [name for name in os.listdir(self.partition_dir) if name.endswith(suffix)]
+
+    def delete_checkpoint(self, name: str) -> None:
+        try:
+            os.unlink(os.path.join(self.partition_dir, name))
+        except FileNotFoundError:
+            return
+        self._fsync_dir()
+
     def close(self) -> None:
         while self._fds:
             _, fd = self._fds.popitem()

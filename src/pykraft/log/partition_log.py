@@ -376,6 +376,16 @@ class PartitionLog:
     def config(self) -> LogConfig:
         return self._config
 
+    @property
+    def store(self) -> SegmentStore:
+        """The segment store, for files kept beside the segments (producer-state snapshots)."""
+        return self._store
+
+    @property
+    def active_segment_base_offset(self) -> int:
+        """Changes exactly when the log rolls (or is truncated fully): cheap to poll after an append."""
+        return self._segments[-1].base_offset
+
     def set_high_watermark(self, offset: int) -> None:
         """Clamped to ``[log_start_offset, log_end_offset]``, as Kafka's updateHighWatermark does."""
         self._high_watermark = min(max(offset, self._log_start_offset), self.log_end_offset)

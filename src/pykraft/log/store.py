@@ -44,6 +44,8 @@ class SegmentStore(Protocol):
       ``flush`` makes it durable. An index is only a hint: the log rebuilds it from batch headers.
     - ``write_checkpoint`` replaces a small file atomically and durably (temp, fsync, rename, fsync
       dir): after a crash a reader sees the old contents or the new, never a mix.
+    - ``list_checkpoints(suffix)`` names the checkpoints ending with ``suffix`` (any order);
+      ``delete_checkpoint`` removes one (no error if absent), durably (producer-state snapshots).
     - Storage failures raise ``OSError``; the caller treats them as fatal for the partition.
     """
 
@@ -70,6 +72,10 @@ class SegmentStore(Protocol):
     def read_checkpoint(self, name: str) -> bytes | None: ...
 
     def write_checkpoint(self, name: str, data: bytes) -> None: ...
+
+    def list_checkpoints(self, suffix: str) -> list[str]: ...
+
+    def delete_checkpoint(self, name: str) -> None: ...
 
     def close(self) -> None: ...
 
@@ -153,6 +159,12 @@ class MemorySegmentStore:
 
     def write_checkpoint(self, name: str, data: bytes) -> None:
         self._checkpoints[name] = bytes(data)
+
+    def list_checkpoints(self, suffix: str) -> list[str]:
+        return [name for name in self._checkpoints if name.endswith(suffix)]
+
+    def delete_checkpoint(self, name: str) -> None:
+        self._checkpoints.pop(name, None)
 
     def close(self) -> None:
         pass
