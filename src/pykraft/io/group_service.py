@@ -1,0 +1,301 @@
+"""The shell around the group coordinator: parked requests, timers, ``__consumer_offsets`` I/O.
+
+The pure :class:`GroupCoordinator` holds every group; this module gives it tokens for JoinGroup and
+SyncGroup requests that wait for a rebalance (an asyncio future each, resolved from the coordinator's
+completions), ticks its timers, appends the records it produces to the ``__consumer_offsets``
+partition of the group (offset commits are answered only once their records are in the log), and
+loads (replays) every partition this node leads when the metadata image says so.
+
+The internal topic is created through the controller like any topic, lazily, on the first
+FindCoordinator for a group (``offsets.topic.num.partitions`` partitions).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import logging
+import random
+import time
+from collections.abc import Awaitable, Callable, Coroutine
+from typing import Any
+
+from pykraft.broker import handlers
+from pykraft.broker.handlers import COORDINATOR_KEY_TYPE_GROUP, BrokerContext, ClusterView
+from pykraft.coordinator import group_api
+from pykraft.coordinator.group_coordinator import (
+    GroupConfig,
+    GroupCoordinator,
+    JoinResult,
+    SyncResult,
+    WritePlan,
+)
+from pykraft.coordinator.offsets_records import OFFSETS_TOPIC, RecordFormatError
+from pykraft.core.config import NodeConfig
+from pykraft.core.errors import ErrorCode
+from pykraft.protocol.messages import ApiKey
+from pykraft.protocol.records import Record, build_batch, decode_records, scan_batches
+
+log = logging.getLogger("pykraft.groups")
+
+RequestHandler = Callable[[Any, int], Awaitable[Any]]
+
+# (client id, client host) of the request being handled; set by the node for JoinGroup, whose member
+# records keep them for DescribeGroups. Each connection is its own task, so this is per connection.
+CURRENT_CLIENT: contextvars.ContextVar[tuple[str, str]] = contextvars.ContextVar(
+    "pykraft_current_client", default=("", "")
+)
+
+# How long FindCoordinator waits for the controller to create __consumer_offsets before answering
+# COORDINATOR_NOT_AVAILABLE (the client then retries).
+OFFSETS_TOPIC_CREATE_TIMEOUT_S = 10.0
+# The timer loop never sleeps longer than this, so a deadline added by a request is never missed by
+# more than a wakeup.
+MAX_TICK_INTERVAL_S = 0.5
+LOAD_READ_BYTES = 1 << 20
+
+
+def now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+def client_host_of(peer: str) -> str:
+    """Kafka reports client hosts as InetAddress.toString(): "/127.0.0.1"."""
+    return "/" + peer.rsplit(":", 1)[0]
+
+
+class GroupService:
+    def __init__(
+        self,
+        config: NodeConfig,
+        ctx: BrokerContext,
+        create_topics: Callable[[list[str], int], Coroutine[Any, Any, None]],
+        rng: random.Random,
+    ) -> None:
+        self.node_id = config.node_id
+        self.ctx = ctx
+        self.num_partitions = config.offsets_topic_num_partitions
+        self.coordinator = GroupCoordinator(
+            GroupConfig(
+                offsets_topic_num_partitions=config.offsets_topic_num_partitions,
+                group_min_session_timeout_ms=config.group_min_session_timeout_ms,
+                group_max_session_timeout_ms=config.group_max_session_timeout_ms,
+                group_initial_rebalance_delay_ms=config.group_initial_rebalance_delay_ms,
+            ),
+            rng,
+        )
+        self._create_topics = create_topics
+        self._creating: asyncio.Task[None] | None = None
+        self._waiting: dict[int, asyncio.Future[JoinResult | SyncResult]] = {}
+        self._next_token = 0
+        self._wakeup = asyncio.Event()
+
+    # --- wiring -----------------------------------------------------------------------------------------
+
+    def request_handlers(self) -> dict[int, RequestHandler]:
+        return {
+            ApiKey.FIND_COORDINATOR: self.find_coordinator,
+            ApiKey.JOIN_GROUP: self.join_group,
+            ApiKey.SYNC_GROUP: self.sync_group,
+            ApiKey.HEARTBEAT: self.heartbeat,
+            ApiKey.LEAVE_GROUP: self.leave_group,
+            ApiKey.OFFSET_COMMIT: self.offset_commit,
+            ApiKey.OFFSET_FETCH: self.offset_fetch,
+            ApiKey.OFFSET_DELETE: self.offset_delete,
+            ApiKey.LIST_GROUPS: self.list_groups,
+            ApiKey.DESCRIBE_GROUPS: self.describe_groups,
+            ApiKey.DELETE_GROUPS: self.delete_groups,
+        }
+
+    async def run_timers(self) -> None:
+        """Tick the coordinator at its next deadline (spawned by the node for its lifetime)."""
+        while True:
+            deadline = self.coordinator.next_deadline_ms()
+            wait_s = MAX_TICK_INTERVAL_S
+            if deadline is not None:
+                wait_s = min(max((deadline - now_ms()) / 1000, 0.0), MAX_TICK_INTERVAL_S)
+            if wait_s > 0:
+                try:
+                    await asyncio.wait_for(self._wakeup.wait(), wait_s)
+                except TimeoutError:
+                    pass
+            self._wakeup.clear()
+            self.coordinator.tick(now_ms())
+            self._after(wake_timers=False)
+
+    def on_image(self, view: ClusterView) -> None:
+        """Load the ``__consumer_offsets`` partitions this node now leads; drop the others."""
+        topic = view.topics.get(OFFSETS_TOPIC)
+        led = {p.partition_index for p in topic.partitions if p.leader_id == self.node_id} if topic else set()
+        known = self.coordinator.owned_partitions | self.coordinator.loading_partitions
+        for partition in sorted(known - led):
+            self.coordinator.unload(partition)
+        for partition in sorted(led - known):
+            self._load(partition)
+        self._after()
+
+    def _load(self, partition: int) -> None:
+        part = self.ctx.replicas.get(OFFSETS_TOPIC, partition)
+        if part is None:
+            return  # not hosted here yet; a later image brings it
+        started = time.monotonic()
+        coordinator = self.coordinator
+        coordinator.begin_load(partition)
+        plog = part.log
+        offset, records = plog.log_start_offset, 0
+        load_ms = now_ms()
+        while offset < plog.high_watermark:
+            result = plog.read(offset, LOAD_READ_BYTES, max_offset=plog.high_watermark)
+            if not result.chunks:
+                break
+            for chunk in result.chunks:
+                for position, header in scan_batches(chunk, check_crc=False):
+                    if header.is_control:
+                        continue
+                    batch = chunk[position : position + header.size_in_bytes]
+                    for record in decode_records(batch):
+                        try:
+                            coordinator.replay(partition, record.key, record.value, load_ms)
+                        except RecordFormatError as exc:
+                            log.warning(
+                                "%s-%d offset %d: skipping a record that does not decode: %s",
+                                OFFSETS_TOPIC,
+                                partition,
+                                record.offset,
+                                exc,
+                            )
+                        records += 1
+            offset = result.next_offset
+        coordinator.finish_load(partition, load_ms)
+        if records:
+            log.info(
+                "loaded %d record(s) of %s-%d in %.0f ms",
+                records,
+                OFFSETS_TOPIC,
+                partition,
+                (time.monotonic() - started) * 1000,
+            )
+
+    # --- plumbing ------------------------------------------------------------------------------------
+
+    def _park(self) -> tuple[int, asyncio.Future[JoinResult | SyncResult]]:
+        self._next_token += 1
+        fut: asyncio.Future[JoinResult | SyncResult] = asyncio.get_running_loop().create_future()
+        self._waiting[self._next_token] = fut
+        return self._next_token, fut
+
+    def _after(self, *, wake_timers: bool = True) -> None:
+        """Hand out what the coordinator completed, write what it queued, and let the timer loop see
+        any new deadline."""
+        for token, result in self.coordinator.take_completions():
+            fut = self._waiting.pop(token, None)
+            if fut is not None and not fut.done():
+                fut.set_result(result)
+        for partition, records in self.coordinator.take_writes():
+            error = self._append(partition, records)
+            if error != ErrorCode.NONE:
+                log.warning("group metadata write to %s-%d failed: %s", OFFSETS_TOPIC, partition, error.name)
+        if wake_timers:
+            self._wakeup.set()
+
+    def _append(self, partition: int, records: list[tuple[bytes, bytes | None]]) -> ErrorCode:
+        if not records:
+            return ErrorCode.NONE
+        part = self.ctx.replicas.get(OFFSETS_TOPIC, partition)
+        if part is None:
+            return ErrorCode.NOT_LEADER_OR_FOLLOWER
+        now = now_ms()
+        batch = build_batch([Record(key, value) for key, value in records], timestamp_ms=now)
+        return self.ctx.replicas.append(part, memoryview(batch), now).error_code
+
+    def _write(self, plan: WritePlan) -> ErrorCode:
+        """Append a plan's records, then make them visible: nothing is answered before it is logged."""
+        error = self._append(plan.partition, plan.records)
+        if error == ErrorCode.NONE:
+            self.coordinator.apply(plan, now_ms())
+        return error
+
+    async def _ensure_offsets_topic(self) -> None:
+        if OFFSETS_TOPIC in self.ctx.cluster.topics:
+            return
+        if self._creating is None or self._creating.done():
+            self._creating = asyncio.get_running_loop().create_task(
+                self._create_topics([OFFSETS_TOPIC], self.num_partitions)
+            )
+        try:
+            await asyncio.wait_for(asyncio.shield(self._creating), OFFSETS_TOPIC_CREATE_TIMEOUT_S)
+        except TimeoutError:
+            log.warning("creating %s took over %.0f s", OFFSETS_TOPIC, OFFSETS_TOPIC_CREATE_TIMEOUT_S)
+        except Exception:
+            log.exception("creating %s failed", OFFSETS_TOPIC)
+
+    # --- handlers ------------------------------------------------------------------------------------
+
+    async def find_coordinator(self, request: Any, version: int) -> Any:
+        key_type = request.key_type if version >= 1 else COORDINATOR_KEY_TYPE_GROUP
+        if key_type == COORDINATOR_KEY_TYPE_GROUP:
+            # Kafka answers COORDINATOR_NOT_AVAILABLE until the topic exists; waiting for the
+            # controller here saves every first consumer a retry round trip.
+            await self._ensure_offsets_topic()
+        return handlers.handle_find_coordinator(request, version, self.ctx)
+
+    async def join_group(self, request: Any, version: int) -> Any:
+        client_id, peer = CURRENT_CLIENT.get()
+        token, fut = self._park()
+        self.coordinator.join_group(
+            group_api.join_request(request, version, client_id, client_host_of(peer)), token, now_ms()
+        )
+        self._after()
+        result = await fut
+        assert isinstance(result, JoinResult)
+        return group_api.join_response(result, version)
+
+    async def sync_group(self, request: Any, version: int) -> Any:
+        token, fut = self._park()
+        self.coordinator.sync_group(group_api.sync_request(request, version), token, now_ms())
+        self._after()
+        result = await fut
+        assert isinstance(result, SyncResult)
+        return group_api.sync_response(result, version)
+
+    async def heartbeat(self, request: Any, version: int) -> Any:
+        response = group_api.handle_heartbeat(self.coordinator, request, version, now_ms())
+        self._after()
+        return response
+
+    async def leave_group(self, request: Any, version: int) -> Any:
+        response = group_api.handle_leave_group(self.coordinator, request, version, now_ms())
+        self._after()
+        return response
+
+    async def offset_commit(self, request: Any, version: int) -> Any:
+        plan = self.coordinator.commit_offsets(group_api.commit_request(request, version), now_ms())
+        error = self._write(plan) if plan.error_code == ErrorCode.NONE else ErrorCode.NONE
+        self._after()
+        return group_api.commit_response(request, plan, version, error)
+
+    async def offset_fetch(self, request: Any, version: int) -> Any:
+        return group_api.handle_offset_fetch(self.coordinator, request, version)
+
+    async def offset_delete(self, request: Any, version: int) -> Any:
+        plan = group_api.offset_delete_plan(self.coordinator, request)
+        error = self._write(plan) if plan.error_code == ErrorCode.NONE else ErrorCode.NONE
+        self._after()
+        return group_api.offset_delete_response(request, plan, version, error)
+
+    async def list_groups(self, request: Any, version: int) -> Any:
+        return group_api.handle_list_groups(self.coordinator, request, version)
+
+    async def describe_groups(self, request: Any, version: int) -> Any:
+        return group_api.handle_describe_groups(self.coordinator, request, version)
+
+    async def delete_groups(self, request: Any, version: int) -> Any:
+        results: dict[str, ErrorCode] = {}
+        for plan in group_api.delete_groups_plans(self.coordinator, request):
+            error = self._write(plan)
+            for group_id, group_error in plan.group_errors.items():
+                if group_error == ErrorCode.NONE and error != ErrorCode.NONE:
+                    group_error = group_api.append_error_for_commit(error)
+                results[group_id] = group_error
+        self._after()
+        return group_api.delete_groups_response(request, results, version)
