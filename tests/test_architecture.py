@@ -16,6 +16,7 @@ SRC = Path(__file__).resolve().parent.parent / "src" / "pykraft"
 LAYER = {
     "core": 0,
     "protocol": 1,
+    "storage": 1,
     "raft": 2,
     "metadata": 2,
     "log": 2,
@@ -23,8 +24,10 @@ LAYER = {
     "broker": 4,
     "coordinator": 4,
     "io": 5,
+    # PySpark source/sink and pipelines: shell level (pyspark, sockets, files).
+    "spark": 6,
 }
-PURE = {"core", "protocol", "raft", "metadata", "log", "controller", "broker", "coordinator"}
+PURE = {"core", "protocol", "storage", "raft", "metadata", "log", "controller", "broker", "coordinator"}
 FORBIDDEN_IN_PURE = {
     "asyncio",
     "socket",

@@ -14,7 +14,13 @@ from pykraft.core.config import DEFAULT_PROPERTIES, ConfigError, NodeConfig, loa
 log = logging.getLogger("pykraft")
 
 # Modules that add `pykraft <group> ...` commands; each exposes add_subcommands(subparsers).
-COMMAND_MODULES: tuple[str, ...] = ()
+COMMAND_MODULES: tuple[str, ...] = (
+    "pykraft.io.storage_cli",
+    "pykraft.spark.commands",
+    "pykraft.io.metadata_cli",
+    "pykraft.io.groups_cli",
+    "pykraft.io.producers_cli",
+)
 
 
 def _parse_overrides(items: list[str]) -> dict[str, str]:

@@ -12,16 +12,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from kafka.protocol.consumer import (
-    ListOffsetsResponse,
-    OffsetCommitResponse,
-    OffsetFetchResponse,
-)
+from kafka.protocol.consumer import ListOffsetsResponse
 from kafka.protocol.metadata import FindCoordinatorResponse, MetadataResponse
 from kafka.protocol.producer import InitProducerIdResponse, ProduceResponse
 
 from pykraft.broker.producer_id_manager import ProducerIdManager
 from pykraft.broker.replica_manager import Partition, ReplicaManager
+from pykraft.coordinator.offsets_records import OFFSETS_TOPIC, partition_for
 from pykraft.core.errors import ErrorCode
 from pykraft.protocol.fetch import FetchPartitionResponse, FetchResponseData, FetchTopicResponse
 from pykraft.protocol.produce import ProduceRequestData
@@ -80,6 +77,8 @@ class BrokerContext:
     # Asks the controller to create topics (used by Metadata/Produce auto-creation); returns nothing:
     # the topics appear in a later image.
     request_topic_creation: Callable[[list[str]], None] = lambda names: None
+    # Groups map to a partition of __consumer_offsets; its leader is their coordinator.
+    offsets_topic_num_partitions: int = 50
 
 
 # --- Metadata ---------------------------------------------------------------------------------
@@ -136,7 +135,7 @@ def handle_metadata(request: Any, version: int, ctx: BrokerContext) -> Any:
                 error_code=ErrorCode.NONE,
                 name=name,
                 topic_id=view.topic_id,
-                is_internal=False,
+                is_internal=name == OFFSETS_TOPIC,
                 partitions=partitions,
                 authorized_operations=AUTHORIZED_OPERATIONS_OMITTED,
             )
@@ -359,34 +358,42 @@ def handle_init_producer_id(request: Any, version: int, ctx: BrokerContext, now_
     )
 
 
-# --- Groups: coordinator lookup only (group membership is its own issue) ------------------------
+# --- FindCoordinator (the group coordinator itself is pykraft.coordinator) -----------------------
 
 COORDINATOR_KEY_TYPE_GROUP = 0
 COORDINATOR_KEY_TYPE_TRANSACTION = 1
 
 
 def handle_find_coordinator(request: Any, version: int, ctx: BrokerContext) -> Any:
-    me = next((b for b in ctx.cluster.brokers if b.node_id == ctx.node_id), None)
-
-    def answer(key_type: int) -> tuple[ErrorCode, str | None, int, str, int]:
+    def answer(key_type: int, key: str) -> tuple[ErrorCode, str | None, int, str, int]:
         if key_type == COORDINATOR_KEY_TYPE_TRANSACTION:
             return ErrorCode.COORDINATOR_NOT_AVAILABLE, "transactions are not supported yet", -1, "", -1
-        if me is None:
-            return ErrorCode.COORDINATOR_NOT_AVAILABLE, "broker is not registered yet", -1, "", -1
-        return ErrorCode.NONE, None, me.node_id, me.host, me.port
+        if key_type != COORDINATOR_KEY_TYPE_GROUP:
+            return ErrorCode.INVALID_REQUEST, f"unknown coordinator key type {key_type}", -1, "", -1
+        if not key:
+            return ErrorCode.INVALID_GROUP_ID, "the group id is empty", -1, "", -1
+        # The leader of the group's __consumer_offsets partition coordinates the group.
+        offsets = ctx.cluster.topics.get(OFFSETS_TOPIC)
+        index = partition_for(key, ctx.offsets_topic_num_partitions)
+        partitions = offsets.partitions if offsets is not None else ()
+        leader = next((p.leader_id for p in partitions if p.partition_index == index), -1)
+        broker = next((b for b in ctx.cluster.brokers if b.node_id == leader), None)
+        if broker is None:
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE, "the group coordinator is not available", -1, "", -1
+        return ErrorCode.NONE, None, broker.node_id, broker.host, broker.port
 
     key_type = request.key_type if version >= 1 else COORDINATOR_KEY_TYPE_GROUP
     if version >= 4:
         coordinators = []
         for key in request.coordinator_keys:
-            error, message, node_id, host, port = answer(key_type)
+            error, message, node_id, host, port = answer(key_type, key or "")
             coordinators.append(
                 FindCoordinatorResponse.Coordinator(
                     key=key, node_id=node_id, host=host, port=port, error_code=error, error_message=message
                 )
             )
         return FindCoordinatorResponse(version=version, throttle_time_ms=0, coordinators=coordinators)
-    error, message, node_id, host, port = answer(key_type)
+    error, message, node_id, host, port = answer(key_type, request.key or "")
     return FindCoordinatorResponse(
         version=version,
         throttle_time_ms=0,
@@ -396,70 +403,6 @@ def handle_find_coordinator(request: Any, version: int, ctx: BrokerContext) -> A
         host=host,
         port=port,
     )
-
-
-def handle_offset_fetch(request: Any, version: int, ctx: BrokerContext) -> Any:
-    """No committed offsets are stored yet: every partition answers -1 so consumers fall back to
-    ``auto.offset.reset`` instead of hanging."""
-    if version >= 8:
-        groups = []
-        for group in request.groups:
-            topics = [
-                OffsetFetchResponse.OffsetFetchResponseGroup.OffsetFetchResponseTopics(
-                    name=t.name,
-                    partitions=[
-                        OffsetFetchResponse.OffsetFetchResponseGroup.OffsetFetchResponseTopics.OffsetFetchResponsePartitions(
-                            partition_index=p,
-                            committed_offset=-1,
-                            committed_leader_epoch=-1,
-                            metadata="",
-                            error_code=ErrorCode.NONE,
-                        )
-                        for p in t.partition_indexes
-                    ],
-                )
-                for t in (group.topics or [])
-            ]
-            groups.append(
-                OffsetFetchResponse.OffsetFetchResponseGroup(
-                    group_id=group.group_id, topics=topics, error_code=ErrorCode.NONE
-                )
-            )
-        return OffsetFetchResponse(version=version, throttle_time_ms=0, groups=groups)
-    topics = [
-        OffsetFetchResponse.OffsetFetchResponseTopic(
-            name=t.name,
-            partitions=[
-                OffsetFetchResponse.OffsetFetchResponseTopic.OffsetFetchResponsePartition(
-                    partition_index=p,
-                    committed_offset=-1,
-                    committed_leader_epoch=-1,
-                    metadata="",
-                    error_code=ErrorCode.NONE,
-                )
-                for p in t.partition_indexes
-            ],
-        )
-        for t in (request.topics or [])
-    ]
-    return OffsetFetchResponse(version=version, throttle_time_ms=0, topics=topics, error_code=ErrorCode.NONE)
-
-
-def handle_offset_commit(request: Any, version: int, ctx: BrokerContext) -> Any:
-    """Committed offsets are not stored until group coordination lands: say so per partition."""
-    topics = [
-        OffsetCommitResponse.OffsetCommitResponseTopic(
-            name=t.name,
-            partitions=[
-                OffsetCommitResponse.OffsetCommitResponseTopic.OffsetCommitResponsePartition(
-                    partition_index=p.partition_index, error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE
-                )
-                for p in t.partitions
-            ],
-        )
-        for t in request.topics
-    ]
-    return OffsetCommitResponse(version=version, throttle_time_ms=0, topics=topics)
 
 
 # --- DeleteRecords ------------------------------------------------------------------------------

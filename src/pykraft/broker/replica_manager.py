@@ -12,7 +12,12 @@ from typing import Protocol
 
 from pykraft.core.errors import ErrorCode, KafkaError
 from pykraft.log.partition_log import LogConfig, PartitionLog
-from pykraft.log.producer_state import ProducerStateManager
+from pykraft.log.producer_snapshot import delete_snapshots_below, recover_producer_state, write_snapshot
+from pykraft.log.producer_state import (
+    DUPLICATE_WINDOW_DEFAULT,
+    RETAINED_BATCHES_DEFAULT,
+    ProducerStateManager,
+)
 from pykraft.protocol.records import BatchHeader, InvalidBatchError, validate_batches
 
 TopicPartition = tuple[str, int]
@@ -60,13 +65,21 @@ class ReplicaManager:
         *,
         message_max_bytes: int,
         producer_id_expiration_ms: int,
-        retained_batches: int = 5,
+        retained_batches: int = RETAINED_BATCHES_DEFAULT,
+        duplicate_window: int = DUPLICATE_WINDOW_DEFAULT,
+        producer_id_expiration_check_interval_ms: int = 600_000,
     ) -> None:
         self.opener = opener
         self.log_config = log_config
         self.message_max_bytes = message_max_bytes
         self.producer_id_expiration_ms = producer_id_expiration_ms
+        # KIP-758 (issue 5): producer.state.retained.batches, max.in.flight.sequence.number.per.connection.
         self.retained_batches = retained_batches
+        self.duplicate_window = duplicate_window
+        self.producer_id_expiration_check_interval_ms = producer_id_expiration_check_interval_ms
+        self._next_expiration_check_ms: int | None = None
+        # One line per producer-state snapshot given up on load; the shell logs and clears them.
+        self.warnings: list[str] = []
         self.partitions: dict[TopicPartition, Partition] = {}
 
     # --- lifecycle, driven by the metadata image -------------------------------------------------
@@ -80,11 +93,12 @@ class ReplicaManager:
         state = ProducerStateManager(
             retained_batches=self.retained_batches,
             producer_id_expiration_ms=self.producer_id_expiration_ms,
+            duplicate_window=self.duplicate_window,
         )
-        # Kafka rebuilds producer state from the log on load (snapshots come with KIP-758's issue);
-        # headers only, no per-record work.
-        for header in log.batch_headers():
-            state.replay(header, now_ms)
+        # The newest producer-state snapshot, then batch headers after it (kafka-facts.md §2.6).
+        self.warnings.extend(
+            f"{topic}-{partition_index}/{line}" for line in recover_producer_state(log, state, now_ms)
+        )
         part = Partition(topic, partition_index, log, state)
         self.partitions[key] = part
         return part
@@ -131,7 +145,12 @@ class ReplicaManager:
                 base_offset=check.duplicate.first_offset,
                 log_start_offset=part.log.log_start_offset,
             )
+        rolled_from = part.log.active_segment_base_offset
         info = part.log.append(records, headers)
+        if part.log.active_segment_base_offset != rolled_from:
+            # Kafka snapshots producer state at every roll, as of the new segment's base offset, which
+            # is where the state stands before this append's batches (UnifiedLog.roll).
+            write_snapshot(part.log.store, part.producer_state)
         assigned: list[BatchHeader] = []
         next_offset = info.first_offset
         for header in headers:
@@ -161,9 +180,20 @@ class ReplicaManager:
     def apply_retention(self, now_ms: int) -> int:
         deleted = 0
         for part in self.partitions.values():
-            deleted += len(part.log.apply_retention(now_ms))
-            part.producer_state.remove_expired(now_ms)
+            removed = part.log.apply_retention(now_ms)
+            if removed:
+                deleted += len(removed)
+                delete_snapshots_below(part.log.store, part.log.log_start_offset)
+        self.expire_producers(now_ms)
         return deleted
+
+    def expire_producers(self, now_ms: int) -> int:
+        """The producer.id.expiration.check.interval.ms timer (KIP-360: expiration is the only way
+        producer state goes; retention and DeleteRecords leave it). Returns producers removed."""
+        if self._next_expiration_check_ms is not None and now_ms < self._next_expiration_check_ms:
+            return 0
+        self._next_expiration_check_ms = now_ms + self.producer_id_expiration_check_interval_ms
+        return sum(len(part.producer_state.remove_expired(now_ms)) for part in self.partitions.values())
 
     def flush_all(self) -> None:
         for part in self.partitions.values():
@@ -171,5 +201,7 @@ class ReplicaManager:
 
     def close_all(self) -> None:
         for part in self.partitions.values():
+            # Clean shutdown: a snapshot at the log end, so the next start reads no log at all.
+            write_snapshot(part.log.store, part.producer_state)
             part.log.close()
         self.partitions.clear()

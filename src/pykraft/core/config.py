@@ -54,6 +54,21 @@ class NodeConfig:
     socket_request_max_bytes: int = 104857600
     message_max_bytes: int = 1048588
     producer_id_expiration_ms: int = 86400000
+    # KIP-758 producer state (issue 5): 1 batch + a duplicate window; 5 = Kafka's classic mode.
+    producer_state_retained_batches: int = 1
+    max_in_flight_sequence_number_per_connection: int = 10000000
+    producer_id_expiration_check_interval_ms: int = 600000
+    # KIP-630 metadata snapshots and metadata-log cleaning (kafka-facts §4.5).
+    metadata_log_max_record_bytes_between_snapshots: int = 20971520
+    metadata_log_max_snapshot_interval_ms: int = 3600000
+    metadata_max_retention_bytes: int = 104857600
+    metadata_max_retention_ms: int = 604800000
+    metadata_log_segment_bytes: int = 1073741824
+    # Classic consumer groups (issue 7).
+    offsets_topic_num_partitions: int = 50
+    group_min_session_timeout_ms: int = 6000
+    group_max_session_timeout_ms: int = 1800000
+    group_initial_rebalance_delay_ms: int = 3000
     ignored: tuple[str, ...] = field(default=())
 
     @property
@@ -186,6 +201,18 @@ USED_PROPERTIES: Final[frozenset[str]] = frozenset(
         "socket.request.max.bytes",
         "message.max.bytes",
         "producer.id.expiration.ms",
+        "producer.state.retained.batches",
+        "max.in.flight.sequence.number.per.connection",
+        "producer.id.expiration.check.interval.ms",
+        "metadata.log.max.record.bytes.between.snapshots",
+        "metadata.log.max.snapshot.interval.ms",
+        "metadata.max.retention.bytes",
+        "metadata.max.retention.ms",
+        "metadata.log.segment.bytes",
+        "offsets.topic.num.partitions",
+        "group.min.session.timeout.ms",
+        "group.max.session.timeout.ms",
+        "group.initial.rebalance.delay.ms",
     }
 )
 
@@ -257,6 +284,16 @@ def load_config(text: str, overrides: dict[str, str] | None = None) -> NodeConfi
     if retention_ms is None:
         retention_ms = _int(props, "log.retention.hours", 168) * 3_600_000
 
+    retained_batches = _int(props, "producer.state.retained.batches", 1, minimum=1)
+    if retained_batches > 127:
+        raise ConfigError(f"producer.state.retained.batches: {retained_batches} is above the maximum 127")
+    duplicate_window = _int(props, "max.in.flight.sequence.number.per.connection", 10000000, minimum=0)
+    if duplicate_window > 1 << 30:
+        # Half the sequence space or more would make "already appended" and "not yet sent" overlap.
+        raise ConfigError(
+            f"max.in.flight.sequence.number.per.connection: {duplicate_window} is above the maximum {1 << 30}"
+        )
+
     ignored = tuple(sorted(k for k in props if k not in USED_PROPERTIES))
     return NodeConfig(
         node_id=node_id,
@@ -278,5 +315,23 @@ def load_config(text: str, overrides: dict[str, str] | None = None) -> NodeConfi
         socket_request_max_bytes=_int(props, "socket.request.max.bytes", 104857600, minimum=1),
         message_max_bytes=_int(props, "message.max.bytes", 1048588, minimum=0),
         producer_id_expiration_ms=_int(props, "producer.id.expiration.ms", 86400000, minimum=1),
+        producer_state_retained_batches=retained_batches,
+        max_in_flight_sequence_number_per_connection=duplicate_window,
+        producer_id_expiration_check_interval_ms=_int(
+            props, "producer.id.expiration.check.interval.ms", 600000, minimum=1
+        ),
+        metadata_log_max_record_bytes_between_snapshots=_int(
+            props, "metadata.log.max.record.bytes.between.snapshots", 20971520, minimum=1
+        ),
+        metadata_log_max_snapshot_interval_ms=_int(
+            props, "metadata.log.max.snapshot.interval.ms", 3600000, minimum=0
+        ),
+        metadata_max_retention_bytes=_int(props, "metadata.max.retention.bytes", 104857600),
+        metadata_max_retention_ms=_int(props, "metadata.max.retention.ms", 604800000),
+        metadata_log_segment_bytes=_int(props, "metadata.log.segment.bytes", 1073741824, minimum=100),
+        offsets_topic_num_partitions=_int(props, "offsets.topic.num.partitions", 50, minimum=1),
+        group_min_session_timeout_ms=_int(props, "group.min.session.timeout.ms", 6000, minimum=1),
+        group_max_session_timeout_ms=_int(props, "group.max.session.timeout.ms", 1800000, minimum=1),
+        group_initial_rebalance_delay_ms=_int(props, "group.initial.rebalance.delay.ms", 3000, minimum=0),
         ignored=ignored,
     )

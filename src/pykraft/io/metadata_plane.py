@@ -27,11 +27,14 @@ from pykraft.controller.result import ControllerResult
 from pykraft.core.config import NodeConfig
 from pykraft.core.errors import ErrorCode
 from pykraft.io.file_store import FileSegmentStore
+from pykraft.io.meta_properties_files import ClusterIdConflictError, ClusterIdPublisher
 from pykraft.io.raft_log import METADATA_PARTITION_DIR, FileRaftLog
+from pykraft.io.snapshots import FileSnapshotStore, MetadataSnapshots
 from pykraft.log.partition_log import PartitionLog
 from pykraft.metadata.delta import MetadataDelta
 from pykraft.metadata.image import BrokerEndpoint, MetadataImage
 from pykraft.metadata.records import ApiMessageAndVersion, decode_metadata_record, encode_metadata_record
+from pykraft.raft.messages import OffsetAndEpoch
 from pykraft.raft.node import RaftNode
 from pykraft.raft.quorum_state import decode_quorum_state, encode_quorum_state
 from pykraft.raft.state import Role
@@ -68,6 +71,7 @@ class MetadataPlane:
         self.image = MetadataImage.EMPTY
         self.controller = QuorumController(rng=rng, default_num_partitions=config.num_partitions)
         self.raft_log: FileRaftLog | None = None
+        self.snapshots: MetadataSnapshots | None = None
         self.raft: RaftNode | None = None
         self._controller_active = False
         self._commit_waiters: list[tuple[int, asyncio.Future[None]]] = []
@@ -79,18 +83,29 @@ class MetadataPlane:
         self._advertised: tuple[str, int] | None = None
         self._broker_epoch = -1
         self._meta_dir = os.path.join(config.metadata_log_dir, METADATA_PARTITION_DIR)
+        # KIP-1262: the single writer of cluster.id (set by the node before start) and the id readers see.
+        self.cluster_id_publisher: ClusterIdPublisher | None = None
+        self.cluster_id: str | None = None
 
     # --- lifecycle --------------------------------------------------------------------------------
 
     async def start(self) -> None:
         os.makedirs(self._meta_dir, exist_ok=True)
-        plog = PartitionLog.open(FileSegmentStore(self._meta_dir), FileRaftLog.config())
+        plog = PartitionLog.open(
+            FileSegmentStore(self._meta_dir), FileRaftLog.config(self.config.metadata_log_segment_bytes)
+        )
         self.raft_log = FileRaftLog(plog)
+        # KIP-630: the snapshots (the raft core asks the first Ready to load the latest one).
+        self.snapshots = MetadataSnapshots(
+            self.config, FileSnapshotStore.open(self._meta_dir, plog.log_start_offset), now_ms()
+        )
         quorum_state = None
         qs_path = os.path.join(self.config.metadata_log_dir, QUORUM_STATE_FILE)
         if os.path.exists(qs_path):
             with open(qs_path, "rb") as fh:
                 quorum_state = decode_quorum_state(fh.read())
+        if self.cluster_id_publisher is not None:
+            self.cluster_id = self.cluster_id_publisher.cluster_id
         self.raft = RaftNode(
             self.config.node_id,
             frozenset(self.config.controller_quorum_voters),
@@ -98,6 +113,8 @@ class MetadataPlane:
             quorum_state,
             self.rng,
             now_ms(),
+            cluster_id=self.cluster_id,
+            snapshots=self.snapshots.store,
         )
         started = time.monotonic()
         self._task = asyncio.get_running_loop().create_task(self._drive())
@@ -105,7 +122,9 @@ class MetadataPlane:
         # Activation records: the bootstrap records into an empty log, or the abort of a metadata
         # transaction a previous leader left open (Kafka ActivationRecordsGenerator).
         self.controller.note_log_end_offset(self._log().end_offset)
-        await self._write(self.controller.activate())
+        publisher = self.cluster_id_publisher
+        minted = publisher.activation_cluster_id(self.rng) if publisher is not None else None
+        await self._write(self.controller.activate(cluster_id=minted))
         log.info(
             "metadata log loaded to offset %d in %.0f ms",
             self.image.offset,
@@ -155,6 +174,9 @@ class MetadataPlane:
                 log.debug(
                     "dropping %d raft message(s): no peers on a single-voter quorum", len(ready.messages)
                 )
+            if ready.load_snapshot is not None:
+                self._load_snapshot(ready.load_snapshot)
+                changed = True
             if ready.committed:
                 self._apply_committed(ready.committed)
                 changed = True
@@ -169,6 +191,10 @@ class MetadataPlane:
                 self._active.set()
         if changed:
             self._publish()
+        if self.snapshots is not None:
+            if changed:
+                self.snapshots.maybe_snapshot(self.image, raft, now_ms())
+            self.snapshots.maybe_clean(raft, now_ms())
 
     def _apply_committed(self, committed: Any) -> None:
         delta = MetadataDelta(self.image)
@@ -185,8 +211,22 @@ class MetadataPlane:
                     self.controller.replay(record, offset)
                 delta.replay(record, offset, batch.epoch)
         self.image = delta.apply()
+        if self.snapshots is not None:
+            self.snapshots.note_committed(committed)
+
+    def _load_snapshot(self, snapshot_id: OffsetAndEpoch) -> None:
+        """KIP-630 handleLoadSnapshot: image and controller from the snapshot's records (replay is the
+        only mutation), then the log after it."""
+        assert self.snapshots is not None
+        self.image, records = self.snapshots.load(snapshot_id)
+        if self.controller.next_write_offset != 0:
+            self.controller = QuorumController(
+                rng=self.rng, default_num_partitions=self.config.num_partitions
+            )
+        self.controller.replay_snapshot(records, snapshot_id.offset)
 
     def _publish(self) -> None:
+        self._publish_cluster_id()
         self.on_image()
         hw = self.raft.high_watermark if self.raft is not None else 0
         waiting = []
@@ -197,6 +237,24 @@ class MetadataPlane:
             else:
                 waiting.append((offset, fut))
         self._commit_waiters = waiting
+
+    def _publish_cluster_id(self) -> None:
+        """KIP-1262 persist-before-use: every meta.properties carries the image's cluster id before
+        Metadata responses or raft's cluster-id check see it."""
+        discovered = self.image.cluster_id
+        if discovered is None or discovered == self.cluster_id:
+            return
+        if self.cluster_id_publisher is not None:
+            try:
+                self.cluster_id = self.cluster_id_publisher.publish(discovered)
+            except ClusterIdConflictError as exc:
+                # Only a leader that ignored our cluster id can get here (multi-node); never expose it.
+                log.critical("%s", exc)
+                return
+        else:
+            self.cluster_id = discovered
+        if self.raft is not None:
+            self.raft.cluster_id = self.cluster_id
 
     def _log(self) -> FileRaftLog:
         assert self.raft_log is not None
@@ -348,7 +406,7 @@ class MetadataPlane:
             for name, topic in image.topics.topics_by_name.items()
         }
         return ClusterView(
-            cluster_id=image.cluster_id,
+            cluster_id=self.cluster_id,
             controller_id=self.config.node_id,
             brokers=tuple(brokers),
             topics=topics,

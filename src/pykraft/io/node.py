@@ -18,18 +18,23 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from pykraft.broker import handlers
+from pykraft.broker.producer_admin import handle_describe_configs, handle_describe_producers
 from pykraft.broker.producer_id_manager import AllocateProducerIdsResponseData, ProducerIdManager
 from pykraft.broker.replica_manager import ReplicaManager
 from pykraft.core.config import NodeConfig
 from pykraft.core.errors import ErrorCode, RemoteProtocolError
 from pykraft.io.file_store import FileSegmentStore
+from pykraft.io.group_service import CURRENT_CLIENT, GroupService
+from pykraft.io.meta_properties_files import prepare_log_dirs
 from pykraft.io.metadata_plane import MetadataPlane
 from pykraft.io.server import ConnectionInfo, KafkaServer
+from pykraft.io.snapshots import SnapshotStateError
 from pykraft.log.partition_log import LogConfig, PartitionLog
 from pykraft.protocol import messages
 from pykraft.protocol.fetch import encode_fetch_response
 from pykraft.protocol.messages import ApiKey, RequestHeader
 from pykraft.protocol.produce import decode_produce_request
+from pykraft.storage.meta_properties import MetaPropertiesError
 
 log = logging.getLogger("pykraft.node")
 
@@ -79,9 +84,13 @@ class Node:
             ),
             message_max_bytes=config.message_max_bytes,
             producer_id_expiration_ms=config.producer_id_expiration_ms,
+            retained_batches=config.producer_state_retained_batches,
+            duplicate_window=config.max_in_flight_sequence_number_per_connection,
+            producer_id_expiration_check_interval_ms=config.producer_id_expiration_check_interval_ms,
         )
         self.producer_ids = ProducerIdManager(config.node_id)
         self.ctx: handlers.BrokerContext | None = None
+        self.groups: GroupService | None = None
         self._data_arrived: asyncio.Future[None] | None = None
         self._tasks: set[asyncio.Task[Any]] = set()
         self._stopped = False
@@ -91,13 +100,25 @@ class Node:
 
     async def start(self) -> None:
         config = self.config
+        try:
+            # KIP-1262: check every meta.properties (and the metadata log's cluster id) before anything
+            # writes to the dirs; then write V2 files where missing. A refusal changes nothing on disk.
+            publisher = prepare_log_dirs(config.log_dirs, config.metadata_log_dir, config.node_id, self.rng)
+        except MetaPropertiesError as exc:
+            raise StartupError(str(exc)) from None
+        except OSError as exc:
+            raise StartupError(f"log.dirs: cannot write {exc.filename}: {exc.strerror}") from None
         for directory in (*config.log_dirs, config.metadata_log_dir):
             try:
                 os.makedirs(directory, exist_ok=True)
             except OSError as exc:
                 raise StartupError(f"log.dirs: cannot create {directory}: {exc.strerror}") from None
         self.metadata = MetadataPlane(config, self.rng, on_image=self._on_image)
-        await self.metadata.start()
+        self.metadata.cluster_id_publisher = publisher
+        try:
+            await self.metadata.start()
+        except SnapshotStateError as exc:
+            raise StartupError(str(exc)) from None
         self.ctx = handlers.BrokerContext(
             node_id=config.node_id,
             cluster=self.metadata.cluster_view(),
@@ -105,12 +126,16 @@ class Node:
             producer_ids=self.producer_ids,
             auto_create_topics_enable=config.auto_create_topics_enable,
             request_topic_creation=self._request_topic_creation,
+            offsets_topic_num_partitions=config.offsets_topic_num_partitions,
         )
+        self.groups = GroupService(config, self.ctx, self.metadata.create_topics_by_name, self.rng)
         self._on_image()
         self._request_handlers = self._build_request_handlers()
         advertised = config.advertised_for(config.client_listener.listener_name)
         broker_epoch = await self.metadata.register_broker(
-            advertised.host, self.client_port or advertised.port
+            # advertised.listeners wins (a proxy or NAT in front of the node), as in Kafka.
+            advertised.host,
+            advertised.port or self.client_port,
         )
         self.producer_ids.broker_epoch = broker_epoch
         # Ask for the first producer-id block now so the first InitProducerId rarely waits (KIP-730).
@@ -133,6 +158,7 @@ class Node:
             # Ephemeral port (tests): advertise the port actually bound.
             await self.metadata.update_advertised_port(self.client_port)
         self._spawn(self._housekeeping())
+        self._spawn(self.groups.run_timers())
 
     async def stop(self) -> None:
         if self._stopped:
@@ -181,10 +207,15 @@ class Node:
                 self.replicas.remove_partition(topic, partition)
         for topic, partition in wanted:
             self.replicas.ensure_partition(topic, partition, now)
+        for warning in self.replicas.warnings:
+            log.warning("producer-state snapshot %s", warning)
+        self.replicas.warnings.clear()
         for removed in self.metadata.take_removed_topics():
             for partition in removed[1]:
                 self.replicas.remove_partition(removed[0], partition)
         self.ctx.cluster = view
+        if self.groups is not None:
+            self.groups.on_image(view)
 
     def _request_topic_creation(self, names: list[str]) -> None:
         assert self.metadata is not None
@@ -247,6 +278,8 @@ class Node:
                 return None
             return [messages.encode_response(header, response)]
         request = messages.decode_request(header, view)
+        if key == ApiKey.JOIN_GROUP:
+            CURRENT_CLIENT.set((header.client_id or "", conn.peer))
         if key == ApiKey.FETCH:
             return await self._fetch(header, request)
         handler = self._request_handlers.get(key)
@@ -277,12 +310,15 @@ class Node:
             ApiKey.METADATA: sync(handlers.handle_metadata),
             ApiKey.LIST_OFFSETS: sync(handlers.handle_list_offsets),
             ApiKey.INIT_PRODUCER_ID: init_producer_id,
-            ApiKey.FIND_COORDINATOR: sync(handlers.handle_find_coordinator),
-            ApiKey.OFFSET_FETCH: sync(handlers.handle_offset_fetch),
-            ApiKey.OFFSET_COMMIT: sync(handlers.handle_offset_commit),
             ApiKey.CREATE_TOPICS: metadata.handle_create_topics,
             ApiKey.DELETE_TOPICS: metadata.handle_delete_topics,
             ApiKey.DELETE_RECORDS: sync(handlers.handle_delete_records),
+            ApiKey.DESCRIBE_PRODUCERS: sync(handle_describe_producers),
+            ApiKey.DESCRIBE_CONFIGS: sync(
+                lambda request, version, ctx: handle_describe_configs(request, version, ctx, self.config)
+            ),
+            # FindCoordinator, the group APIs and committed offsets (io/group_service.py).
+            **(self.groups.request_handlers() if self.groups is not None else {}),
         }
 
     async def _fetch(self, header: RequestHeader, request: Any) -> list[bytes | bytearray | memoryview]:

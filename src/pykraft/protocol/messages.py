@@ -130,14 +130,26 @@ SUPPORTED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     ApiKey.FETCH: (4, 12),
     ApiKey.LIST_OFFSETS: (1, 7),
     ApiKey.METADATA: (0, 12),
-    ApiKey.OFFSET_COMMIT: (2, 8),
-    ApiKey.OFFSET_FETCH: (1, 7),
+    # Classic consumer groups (coordinator/): OffsetCommit/OffsetFetch stop before v10 (topic ids).
+    ApiKey.OFFSET_COMMIT: (2, 9),
+    ApiKey.OFFSET_FETCH: (1, 9),
     ApiKey.FIND_COORDINATOR: (0, 4),
+    ApiKey.JOIN_GROUP: (0, 9),
+    ApiKey.HEARTBEAT: (0, 4),
+    ApiKey.LEAVE_GROUP: (0, 5),
+    ApiKey.SYNC_GROUP: (0, 5),
+    ApiKey.DESCRIBE_GROUPS: (0, 5),
+    ApiKey.LIST_GROUPS: (0, 5),
+    ApiKey.DELETE_GROUPS: (0, 2),
+    ApiKey.OFFSET_DELETE: (0, 0),
     ApiKey.API_VERSIONS: (0, 4),
     ApiKey.CREATE_TOPICS: (2, 7),
     ApiKey.DELETE_TOPICS: (1, 6),
     ApiKey.DELETE_RECORDS: (0, 2),
     ApiKey.INIT_PRODUCER_ID: (0, 4),
+    # Producer state (issue 5): KIP-758's window is advertised as a broker config; KIP-664 view.
+    ApiKey.DESCRIBE_CONFIGS: (1, 4),
+    ApiKey.DESCRIBE_PRODUCERS: (0, 0),
 }
 
 
@@ -230,7 +242,8 @@ _VERSION_RANGES: dict[int, tuple[int, int]] = {
 _FLEXIBLE_FROM: dict[int, int] = {
     key: int(cls._flexible_versions[0])
     for key, cls in _REQUEST_CLASSES.items()
-    if cls._flexible_versions is not None
+    # "flexibleVersions": "none" loads as (-1, -1): never flexible (OffsetDelete, SaslHandshake).
+    if cls._flexible_versions is not None and cls._flexible_versions[0] >= 0
 }
 
 
