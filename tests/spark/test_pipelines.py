@@ -126,3 +126,35 @@ def test_eos_verify_passes_clean_topics_and_catches_duplicates_and_losses(
     expected.write_text("\n".join([*values, "never-sent"]) + "\n")
     assert main([*args, "--data-dir", data]) == 1
     assert "1 expected record(s) never arrived, e.g. ['never-sent']" in capsys.readouterr().out
+
+
+def test_pid_audit_reads_real_snapshots_next_to_the_log(spark: Any, tmp_path: Any, capsys: Any) -> None:
+    """A node with a tiny snapshot trigger leaves .checkpoint files (KIP-630); the audit reads them
+    too, where the latest block appears with broker -1 as Kafka writes it."""
+    from kafka.protocol.producer import InitProducerIdRequest, InitProducerIdResponse
+
+    from tests.raw_client import RawClient
+
+    data = str(tmp_path / "node")
+    overrides = {"metadata.log.max.record.bytes.between.snapshots": "300"}
+    with running_node(data, overrides=overrides) as node, RawClient(node.bootstrap_servers) as client:
+        ids = 0
+        while ids < 2500:  # three blocks of 1000 (KIP-730)
+            resp = client.request(
+                InitProducerIdRequest(transactional_id=None, transaction_timeout_ms=1000),
+                InitProducerIdResponse,
+                4,
+            )
+            ids += resp.error_code == 0
+        create_topic(node.bootstrap_servers, "after-blocks", 1)
+    snapshots = [
+        f for f in os.listdir(os.path.join(data, "__cluster_metadata-0")) if f.endswith(".checkpoint")
+    ]
+    assert snapshots
+    out = str(tmp_path / "audit")
+    assert main(["pipeline", "pid-audit", "--metadata-dir", data, "--out", out]) == 0
+    assert "OK: no violations" in capsys.readouterr().out
+    blocks = spark.read.parquet(os.path.join(out, "producer_id_blocks.parquet")).collect()
+    log_blocks = sorted((b.first_id, b.last_id) for b in blocks if b.kind == "log")
+    assert log_blocks[:3] == [(0, 999), (1000, 1999), (2000, 2999)]
+    assert any(b.kind == "snapshot" and b.broker_id == -1 for b in blocks)
