@@ -332,3 +332,83 @@ _fetch_data = st.builds(
 @given(correlation_id=_int32, version=st.sampled_from(list(FETCH_VERSIONS)), data=_fetch_data)
 def test_fetch_encode_hypothesis(correlation_id: int, version: int, data: FetchResponseData) -> None:
     _check_fetch(correlation_id, version, data)
+
+
+# --- Produce response: hand-encoded, byte-identical to kafka-python ----------------------------------
+
+from kafka.protocol.producer import ProduceResponse  # noqa: E402
+
+from pykraft.protocol.produce import (  # noqa: E402
+    ProducePartitionResult,
+    ProduceTopicResult,
+    encode_produce_response,
+)
+
+_produce_partition = st.builds(
+    ProducePartitionResult,
+    index=st.integers(0, 2**31 - 1),
+    error_code=st.integers(-1, 130),
+    base_offset=st.integers(-1, 2**63 - 1),
+    log_append_time_ms=st.integers(-1, 2**63 - 1),
+    log_start_offset=st.integers(-1, 2**63 - 1),
+    error_message=st.none() | st.text(max_size=20),
+)
+_produce_topics = st.lists(
+    st.builds(
+        ProduceTopicResult,
+        name=st.text(min_size=1, max_size=20),
+        partitions=st.lists(_produce_partition, max_size=4),
+    ),
+    max_size=4,
+)
+
+
+def _library_produce_response(
+    correlation_id: int, version: int, topics: list[ProduceTopicResult], throttle_time_ms: int
+) -> bytes:
+    response = ProduceResponse(
+        version=version,
+        throttle_time_ms=throttle_time_ms,
+        responses=[
+            ProduceResponse.TopicProduceResponse(
+                name=t.name,
+                partition_responses=[
+                    ProduceResponse.TopicProduceResponse.PartitionProduceResponse(
+                        index=p.index,
+                        error_code=p.error_code,
+                        base_offset=p.base_offset,
+                        log_append_time_ms=p.log_append_time_ms,
+                        log_start_offset=p.log_start_offset,
+                        record_errors=[],
+                        error_message=p.error_message,
+                    )
+                    for p in t.partitions
+                ],
+            )
+            for t in topics
+        ],
+    )
+    response.with_header(correlation_id=correlation_id)
+    return bytes(response.encode(header=True, framed=True))
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    version=st.integers(3, 11),
+    correlation_id=st.integers(-(2**31), 2**31 - 1),
+    topics=_produce_topics,
+    throttle_time_ms=st.integers(0, 2**31 - 1),
+)
+def test_produce_response_is_byte_identical_to_kafka_python(
+    version: int, correlation_id: int, topics: list[ProduceTopicResult], throttle_time_ms: int
+) -> None:
+    ours = bytes(encode_produce_response(correlation_id, version, topics, throttle_time_ms))
+    assert ours == _library_produce_response(correlation_id, version, topics, throttle_time_ms)
+    decoded = ProduceResponse.decode(ours[4:], version=version, header=True)
+    assert decoded.header.correlation_id == correlation_id
+
+
+def test_produce_response_rejects_versions_outside_the_range() -> None:
+    for version in (2, 12):
+        with pytest.raises(ValueError):
+            encode_produce_response(1, version, [])

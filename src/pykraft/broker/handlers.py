@@ -14,14 +14,14 @@ from typing import Any
 
 from kafka.protocol.consumer import ListOffsetsResponse
 from kafka.protocol.metadata import FindCoordinatorResponse, MetadataResponse
-from kafka.protocol.producer import InitProducerIdResponse, ProduceResponse
+from kafka.protocol.producer import InitProducerIdResponse
 
 from pykraft.broker.producer_id_manager import ProducerIdManager
 from pykraft.broker.replica_manager import Partition, ReplicaManager
 from pykraft.coordinator.offsets_records import OFFSETS_TOPIC, partition_for
 from pykraft.core.errors import ErrorCode
 from pykraft.protocol.fetch import FetchPartitionResponse, FetchResponseData, FetchTopicResponse
-from pykraft.protocol.produce import ProduceRequestData
+from pykraft.protocol.produce import ProducePartitionResult, ProduceRequestData, ProduceTopicResult
 
 # ListOffsets special timestamps (ListOffsetsRequest.java).
 LATEST_TIMESTAMP = -1
@@ -170,11 +170,13 @@ def is_valid_topic_name(name: str) -> bool:
 VALID_ACKS = (-1, 0, 1)
 
 
-def handle_produce(request: ProduceRequestData, version: int, ctx: BrokerContext, now_ms: int) -> Any:
-    responses = []
+def handle_produce(
+    request: ProduceRequestData, version: int, ctx: BrokerContext, now_ms: int
+) -> list[ProduceTopicResult]:
+    responses: list[ProduceTopicResult] = []
     to_create: list[str] = []
     for topic in request.topics:
-        partition_responses = []
+        partition_responses: list[ProducePartitionResult] = []
         view = ctx.cluster.topics.get(topic.name)
         if view is None and ctx.auto_create_topics_enable and is_valid_topic_name(topic.name):
             to_create.append(topic.name)
@@ -203,22 +205,19 @@ def handle_produce(request: ProduceRequestData, version: int, ctx: BrokerContext
                 )
                 message = result.error_message
             partition_responses.append(
-                ProduceResponse.TopicProduceResponse.PartitionProduceResponse(
+                ProducePartitionResult(
                     index=pdata.index,
                     error_code=error,
                     base_offset=base_offset,
-                    log_append_time_ms=-1,
                     log_start_offset=log_start_offset,
-                    record_errors=[],
                     error_message=message,
                 )
             )
-        responses.append(
-            ProduceResponse.TopicProduceResponse(name=topic.name, partition_responses=partition_responses)
-        )
+        responses.append(ProduceTopicResult(topic.name, partition_responses))
     if to_create:
         ctx.request_topic_creation(to_create)
-    return ProduceResponse(version=version, responses=responses, throttle_time_ms=0)
+    # Encoded by protocol.produce.encode_produce_response (hand-written: the small-request hot path).
+    return responses
 
 
 # --- Fetch ------------------------------------------------------------------------------------

@@ -33,7 +33,7 @@ from pykraft.log.partition_log import LogConfig, PartitionLog
 from pykraft.protocol import messages
 from pykraft.protocol.fetch import encode_fetch_response
 from pykraft.protocol.messages import ApiKey, RequestHeader
-from pykraft.protocol.produce import decode_produce_request
+from pykraft.protocol.produce import decode_produce_request, encode_produce_response
 from pykraft.storage.meta_properties import MetaPropertiesError
 
 log = logging.getLogger("pykraft.node")
@@ -272,11 +272,11 @@ class Node:
         assert ctx is not None
         if key == ApiKey.PRODUCE:
             produce = decode_produce_request(view[header.body_offset :], version)
-            response = handlers.handle_produce(produce, version, ctx, now_ms())
+            results = handlers.handle_produce(produce, version, ctx, now_ms())
             self._notify_data()
             if produce.acks == 0:
                 return None
-            return [messages.encode_response(header, response)]
+            return [encode_produce_response(header.correlation_id, version, results)]
         request = messages.decode_request(header, view)
         if key == ApiKey.JOIN_GROUP:
             CURRENT_CLIENT.set((header.client_id or "", conn.peer))

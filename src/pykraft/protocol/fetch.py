@@ -24,6 +24,8 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass, field
 
+from pykraft.protocol.wire import put_array_count, put_string, put_uvarint
+
 FETCH_MIN_VERSION = 4
 FETCH_MAX_VERSION = 12
 FETCH_FIRST_FLEXIBLE_VERSION = 12
@@ -67,29 +69,6 @@ class FetchResponseData:
     topics: list[FetchTopicResponse] = field(default_factory=list)
 
 
-def _put_uvarint(out: bytearray, value: int) -> None:
-    while value >= 0x80:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-
-
-def _put_string(out: bytearray, text: str, flexible: bool) -> None:
-    raw = text.encode("utf-8")
-    if flexible:
-        _put_uvarint(out, len(raw) + 1)
-    else:
-        out += _INT16.pack(len(raw))
-    out += raw
-
-
-def _put_array_count(out: bytearray, count: int, flexible: bool) -> None:
-    if flexible:
-        _put_uvarint(out, count + 1)
-    else:
-        out += _INT32.pack(count)
-
-
 def encode_fetch_response(
     correlation_id: int, version: int, response: FetchResponseData
 ) -> list[bytes | bytearray | memoryview]:
@@ -109,10 +88,10 @@ def encode_fetch_response(
     parts: list[bytes | bytearray | memoryview] = [head]
     out = head
     total_size = 0  # bytes in finished parts other than ``out``
-    _put_array_count(out, len(response.topics), flexible)
+    put_array_count(out, len(response.topics), flexible)
     for topic in response.topics:
-        _put_string(out, topic.topic, flexible)
-        _put_array_count(out, len(topic.partitions), flexible)
+        put_string(out, topic.topic, flexible)
+        put_array_count(out, len(topic.partitions), flexible)
         for partition in topic.partitions:
             out += _PARTITION_FIXED.pack(
                 partition.partition_index,
@@ -129,7 +108,7 @@ def encode_fetch_response(
                 else:
                     out += _INT32.pack(-1)
             else:
-                _put_array_count(out, len(aborted), flexible)
+                put_array_count(out, len(aborted), flexible)
                 for producer_id, first_offset in aborted:
                     out += _ABORTED.pack(producer_id, first_offset)
                     if flexible:
@@ -139,7 +118,7 @@ def encode_fetch_response(
             chunks = [chunk for chunk in partition.records if len(chunk)]
             records_size = sum(len(chunk) for chunk in chunks)
             if flexible:
-                _put_uvarint(out, records_size + 1)
+                put_uvarint(out, records_size + 1)
             else:
                 out += _INT32.pack(records_size)
             if chunks:
