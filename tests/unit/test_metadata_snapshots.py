@@ -7,6 +7,7 @@ import random
 import uuid
 from dataclasses import replace
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -19,13 +20,22 @@ from pykraft.metadata.records import (
     ApiMessageAndVersion,
     BeginTransactionRecord,
     EndTransactionRecord,
+    MetadataRecordError,
     NoOpRecord,
+    PartitionRecord,
+    TopicRecord,
     decode_metadata_record,
     encode_metadata_record,
 )
-from pykraft.metadata.snapshots import SnapshotTrigger, image_snapshot_values, load_snapshot_records
+from pykraft.metadata.snapshots import (
+    SnapshotTrigger,
+    image_snapshot_values,
+    load_snapshot_image,
+    load_snapshot_records,
+)
 from pykraft.raft.messages import OffsetAndEpoch
 from pykraft.raft.snapshot import read_snapshot, write_snapshot
+from tests.unit.test_metadata_records import _record
 
 LISTENERS = [BrokerEndpoint("PLAINTEXT", "localhost", 9092, 0)]
 OPS = st.lists(
@@ -86,20 +96,64 @@ def test_snapshot_plus_tail_equals_full_replay(
     snapshot = write_snapshot(
         snapshot_id, image_snapshot_values(head_image), last_contained_log_timestamp=0, now_ms=0
     )
-    records = load_snapshot_records(read_snapshot(snapshot).values)
+    values = read_snapshot(snapshot).values
+    records = load_snapshot_records(values)
 
     image = load_snapshot(records, cut - 1, 1)
+    # The node's loader (no message per PartitionRecord) builds the same image.
+    assert load_snapshot_image(values, cut - 1, 1) == image
     assert _replay(image, flat[cut:], cut) == full_image
 
     controller = QuorumController(rng=random.Random(0))
     controller.replay_snapshot(records, cut)
-    for offset, record in enumerate(flat[cut:], start=cut):
-        controller.replay(record, offset)
-    loaded, full = controller.state(), full_controller.state()
-    assert loaded.next_producer_block.first_producer_id == full.next_producer_block.first_producer_id
-    assert replace(
-        loaded, next_producer_block=full.next_producer_block, producer_ids_broker_epoch=0
-    ) == replace(full, producer_ids_broker_epoch=0)
+    # The node's controller load: from the image, not a second replay; the same state.
+    from_image = QuorumController(rng=random.Random(0))
+    from_image.load_image(image, cut)
+    assert from_image.state() == controller.state()
+    for loaded_controller in (controller, from_image):
+        for offset, record in enumerate(flat[cut:], start=cut):
+            loaded_controller.replay(record, offset)
+        loaded, full = loaded_controller.state(), full_controller.state()
+        assert loaded.next_producer_block.first_producer_id == full.next_producer_block.first_producer_id
+        assert replace(
+            loaded, next_producer_block=full.next_producer_block, producer_ids_broker_epoch=0
+        ) == replace(full, producer_ids_broker_epoch=0)
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 2), st.data()), min_size=1, max_size=12))
+def test_load_snapshot_image__partition_records_of_every_version__equal_to_replaying_them(
+    picks: list[tuple[int, st.DataObject]],
+) -> None:
+    topic_id = uuid.UUID(int=42)
+    values = [encode_metadata_record(ApiMessageAndVersion.of(TopicRecord(name="t", topic_id=topic_id)))]
+    for version, data in picks:
+        record = data.draw(_record(PartitionRecord, version)).message
+        record.topic_id = topic_id  # built here, never shared
+        values.append(encode_metadata_record(ApiMessageAndVersion.of(record, version)))
+    expected = load_snapshot(load_snapshot_records(values), 10, 1)
+    assert load_snapshot_image(values, 10, 1) == expected
+    for cut in (len(values[-1]) - 1, 24):
+        with pytest.raises(MetadataRecordError, match=f"snapshot record {len(values) - 1}"):
+            load_snapshot_image([*values[:-1], values[-1][:cut]], 10, 1)
+
+
+def test_controller_and_image__share_partition_registrations_after_replaying_the_same_records() -> None:
+    controller = QuorumController(rng=random.Random(3))
+    records = list(controller.activate().records)
+    records += controller.register_broker(1, uuid.UUID(int=1), LISTENERS, None, 0).records
+    records += controller.create_topics([CreatableTopic("t", num_partitions=2)]).records
+    follower = QuorumController(rng=random.Random(3))
+    delta = MetadataDelta(MetadataImage.EMPTY)
+    for offset, record in enumerate(records):
+        decoded = decode_metadata_record(encode_metadata_record(record))
+        follower.replay(decoded, offset)
+        delta.replay(decoded, offset, 1)
+    image = delta.apply()
+    topic = image.topics.topics_by_name["t"]
+    info = follower.replication_control.topic(topic.topic_id)
+    assert info is not None
+    assert all(info.partitions[p] is topic.partitions[p] for p in (0, 1))
 
 
 def test_snapshot_holds_cluster_id_features_brokers_topics_and_producer_ids() -> None:

@@ -157,7 +157,7 @@ class ClusterControlManager:
         return ControllerResult(records, BrokerRegistrationReply(ErrorCode.NONE, registration.broker_epoch))
 
     def restore(self, brokers: dict[int, BrokerRegistration], cluster_id: str | None) -> None:
-        """Revert to saved state (AbortTransactionRecord only)."""
+        """Set the saved state (AbortTransactionRecord, and QuorumController.load_image)."""
         self._brokers = dict(brokers)
         self._cluster_id = cluster_id
 

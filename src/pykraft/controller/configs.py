@@ -40,7 +40,7 @@ class ConfigurationControlManager:
         ]
 
     def restore(self, configs: dict[ConfigResource, dict[str, str]]) -> None:
-        """Revert to saved state (AbortTransactionRecord only)."""
+        """Set the saved state (AbortTransactionRecord, and QuorumController.load_image)."""
         self._configs = {resource: dict(values) for resource, values in configs.items()}
 
     def replay(self, record: Any) -> None:

@@ -31,7 +31,7 @@ class FeatureControlManager:
         return [ApiMessageAndVersion.of(record)]
 
     def restore(self, finalized_versions: dict[str, int]) -> None:
-        """Revert to saved state (AbortTransactionRecord only)."""
+        """Set the saved state (AbortTransactionRecord, and QuorumController.load_image)."""
         self._finalized_versions = dict(finalized_versions)
 
     def replay(self, record: Any) -> None:

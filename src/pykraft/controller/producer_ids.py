@@ -103,7 +103,7 @@ class ProducerIdControlManager:
         return ControllerResult([ApiMessageAndVersion.of(record)], response)
 
     def restore(self, next_producer_block: ProducerIdsBlock, broker_epoch: int) -> None:
-        """Revert to saved state (AbortTransactionRecord only)."""
+        """Set the saved state (AbortTransactionRecord, and QuorumController.load_image)."""
         self._next_producer_block = next_producer_block
         self._broker_epoch = broker_epoch
 

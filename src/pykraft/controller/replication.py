@@ -388,7 +388,7 @@ class ReplicationControlManager:
         return ControllerResult(records, results)
 
     def restore(self, topics: dict[uuid.UUID, TopicControlInfo]) -> None:
-        """Revert to saved state (AbortTransactionRecord only)."""
+        """Set the saved state (AbortTransactionRecord, and QuorumController.load_image)."""
         self._topics = {
             t: TopicControlInfo(i.name, i.topic_id, dict(i.partitions)) for t, i in topics.items()
         }

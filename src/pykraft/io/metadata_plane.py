@@ -10,12 +10,14 @@ them — so a CreateTopics response is only sent once the topic is visible to Me
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import gc
 import logging
 import os
 import random
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from kafka.protocol.admin import CreateTopicsResponse, DeleteTopicsResponse
@@ -43,6 +45,32 @@ log = logging.getLogger("pykraft.metadata")
 
 QUORUM_STATE_FILE = "quorum-state"
 RAFT_TICK_S = 0.05
+# Start-up has no wall-clock cap on loading a long metadata log: it fails only when nothing is loaded
+# (no record applied, no snapshot loaded) for this long and the controller is still not active, e.g.
+# a raft core that never becomes leader.
+ACTIVATION_STALL_TIMEOUT_S = 60.0
+# How often start() checks for progress while it waits.
+ACTIVATION_CHECK_S = 1.0
+# Progress lines while replaying the log at start-up: one every this many records.
+LOAD_PROGRESS_EVERY_RECORDS = 200_000
+
+
+class MetadataStartError(RuntimeError):
+    """The metadata plane could not become active (one line saying what it waited for)."""
+
+
+@contextlib.contextmanager
+def _gc_paused() -> Iterator[None]:
+    """No cyclic GC while the metadata log loads: the image and the controller only grow (nothing to
+    collect), and each full collection walks all of them again; bench/metadata_restart.py measured the
+    collector at half of a 1M-record restart. Restored as it was (nested or concurrent loads are fine)."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
 
 
 def now_ms() -> int:
@@ -83,6 +111,11 @@ class MetadataPlane:
         self._advertised: tuple[str, int] | None = None
         self._broker_epoch = -1
         self._meta_dir = os.path.join(config.metadata_log_dir, METADATA_PARTITION_DIR)
+        self.activation_stall_timeout_s = ACTIVATION_STALL_TIMEOUT_S
+        # Loading progress: records applied (log and snapshot) since start, and the start-up log end.
+        self._loaded_records = 0
+        self._load_first_offset: int | None = None
+        self._load_end_offset = 0
         # KIP-1262: the single writer of cluster.id (set by the node before start) and the id readers see.
         self.cluster_id_publisher: ClusterIdPublisher | None = None
         self.cluster_id: str | None = None
@@ -117,8 +150,10 @@ class MetadataPlane:
             snapshots=self.snapshots.store,
         )
         started = time.monotonic()
+        self._load_end_offset = self.raft_log.end_offset
         self._task = asyncio.get_running_loop().create_task(self._drive())
-        await asyncio.wait_for(self._active.wait(), timeout=60)
+        with _gc_paused():
+            await self._wait_until_active()
         # Activation records: the bootstrap records into an empty log, or the abort of a metadata
         # transaction a previous leader left open (Kafka ActivationRecordsGenerator).
         self.controller.note_log_end_offset(self._log().end_offset)
@@ -130,6 +165,38 @@ class MetadataPlane:
             self.image.offset,
             (time.monotonic() - started) * 1000,
         )
+
+    async def _wait_until_active(self) -> None:
+        """Wait for activation as long as loading makes progress; fail with one line when the driver
+        died (its exception) or nothing was loaded for ``activation_stall_timeout_s``."""
+        assert self._task is not None and self.raft is not None
+        last_progress = self._loaded_records
+        last_change = time.monotonic()
+        while not self._active.is_set():
+            waiter = asyncio.ensure_future(self._active.wait())
+            await asyncio.wait(
+                {waiter, self._task},
+                timeout=min(ACTIVATION_CHECK_S, self.activation_stall_timeout_s),
+                return_when=asyncio.FIRST_COMPLETED,
+            )
+            waiter.cancel()
+            if self._task.done():
+                error = None if self._task.cancelled() else self._task.exception()
+                raise MetadataStartError(
+                    f"the metadata log driver stopped before this controller became active: {error!r}"
+                ) from error
+            now = time.monotonic()
+            if self._loaded_records != last_progress:
+                last_progress, last_change = self._loaded_records, now
+            elif not self._active.is_set() and now - last_change >= self.activation_stall_timeout_s:
+                raft = self.raft
+                raise MetadataStartError(
+                    f"the metadata plane did not become active: nothing loaded for "
+                    f"{now - last_change:.0f} s (raft role {raft.role.name}, epoch {raft.epoch}, leader "
+                    f"{raft.leader_id}, high watermark {raft.high_watermark}, log end "
+                    f"{self._log().end_offset}, {self._loaded_records} record(s) loaded); check "
+                    f"controller.quorum.voters={sorted(self.config.controller_quorum_voters)}"
+                )
 
     async def stop(self) -> None:
         if self._task is not None:
@@ -149,18 +216,26 @@ class MetadataPlane:
         assert self.raft is not None
         while True:
             self.raft.tick(now_ms())
-            self._drain_ready()
+            if self._drain_ready():
+                # More committed data is waiting (a long log loading): let the loop run in between.
+                await asyncio.sleep(0)
+                continue
             try:
                 await asyncio.wait_for(self._wakeup.wait(), RAFT_TICK_S)
             except TimeoutError:
                 pass
             self._wakeup.clear()
 
-    def _drain_ready(self) -> None:
+    def _drain_ready(self) -> bool:
+        """Handle Readies; after one that applied data, stop and return True if more are waiting."""
         raft, raft_log = self.raft, self.raft_log
         assert raft is not None and raft_log is not None
         changed = False
+        more = False
         while raft.has_ready():
+            if changed:
+                more = True
+                break
             ready = raft.ready()
             if ready.quorum_state is not None:
                 _write_atomically(
@@ -195,10 +270,14 @@ class MetadataPlane:
             if changed:
                 self.snapshots.maybe_snapshot(self.image, raft, now_ms())
             self.snapshots.maybe_clean(raft, now_ms())
+        return more
 
     def _apply_committed(self, committed: Any) -> None:
         delta = MetadataDelta(self.image)
+        loading = not self._controller_active
+        applied = 0
         for batch in committed:
+            applied += batch.last_offset - batch.base_offset + 1
             if batch.is_control:
                 if batch.last_offset >= self.controller.next_write_offset:
                     self.controller.note_log_end_offset(batch.last_offset + 1)
@@ -213,17 +292,36 @@ class MetadataPlane:
         self.image = delta.apply()
         if self.snapshots is not None:
             self.snapshots.note_committed(committed)
+        if loading:
+            self._note_loaded(committed[0].base_offset, applied)
+
+    def _note_loaded(self, first_offset: int, count: int) -> None:
+        """Start-up progress: "loaded N of M records" every LOAD_PROGRESS_EVERY_RECORDS."""
+        if self._load_first_offset is None:
+            self._load_first_offset = first_offset
+        before = self._loaded_records
+        self._loaded_records += count
+        total = max(0, self._load_end_offset - self._load_first_offset)
+        if self._loaded_records // LOAD_PROGRESS_EVERY_RECORDS != before // LOAD_PROGRESS_EVERY_RECORDS:
+            log.info(
+                "loaded %d of %d records from the metadata log (offset %d)",
+                min(self._loaded_records, total) if total else self._loaded_records,
+                total,
+                first_offset + count - 1,
+            )
 
     def _load_snapshot(self, snapshot_id: OffsetAndEpoch) -> None:
-        """KIP-630 handleLoadSnapshot: image and controller from the snapshot's records (replay is the
-        only mutation), then the log after it."""
+        """KIP-630 handleLoadSnapshot: the image from the snapshot's records, the controller from that
+        image (QuorumController.load_image: the state replay_snapshot would build, without replaying
+        every record a second time), then the log after it."""
         assert self.snapshots is not None
-        self.image, records = self.snapshots.load(snapshot_id)
+        self.image, count = self.snapshots.load(snapshot_id)
         if self.controller.next_write_offset != 0:
             self.controller = QuorumController(
                 rng=self.rng, default_num_partitions=self.config.num_partitions
             )
-        self.controller.replay_snapshot(records, snapshot_id.offset)
+        self.controller.load_image(self.image, snapshot_id.offset)
+        self._loaded_records += count
 
     def _publish(self) -> None:
         self._publish_cluster_id()

@@ -24,10 +24,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from pykraft.core.config import NodeConfig
-from pykraft.metadata.delta import load_snapshot
 from pykraft.metadata.image import MetadataImage
-from pykraft.metadata.records import ApiMessageAndVersion
-from pykraft.metadata.snapshots import SnapshotTrigger, image_snapshot_values, load_snapshot_records
+from pykraft.metadata.snapshots import SnapshotTrigger, image_snapshot_values, load_snapshot_image
 from pykraft.protocol.records import scan_batches
 from pykraft.raft.control import control_type_of
 from pykraft.raft.messages import OffsetAndEpoch
@@ -205,8 +203,9 @@ class MetadataSnapshots:
         self.last_applied_timestamp_ms = -1
         self._next_clean_ms = now_ms + CLEAN_INTERVAL_MS
 
-    def load(self, snapshot_id: OffsetAndEpoch) -> tuple[MetadataImage, list[ApiMessageAndVersion]]:
-        """Read, validate and decode a snapshot; the image covers the log below its end offset."""
+    def load(self, snapshot_id: OffsetAndEpoch) -> tuple[MetadataImage, int]:
+        """Read, validate and decode a snapshot into an image covering the log below its end offset;
+        returns the image and how many records the snapshot held."""
         started = time.monotonic()
         path = self.store.path(snapshot_id)
         contents = read_snapshot(self.store.read_all(snapshot_id), path)
@@ -216,8 +215,7 @@ class MetadataSnapshots:
         def progress(done: int, total: int) -> None:
             log.info("loaded %d of %d records from %s", done, total, os.path.basename(path))
 
-        records = load_snapshot_records(contents.values, progress)
-        image = load_snapshot(records, snapshot_id.offset - 1, snapshot_id.epoch)
+        image = load_snapshot_image(contents.values, snapshot_id.offset - 1, snapshot_id.epoch, progress)
         log.info(
             "loaded %d of %d records from snapshot %s in %.0f ms",
             total,
@@ -226,7 +224,7 @@ class MetadataSnapshots:
             (time.monotonic() - started) * 1000,
         )
         self.applied = snapshot_id
-        return image, records
+        return image, total
 
     def note_committed(self, batches: Sequence[CommittedBatch]) -> None:
         """Count what was replayed; watch metadata transactions by the frame's api key (no decode)."""

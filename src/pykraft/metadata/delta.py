@@ -80,39 +80,16 @@ class MetadataDelta:
         self._configs: dict[ConfigResource, Mapping[str, str]] | None = None
         self._next_producer_id: int | None = None
         self._cluster_id: str | None = image.cluster_id
-        self._handlers: dict[type[Any], Callable[[Any], None]] = {
-            FeatureLevelRecord: self._replay_feature_level,
-            ClusterIdRecord: self._replay_cluster_id,
-            RegisterBrokerRecord: self._replay_register_broker,
-            UnregisterBrokerRecord: self._replay_unregister_broker,
-            FenceBrokerRecord: lambda r: self._replay_registration_change(
-                r.id, r.epoch, FENCING_CHANGE_FENCE
-            ),
-            UnfenceBrokerRecord: lambda r: self._replay_registration_change(
-                r.id, r.epoch, FENCING_CHANGE_UNFENCE
-            ),
-            BrokerRegistrationChangeRecord: self._replay_broker_registration_change,
-            TopicRecord: self._replay_topic,
-            PartitionRecord: self._replay_partition,
-            PartitionChangeRecord: self._replay_partition_change,
-            RemoveTopicRecord: self._replay_remove_topic,
-            ConfigRecord: self._replay_config,
-            ProducerIdsRecord: self._replay_producer_ids,
-            NoOpRecord: _ignore,
-            BeginTransactionRecord: _ignore,
-            EndTransactionRecord: _ignore,
-            AbortTransactionRecord: _ignore,
-        }
 
     # --- entry points ---------------------------------------------------------------------------
 
     def replay(self, record: Any, offset: int | None = None, epoch: int | None = None) -> None:
         """Apply one record (an ``ApiMessageAndVersion`` or a bare message) read at ``offset``."""
         message = record.message if isinstance(record, ApiMessageAndVersion) else record
-        handler = self._handlers.get(type(message))
+        handler = _HANDLERS.get(type(message))
         if handler is None:
             raise MetadataReplayError(f"no metadata replay for {type(message).__name__}")
-        handler(message)
+        handler(self, message)
         if offset is not None:
             assert offset > self._offset, f"offset {offset} does not follow {self._offset}"
             self._offset = offset
@@ -188,6 +165,12 @@ class MetadataDelta:
         self._broker_or_raise(record.broker_id, record.broker_epoch, "unregister")
         del self._mutable_brokers()[record.broker_id]
 
+    def _replay_fence_broker(self, record: Any) -> None:
+        self._replay_registration_change(record.id, record.epoch, FENCING_CHANGE_FENCE)
+
+    def _replay_unfence_broker(self, record: Any) -> None:
+        self._replay_registration_change(record.id, record.epoch, FENCING_CHANGE_UNFENCE)
+
     def _replay_broker_registration_change(self, record: Any) -> None:
         self._replay_registration_change(
             record.broker_id,
@@ -229,6 +212,9 @@ class MetadataDelta:
         self._partitions[topic_id] = {}
 
     def _topic_partitions(self, topic_id: uuid.UUID, what: str) -> dict[int, PartitionRegistration]:
+        partitions = self._partitions.get(topic_id)
+        if partitions is not None:
+            return partitions  # only topics that exist have an entry (removal drops it)
         by_id, _ = self._mutable_topics()
         topic = by_id.get(topic_id)
         if topic is None:
@@ -242,6 +228,12 @@ class MetadataDelta:
     def _replay_partition(self, record: Any) -> None:
         partitions = self._topic_partitions(uuid_or_zero(record.topic_id), "PartitionRecord")
         partitions[record.partition_id] = PartitionRegistration.from_record(record)
+
+    def replay_partition_registration(
+        self, topic_id: uuid.UUID | None, partition_id: int, registration: PartitionRegistration
+    ) -> None:
+        """What replaying the PartitionRecord ``registration`` was built from does (snapshot loading)."""
+        self._topic_partitions(uuid_or_zero(topic_id), "PartitionRecord")[partition_id] = registration
 
     def _replay_partition_change(self, record: Any) -> None:
         partitions = self._topic_partitions(uuid_or_zero(record.topic_id), "PartitionChangeRecord")
@@ -317,8 +309,30 @@ class MetadataDelta:
         return self._configs
 
 
-def _ignore(_record: Any) -> None:
+def _ignore(_delta: MetadataDelta, _record: Any) -> None:
     return None
+
+
+# By message type; unbound, so a delta holds no reference cycle and is freed as soon as it is dropped.
+_HANDLERS: dict[type[Any], Callable[[MetadataDelta, Any], None]] = {
+    FeatureLevelRecord: MetadataDelta._replay_feature_level,
+    ClusterIdRecord: MetadataDelta._replay_cluster_id,
+    RegisterBrokerRecord: MetadataDelta._replay_register_broker,
+    UnregisterBrokerRecord: MetadataDelta._replay_unregister_broker,
+    FenceBrokerRecord: MetadataDelta._replay_fence_broker,
+    UnfenceBrokerRecord: MetadataDelta._replay_unfence_broker,
+    BrokerRegistrationChangeRecord: MetadataDelta._replay_broker_registration_change,
+    TopicRecord: MetadataDelta._replay_topic,
+    PartitionRecord: MetadataDelta._replay_partition,
+    PartitionChangeRecord: MetadataDelta._replay_partition_change,
+    RemoveTopicRecord: MetadataDelta._replay_remove_topic,
+    ConfigRecord: MetadataDelta._replay_config,
+    ProducerIdsRecord: MetadataDelta._replay_producer_ids,
+    NoOpRecord: _ignore,
+    BeginTransactionRecord: _ignore,
+    EndTransactionRecord: _ignore,
+    AbortTransactionRecord: _ignore,
+}
 
 
 def registration_with_change(

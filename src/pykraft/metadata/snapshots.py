@@ -15,7 +15,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
-from pykraft.metadata.image import MetadataImage, image_records
+from pykraft.metadata.delta import MetadataDelta
+from pykraft.metadata.image import MetadataImage, PartitionRegistration, image_records
 from pykraft.metadata.records import (
     AbortTransactionRecord,
     ApiMessageAndVersion,
@@ -23,6 +24,7 @@ from pykraft.metadata.records import (
     EndTransactionRecord,
     MetadataRecordError,
     decode_metadata_record,
+    decode_partition_record_fields,
     encode_metadata_record,
 )
 
@@ -52,6 +54,34 @@ def load_snapshot_records(
         if progress is not None and (index + 1) % LOAD_PROGRESS_EVERY_RECORDS == 0:
             progress(index + 1, total)
     return records
+
+
+def load_snapshot_image(
+    values: Sequence[bytes],
+    offset: int,
+    epoch: int,
+    progress: Callable[[int, int], None] | None = None,
+) -> MetadataImage:
+    """The image a snapshot's record values hold, covering the log up to ``offset``: equal to
+    ``load_snapshot(load_snapshot_records(values), offset, epoch)`` (tested as a property), without
+    building a message per PartitionRecord (the bulk of a snapshot) or keeping the decoded records."""
+    delta = MetadataDelta(MetadataImage.EMPTY)
+    total = len(values)
+    for index, value in enumerate(values):
+        try:
+            fields = decode_partition_record_fields(value)
+            if fields is None:
+                delta.replay(decode_metadata_record(value))
+            else:
+                delta.replay_partition_registration(
+                    fields[0], fields[1], PartitionRegistration.of_untagged(fields)
+                )
+        except MetadataRecordError as error:
+            raise MetadataRecordError(f"snapshot record {index}: {error}") from None
+        if progress is not None and (index + 1) % LOAD_PROGRESS_EVERY_RECORDS == 0:
+            progress(index + 1, total)
+    delta.set_provenance(offset, epoch)
+    return delta.apply()
 
 
 @dataclass

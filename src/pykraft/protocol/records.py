@@ -353,32 +353,74 @@ def decode_records(batch: bytes | bytearray | memoryview) -> list[Record]:
             for r in DefaultRecordBatch(bytes(view[: header.size_in_bytes]))
         ]
     records: list[Record] = []
+    body = bytes(body)  # indexing and slicing bytes is cheaper than a memoryview, and slices are bytes
+    size = len(body)
+    base_offset, base_timestamp = header.base_offset, header.base_timestamp
     pos = 0
-    for _ in range(header.record_count):
-        length, pos = _read_varint(body, pos)
-        end = pos + length
-        if length < 0 or end > len(body):
-            raise ValueError(f"record length {length} runs past the end of the batch")
-        rec = body[pos:end]
-        p = 1  # record attributes
-        ts_delta, p = _read_varint(rec, p)
-        offset_delta, p = _read_varint(rec, p)
-        key, p = _read_bytes(rec, p)
-        value, p = _read_bytes(rec, p)
-        count, p = _read_varint(rec, p)
-        hdrs: list[tuple[str, bytes | None]] = []
-        for _h in range(count):
-            name, p = _read_bytes(rec, p)
-            hval, p = _read_bytes(rec, p)
-            hdrs.append(((name or b"").decode("utf-8"), hval))
-        if p != len(rec):
-            raise ValueError(f"{len(rec) - p} byte(s) of garbage after a record")
-        records.append(
-            Record(
-                key, value, tuple(hdrs), header.base_offset + offset_delta, header.base_timestamp + ts_delta
-            )
-        )
-        pos = end
+    try:
+        for _ in range(header.record_count):
+            # One- and two-byte varints inline (zig-zag: z >> 1 ^ -(z & 1)); longer ones take _read_varint.
+            b = body[pos]
+            if b < 0x80:
+                length, pos = (b >> 1) ^ -(b & 1), pos + 1
+            elif body[pos + 1] < 0x80:
+                z = (b & 0x7F) | (body[pos + 1] << 7)
+                length, pos = (z >> 1) ^ -(z & 1), pos + 2
+            else:
+                length, pos = _read_varint(body, pos)
+            end = pos + length
+            if length < 0 or end > size:
+                raise ValueError(f"record length {length} runs past the end of the batch")
+            p = pos + 1  # record attributes
+            b = body[p]
+            if b < 0x80:
+                ts_delta, p = (b >> 1) ^ -(b & 1), p + 1
+            else:
+                ts_delta, p = _read_varint(body, p)
+            b = body[p]
+            if b < 0x80:
+                offset_delta, p = (b >> 1) ^ -(b & 1), p + 1
+            elif body[p + 1] < 0x80:
+                z = (b & 0x7F) | (body[p + 1] << 7)
+                offset_delta, p = (z >> 1) ^ -(z & 1), p + 2
+            else:
+                offset_delta, p = _read_varint(body, p)
+            if body[p] == 1:  # null key
+                key: bytes | None = None
+                p += 1
+            else:
+                key, p = _read_bytes(body, p)
+            b = body[p]
+            if b < 0x80:
+                z, q = b, p + 1
+            elif body[p + 1] < 0x80:
+                z, q = (b & 0x7F) | (body[p + 1] << 7), p + 2
+            else:
+                z, q = 1, p
+            if not z & 1:  # a non-negative length (a null value or a long varint takes _read_bytes)
+                value: bytes | None = body[q : q + (z >> 1)]
+                p = q + (z >> 1)
+            else:
+                value, p = _read_bytes(body, p)
+            if p < end and body[p] == 0:  # no headers
+                headers: tuple[tuple[str, bytes | None], ...] = ()
+                p += 1
+            else:
+                count, p = _read_varint(body, p)
+                hdrs: list[tuple[str, bytes | None]] = []
+                for _h in range(count):
+                    name, p = _read_bytes(body, p)
+                    hval, p = _read_bytes(body, p)
+                    hdrs.append(((name or b"").decode("utf-8"), hval))
+                headers = tuple(hdrs)
+            if p > end:
+                raise ValueError("record field runs past the end of the record")
+            if p != end:
+                raise ValueError(f"{end - p} byte(s) of garbage after a record")
+            records.append(Record(key, value, headers, base_offset + offset_delta, base_timestamp + ts_delta))
+            pos = end
+    except IndexError:
+        raise ValueError("record runs past the end of the batch") from None
     if pos != len(body):
         raise ValueError(f"{len(body) - pos} byte(s) of garbage after the last record")
     return records
