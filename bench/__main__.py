@@ -18,7 +18,6 @@ import platform
 import resource
 import socket
 import statistics
-import struct
 import subprocess
 import sys
 import tempfile
@@ -33,6 +32,7 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from bench.peers import MALLOC_ENV, tansu_binary
+from pykraft.io.kafka_connection import BrokerConnection
 from pykraft.testing import free_port, node_properties, running_node
 
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -267,52 +267,22 @@ def _figures(
     }
 
 
-class RawConnection:
-    """Blocking request/response over one socket with kafka-python's codec (client side)."""
-
-    def __init__(self, bootstrap: str) -> None:
-        host, port = bootstrap.rsplit(":", 1)
-        self.sock = socket.create_connection((host, int(port)), timeout=30)
-        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        self.correlation_id = 0
-
-    def call(self, request: Any, response_class: Any, version: int) -> Any:
-        self.correlation_id += 1
-        request.API_VERSION = version
-        request.with_header(correlation_id=self.correlation_id, client_id="bench")
-        self.sock.sendall(bytes(request.encode(header=True, framed=True)))
-        size = struct.unpack(">i", self._exactly(4))[0]
-        return response_class.decode(self._exactly(size), version=version, header=True)
-
-    def _exactly(self, n: int) -> bytes:
-        buf = bytearray()
-        while len(buf) < n:
-            chunk = self.sock.recv(n - len(buf))
-            if not chunk:
-                raise ConnectionError("closed")
-            buf += chunk
-        return bytes(buf)
-
-    def close(self) -> None:
-        self.sock.close()
-
-
 def init_producer_id_latency(peer: Peer, calls: int) -> dict[str, float]:
     from kafka.protocol.producer import InitProducerIdRequest, InitProducerIdResponse
 
-    conn = RawConnection(peer.bootstrap)
+    conn = BrokerConnection.to(peer.bootstrap, client_id="bench")
     latencies: list[float] = []
     load_in_progress = 0
     try:
         for _ in range(200):  # warm-up: the first block may still be on its way (KIP-730)
-            conn.call(
+            conn.request(
                 InitProducerIdRequest(transactional_id=None, transaction_timeout_ms=60000),
                 InitProducerIdResponse,
                 4,
             )
         for _ in range(calls):
             started = time.perf_counter()
-            resp = conn.call(
+            resp = conn.request(
                 InitProducerIdRequest(transactional_id=None, transaction_timeout_ms=60000),
                 InitProducerIdResponse,
                 4,
@@ -345,10 +315,10 @@ def many_producers(peer: Peer, topic: str, producers: int, batches_each: int) ->
     from pykraft.protocol.records import Record, build_batch
 
     create_topic(peer.bootstrap, topic, 1)
-    conn = RawConnection(peer.bootstrap)
+    conn = BrokerConnection.to(peer.bootstrap, client_id="bench")
     pids = []
     for _ in range(producers):
-        resp = conn.call(
+        resp = conn.request(
             InitProducerIdRequest(transactional_id=None, transaction_timeout_ms=60000),
             InitProducerIdResponse,
             4,
@@ -385,7 +355,7 @@ def many_producers(peer: Peer, topic: str, producers: int, batches_each: int) ->
                     )
                 ],
             )
-            resp = conn.call(request, ProduceResponse, 7)
+            resp = conn.request(request, ProduceResponse, 7)
             error = resp.responses[0].partition_responses[0].error_code
             if error != 0:
                 raise RuntimeError(f"{peer.name}: produce error {error}")

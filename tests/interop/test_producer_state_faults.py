@@ -14,6 +14,7 @@ import pytest
 from confluent_kafka import Producer
 from kafka import KafkaProducer
 
+from pykraft.io.kafka_connection import BrokerConnectionError
 from pykraft.testing import free_port, node_properties, running_node
 from tests.interop.dropping_proxy import DroppingProxy
 from tests.interop.test_confluent import consume_all
@@ -124,7 +125,7 @@ def test_kill_9_keeps_producer_state(tmp_path) -> None:
                 with RawClient(bootstrap, timeout_s=1) as client:
                     _pid(client)
                 return proc
-            except OSError:
+            except (OSError, BrokerConnectionError):
                 time.sleep(0.1)
         proc.kill()
         raise AssertionError("node did not start")

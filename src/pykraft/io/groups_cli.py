@@ -9,8 +9,6 @@ committed), printed as ``kafka-consumer-groups --describe`` does.
 from __future__ import annotations
 
 import argparse
-import socket
-import struct
 import sys
 from typing import Any
 
@@ -34,51 +32,16 @@ from kafka.protocol.metadata import (
 )
 
 from pykraft.coordinator.offsets_records import RecordFormatError, assigned_partitions
+from pykraft.io.kafka_connection import BrokerConnection, BrokerConnectionError
 
 TIMEOUT_S = 10.0
 
 
-class GroupsError(Exception):
+class GroupsError(BrokerConnectionError):
     """One line for the user: what failed and where."""
 
 
-class _Connection:
-    def __init__(self, host: str, port: int) -> None:
-        try:
-            self.sock = socket.create_connection((host, port), timeout=TIMEOUT_S)
-        except OSError as exc:
-            raise GroupsError(f"cannot connect to {host}:{port}: {exc.strerror or exc}") from None
-        self.correlation_id = 0
-
-    def close(self) -> None:
-        self.sock.close()
-
-    def request(self, request: Any, response_class: Any, version: int) -> Any:
-        self.correlation_id += 1
-        request.API_VERSION = version
-        request.with_header(correlation_id=self.correlation_id, client_id="pykraft-groups")
-        self.sock.sendall(bytes(request.encode(header=True, framed=True)))
-        size = struct.unpack(">i", self._recv(4))[0]
-        return response_class.decode(self._recv(size), version=version, header=True)
-
-    def _recv(self, n: int) -> bytes:
-        buf = bytearray()
-        while len(buf) < n:
-            chunk = self.sock.recv(n - len(buf))
-            if not chunk:
-                raise GroupsError("the broker closed the connection")
-            buf += chunk
-        return bytes(buf)
-
-
-def _split(address: str) -> tuple[str, int]:
-    host, _, port = address.rpartition(":")
-    if not host or not port.isdigit():
-        raise GroupsError(f"--bootstrap-server: {address!r} is not HOST:PORT")
-    return host, int(port)
-
-
-def _metadata(conn: _Connection, topics: list[str] | None) -> Any:
+def _metadata(conn: BrokerConnection, topics: list[str] | None) -> Any:
     wanted = None if topics is None else [MetadataRequest.MetadataRequestTopic(name=t) for t in topics]
     return conn.request(
         MetadataRequest(topics=wanted, allow_auto_topic_creation=False), MetadataResponse, version=9
@@ -87,14 +50,14 @@ def _metadata(conn: _Connection, topics: list[str] | None) -> Any:
 
 def list_groups(bootstrap: str) -> list[tuple[str, str, str]]:
     """(group id, protocol type, state) from every broker."""
-    conn = _Connection(*_split(bootstrap))
+    conn = BrokerConnection.to(bootstrap, client_id="pykraft-groups")
     try:
         brokers = [(b.host, b.port) for b in _metadata(conn, []).brokers]
     finally:
         conn.close()
     groups: list[tuple[str, str, str]] = []
     for host, port in brokers:
-        broker = _Connection(host, port)
+        broker = BrokerConnection(host, port, client_id="pykraft-groups")
         try:
             response = broker.request(ListGroupsRequest(states_filter=[]), ListGroupsResponse, version=4)
         finally:
@@ -105,14 +68,14 @@ def list_groups(bootstrap: str) -> list[tuple[str, str, str]]:
 
 def describe_group(bootstrap: str, group: str) -> dict[str, Any]:
     """State, members (with decoded assignments) and per-partition committed offset, log end and lag."""
-    conn = _Connection(*_split(bootstrap))
+    conn = BrokerConnection.to(bootstrap, client_id="pykraft-groups")
     try:
         found = conn.request(
             FindCoordinatorRequest(key=group, key_type=0), FindCoordinatorResponse, version=3
         )
         if found.error_code != 0:
             raise GroupsError(f"FindCoordinator for group {group!r} failed with error {found.error_code}")
-        coordinator = _Connection(found.host, found.port)
+        coordinator = BrokerConnection(found.host, found.port, client_id="pykraft-groups")
         try:
             described = coordinator.request(
                 DescribeGroupsRequest(groups=[group], include_authorized_operations=False),
@@ -185,7 +148,7 @@ def describe_group(bootstrap: str, group: str) -> dict[str, Any]:
     }
 
 
-def _log_end_offsets(conn: _Connection, positions: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
+def _log_end_offsets(conn: BrokerConnection, positions: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
     topics = sorted({t for t, _ in positions})
     if not topics:
         return {}
@@ -217,7 +180,7 @@ def _log_end_offsets(conn: _Connection, positions: list[tuple[str, int]]) -> dic
                 for t, ps in grouped.items()
             ],
         )
-        broker = _Connection(*brokers[leader])
+        broker = BrokerConnection(*brokers[leader], client_id="pykraft-groups")
         try:
             response = broker.request(request, ListOffsetsResponse, version=4)
         finally:
@@ -236,7 +199,7 @@ def _show(value: object) -> str:
 def _list(args: argparse.Namespace) -> int:
     try:
         groups = list_groups(args.bootstrap_server)
-    except GroupsError as exc:
+    except BrokerConnectionError as exc:
         print(f"pykraft groups: {exc}", file=sys.stderr)
         return 1
     for group_id, protocol_type, state in groups:
@@ -247,7 +210,7 @@ def _list(args: argparse.Namespace) -> int:
 def _describe(args: argparse.Namespace) -> int:
     try:
         info = describe_group(args.bootstrap_server, args.group)
-    except GroupsError as exc:
+    except BrokerConnectionError as exc:
         print(f"pykraft groups: {exc}", file=sys.stderr)
         return 1
     if info["state"] == "Dead":

@@ -9,65 +9,25 @@ coordinator epoch and current transaction start offset. Exit status 1 with one l
 from __future__ import annotations
 
 import argparse
-import socket
-import struct
 import sys
 from typing import Any
 
 from kafka.protocol.admin import DescribeProducersRequest, DescribeProducersResponse
 from kafka.protocol.metadata import MetadataRequest, MetadataResponse
 
+from pykraft.io.kafka_connection import BrokerConnection, BrokerConnectionError
+
 TIMEOUT_S = 10.0
 METADATA_VERSION = 9
 
 
-class ProducersError(Exception):
+class ProducersError(BrokerConnectionError):
     """One line for the user: what failed and where."""
-
-
-class _Connection:
-    def __init__(self, host: str, port: int) -> None:
-        try:
-            self.sock = socket.create_connection((host, port), timeout=TIMEOUT_S)
-        except OSError as exc:
-            raise ProducersError(f"cannot connect to {host}:{port}: {exc.strerror or exc}") from None
-        self.correlation_id = 0
-
-    def close(self) -> None:
-        self.sock.close()
-
-    def request(self, request: Any, response_class: Any, version: int) -> Any:
-        self.correlation_id += 1
-        request.API_VERSION = version
-        request.with_header(correlation_id=self.correlation_id, client_id="pykraft-producers")
-        try:
-            self.sock.sendall(bytes(request.encode(header=True, framed=True)))
-            (size,) = struct.unpack(">i", self._recv(4))
-            frame = self._recv(size)
-        except OSError as exc:
-            raise ProducersError(f"request failed: {exc.strerror or exc}") from None
-        return response_class.decode(frame, version=version, header=True)
-
-    def _recv(self, size: int) -> bytes:
-        buf = bytearray()
-        while len(buf) < size:
-            chunk = self.sock.recv(size - len(buf))
-            if not chunk:
-                raise ProducersError("the broker closed the connection")
-            buf += chunk
-        return bytes(buf)
-
-
-def _address(text: str) -> tuple[str, int]:
-    host, sep, port = text.rpartition(":")
-    if not sep or not port.isdigit():
-        raise ProducersError(f"--bootstrap-server: {text!r} is not HOST:PORT")
-    return host, int(port)
 
 
 def describe_producers(bootstrap: str, topic: str | None) -> list[tuple[str, int, Any]]:
     """(topic, partition, producer state or an error string) rows, sorted by topic and partition."""
-    conn = _Connection(*_address(bootstrap))
+    conn = BrokerConnection.to(bootstrap, client_id="pykraft-producers")
     try:
         topics = None if topic is None else [MetadataRequest.MetadataRequestTopic(name=topic)]
         metadata = conn.request(
@@ -88,7 +48,7 @@ def describe_producers(bootstrap: str, topic: str | None) -> list[tuple[str, int
     for leader, partitions in by_leader.items():
         if leader not in brokers:
             raise ProducersError(f"no address for leader {leader}")
-        conn = _Connection(*brokers[leader])
+        conn = BrokerConnection(*brokers[leader], client_id="pykraft-producers")
         try:
             request = DescribeProducersRequest(
                 topics=[
@@ -112,7 +72,7 @@ def describe_producers(bootstrap: str, topic: str | None) -> list[tuple[str, int
 def _run(args: argparse.Namespace) -> int:
     try:
         rows = describe_producers(args.bootstrap_server, args.topic)
-    except ProducersError as exc:
+    except BrokerConnectionError as exc:
         print(f"pykraft producers: {exc}", file=sys.stderr)
         return 1
     header = ("Topic", "Partition", "ProducerId", "Epoch", "LastSequence", "LastTimestamp",

@@ -32,6 +32,7 @@ from kafka.protocol.api_message import ApiMessage
 from kafka.protocol.metadata import ApiVersionsResponse
 
 from pykraft.core.errors import ErrorCode, RemoteProtocolError
+from pykraft.protocol import wire
 
 
 class ApiKey(IntEnum):
@@ -272,7 +273,6 @@ def is_supported(api_key: int, api_version: int) -> bool:
 # --- request header ---------------------------------------------------------------------------------------
 
 _HEADER_FIXED = struct.Struct(">hhih")  # api_key, api_version, correlation_id, client_id length
-_MAX_UVARINT_BYTES = 5
 
 
 @dataclass(frozen=True, slots=True)
@@ -287,32 +287,12 @@ class RequestHeader:
     flexible: bool
 
 
-def _read_uvarint(buf: memoryview, pos: int) -> tuple[int, int]:
-    value = 0
-    shift = 0
-    end = len(buf)
-    for _ in range(_MAX_UVARINT_BYTES):
-        if pos >= end:
-            raise RemoteProtocolError("unsigned varint runs past the end of the request")
-        byte = buf[pos]
-        pos += 1
-        value |= (byte & 0x7F) << shift
-        if not byte & 0x80:
-            return value, pos
-        shift += 7
-    raise RemoteProtocolError("unsigned varint longer than 5 bytes")
-
-
 def skip_tagged_fields(buf: memoryview, pos: int) -> int:
-    """Skip one tagged-field section (count, then tag/size/data each) and return the position after it."""
-    count, pos = _read_uvarint(buf, pos)
-    for _ in range(count):
-        _tag, pos = _read_uvarint(buf, pos)
-        size, pos = _read_uvarint(buf, pos)
-        pos += size
-        if pos > len(buf):
-            raise RemoteProtocolError("tagged field runs past the end of the request")
-    return pos
+    """Skip one tagged-field section of a request and return the position after it."""
+    try:
+        return wire.skip_tagged_fields(buf, pos)
+    except wire.WireFormatError as exc:
+        raise RemoteProtocolError(f"request tagged fields: {exc}") from None
 
 
 def parse_request_header(frame: memoryview) -> RequestHeader:

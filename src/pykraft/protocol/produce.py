@@ -22,7 +22,15 @@ import struct
 from dataclasses import dataclass
 
 from pykraft.core.errors import RemoteProtocolError
-from pykraft.protocol.wire import EMPTY_TAGGED_FIELDS, put_array_count, put_nullable_string, put_string
+from pykraft.protocol.wire import (
+    EMPTY_TAGGED_FIELDS,
+    WireFormatError,
+    put_array_count,
+    put_nullable_string,
+    put_string,
+    read_uvarint,
+    skip_tagged_fields,
+)
 
 PRODUCE_MIN_VERSION = 3
 PRODUCE_MAX_VERSION = 11
@@ -31,7 +39,6 @@ PRODUCE_FIRST_FLEXIBLE_VERSION = 9
 _INT16 = struct.Struct(">h")
 _INT32 = struct.Struct(">i")
 _ACKS_TIMEOUT = struct.Struct(">hi")
-_MAX_UVARINT_BYTES = 5
 
 
 @dataclass(slots=True)
@@ -59,33 +66,9 @@ class _Truncated(Exception):
     """Internal: a read ran past the end of the body (turned into RemoteProtocolError once)."""
 
 
-def _uvarint(buf: memoryview, pos: int) -> tuple[int, int]:
-    value = 0
-    shift = 0
-    for _ in range(_MAX_UVARINT_BYTES):
-        byte = buf[pos]  # IndexError past the end: reported by the caller
-        pos += 1
-        value |= (byte & 0x7F) << shift
-        if not byte & 0x80:
-            return value, pos
-        shift += 7
-    raise RemoteProtocolError("unsigned varint longer than 5 bytes")
-
-
-def _skip_tags(buf: memoryview, pos: int) -> int:
-    count, pos = _uvarint(buf, pos)
-    for _ in range(count):
-        _tag, pos = _uvarint(buf, pos)
-        size, pos = _uvarint(buf, pos)
-        pos += size
-        if pos > len(buf):
-            raise _Truncated
-    return pos
-
-
 def _string(buf: memoryview, pos: int, flexible: bool, what: str) -> tuple[str | None, int]:
     if flexible:
-        length, pos = _uvarint(buf, pos)
+        length, pos = read_uvarint(buf, pos)
         length -= 1
     else:
         (length,) = _INT16.unpack_from(buf, pos)
@@ -105,7 +88,7 @@ def _string(buf: memoryview, pos: int, flexible: bool, what: str) -> tuple[str |
 
 def _array_count(buf: memoryview, pos: int, flexible: bool, what: str) -> tuple[int, int]:
     if flexible:
-        count, pos = _uvarint(buf, pos)
+        count, pos = read_uvarint(buf, pos)
         count -= 1
     else:
         (count,) = _INT32.unpack_from(buf, pos)
@@ -128,6 +111,8 @@ def decode_produce_request(body: memoryview, version: int) -> ProduceRequestData
         return _decode(body, flexible)
     except (_Truncated, IndexError, struct.error):
         raise RemoteProtocolError(f"produce request v{version} runs past the end of its body") from None
+    except WireFormatError as exc:
+        raise RemoteProtocolError(f"produce request v{version}: {exc}") from None
 
 
 def _decode(buf: memoryview, flexible: bool) -> ProduceRequestData:
@@ -147,7 +132,7 @@ def _decode(buf: memoryview, flexible: bool) -> ProduceRequestData:
             (index,) = _INT32.unpack_from(buf, pos)
             pos += 4
             if flexible:
-                length, pos = _uvarint(buf, pos)
+                length, pos = read_uvarint(buf, pos)
                 length -= 1
             else:
                 (length,) = _INT32.unpack_from(buf, pos)
@@ -164,13 +149,13 @@ def _decode(buf: memoryview, flexible: bool) -> ProduceRequestData:
                 records = buf[pos:end]
                 pos = end
             if flexible:
-                pos = _skip_tags(buf, pos)
+                pos = skip_tagged_fields(buf, pos)
             partitions.append(ProducePartitionData(index, records))
         if flexible:
-            pos = _skip_tags(buf, pos)
+            pos = skip_tagged_fields(buf, pos)
         topics.append(ProduceTopicData(name, partitions))
     if flexible:
-        pos = _skip_tags(buf, pos)
+        pos = skip_tagged_fields(buf, pos)
     if pos != end_of_body:
         raise RemoteProtocolError(f"produce request: body ends at byte {pos}, request has {end_of_body}")
     return ProduceRequestData(transactional_id, acks, timeout_ms, topics)

@@ -45,3 +45,40 @@ def put_array_count(out: bytearray, count: int, flexible: bool) -> None:
         put_uvarint(out, count + 1)
     else:
         out += INT32.pack(count)
+
+
+MAX_UVARINT_BYTES = 5
+
+
+class WireFormatError(ValueError):
+    """Bytes that do not parse as Kafka's primitives (truncated, or a varint longer than 5 bytes).
+    Callers turn it into their own error kind (RemoteProtocolError for a peer's request)."""
+
+
+def read_uvarint(buf: bytes | bytearray | memoryview, pos: int) -> tuple[int, int]:
+    """An unsigned varint (at most 5 bytes, 32 bits) at ``pos``: ``(value, position after it)``."""
+    value = 0
+    shift = 0
+    end = len(buf)
+    for _ in range(MAX_UVARINT_BYTES):
+        if pos >= end:
+            raise WireFormatError("unsigned varint runs past the end")
+        byte = buf[pos]
+        pos += 1
+        value |= (byte & 0x7F) << shift
+        if not byte & 0x80:
+            return value, pos
+        shift += 7
+    raise WireFormatError("unsigned varint longer than 5 bytes")
+
+
+def skip_tagged_fields(buf: bytes | bytearray | memoryview, pos: int) -> int:
+    """Skip one tagged-field section (count, then tag/size/data each); the position after it."""
+    count, pos = read_uvarint(buf, pos)
+    for _ in range(count):
+        _tag, pos = read_uvarint(buf, pos)
+        size, pos = read_uvarint(buf, pos)
+        pos += size
+        if pos > len(buf):
+            raise WireFormatError("tagged field runs past the end")
+    return pos

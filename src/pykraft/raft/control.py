@@ -12,6 +12,7 @@ import struct
 from dataclasses import dataclass
 
 from pykraft.protocol.records import Record
+from pykraft.protocol.wire import put_uvarint, read_uvarint, skip_tagged_fields
 
 CONTROL_TYPE_LEADER_CHANGE = 2
 CONTROL_KEY_VERSION = 0
@@ -44,39 +45,15 @@ class LeaderChangeMessage:
     version: int = LEADER_CHANGE_VERSION
 
 
-def _write_uvarint(out: bytearray, value: int) -> None:
-    assert value >= 0
-    while value & ~0x7F:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-
-
-def _read_uvarint(buf: bytes, pos: int) -> tuple[int, int]:
-    result = 0
-    shift = 0
-    while True:
-        if pos >= len(buf):
-            raise ValueError("unsigned varint runs past the end of the control record")
-        b = buf[pos]
-        pos += 1
-        result |= (b & 0x7F) << shift
-        if not b & 0x80:
-            return result, pos
-        shift += 7
-        if shift > 28:
-            raise ValueError("unsigned varint longer than 5 bytes")
-
-
 def _write_voters(out: bytearray, voter_ids: tuple[int, ...]) -> None:
-    _write_uvarint(out, len(voter_ids) + 1)  # compact array: length + 1
+    put_uvarint(out, len(voter_ids) + 1)  # compact array: length + 1
     for voter_id in voter_ids:
         out += _INT32.pack(voter_id)
-        _write_uvarint(out, 0)  # Voter's tagged fields
+        put_uvarint(out, 0)  # Voter's tagged fields
 
 
 def _read_voters(buf: bytes, pos: int) -> tuple[tuple[int, ...], int]:
-    count_plus_one, pos = _read_uvarint(buf, pos)
+    count_plus_one, pos = read_uvarint(buf, pos)
     if count_plus_one == 0:
         raise ValueError("LeaderChangeMessage voters array is null")
     voters: list[int] = []
@@ -84,20 +61,9 @@ def _read_voters(buf: bytes, pos: int) -> tuple[tuple[int, ...], int]:
         if pos + 4 > len(buf):
             raise ValueError("LeaderChangeMessage voter runs past the end")
         (voter_id,) = _INT32.unpack_from(buf, pos)
-        pos = _skip_tagged_fields(buf, pos + 4)
+        pos = skip_tagged_fields(buf, pos + 4)
         voters.append(voter_id)
     return tuple(voters), pos
-
-
-def _skip_tagged_fields(buf: bytes, pos: int) -> int:
-    count, pos = _read_uvarint(buf, pos)
-    for _ in range(count):
-        _tag, pos = _read_uvarint(buf, pos)
-        size, pos = _read_uvarint(buf, pos)
-        pos += size
-    if pos > len(buf):
-        raise ValueError("tagged field runs past the end of the control record")
-    return pos
 
 
 def encode_leader_change(message: LeaderChangeMessage) -> bytes:
@@ -105,7 +71,7 @@ def encode_leader_change(message: LeaderChangeMessage) -> bytes:
     out += _INT32.pack(message.leader_id)
     _write_voters(out, message.voters)
     _write_voters(out, message.granting_voters)
-    _write_uvarint(out, 0)  # top-level tagged fields
+    put_uvarint(out, 0)  # top-level tagged fields
     return bytes(out)
 
 
@@ -116,7 +82,7 @@ def decode_leader_change(value: bytes) -> LeaderChangeMessage:
     (leader_id,) = _INT32.unpack_from(value, 2)
     voters, pos = _read_voters(value, 6)
     granting, pos = _read_voters(value, pos)
-    pos = _skip_tagged_fields(value, pos)
+    pos = skip_tagged_fields(value, pos)
     if pos != len(value):
         raise ValueError(f"found {len(value) - pos} byte(s) of garbage after LeaderChangeMessage")
     return LeaderChangeMessage(leader_id, voters, granting, version)
