@@ -1,1 +1,39 @@
+from __future__ import annotations
+
+import os
+import signal
+from pathlib import Path
+
+import pytest
+
 pytest_plugins = ["pykraft.testing"]
+
+
+def _children_of(pid: int) -> list[tuple[int, str]]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+            ppid = int(stat.rsplit(")", 1)[1].split()[1])
+            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except (OSError, ValueError, IndexError):
+            continue
+        if ppid == pid and "defunct" not in stat:
+            found.append((int(entry.name), cmdline.strip()))
+    return found
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """Every process a test starts, it stops: stop any leftover child and fail the run."""
+    leftovers = [(pid, cmd) for pid, cmd in _children_of(os.getpid()) if "pykraft" in cmd or "bench" in cmd]
+    for pid, cmd in leftovers:
+        print(f"\nleftover process from the tests, killed: {pid} {cmd}")
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
+    if leftovers and session.exitstatus == 0:
+        session.exitstatus = 1

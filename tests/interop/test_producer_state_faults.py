@@ -119,16 +119,20 @@ def test_kill_9_keeps_producer_state(tmp_path) -> None:
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            try:
-                with RawClient(bootstrap, timeout_s=1) as client:
-                    _pid(client)
-                return proc
-            except (OSError, BrokerConnectionError):
-                time.sleep(0.1)
-        proc.kill()
-        raise AssertionError("node did not start")
+        try:
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline:
+                try:
+                    with RawClient(bootstrap, timeout_s=1) as client:
+                        _pid(client)
+                    return proc
+                except (OSError, BrokerConnectionError):
+                    time.sleep(0.1)
+            raise AssertionError("node did not start")
+        except BaseException:
+            proc.kill()  # whatever went wrong, the process this test started does not outlive it
+            proc.wait(timeout=30)
+            raise
 
     proc = start()
     try:
