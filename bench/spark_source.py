@@ -87,7 +87,16 @@ def _fill(bootstrap: str, records: int, value_bytes: int) -> int:
 def confluent_loop(bootstrap: str, records: int) -> float:
     from confluent_kafka import Consumer, TopicPartition
 
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench", "enable.auto.commit": False})
+    # fetch.queue.backoff.ms: librdkafka otherwise pauses fetching for 1 s whenever its local queue is full,
+    # a client-side stall that would make the baseline look slower than it is (see bench/__main__.py).
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "bench",
+            "enable.auto.commit": False,
+            "fetch.queue.backoff.ms": 10,
+        }
+    )
     t0 = time.perf_counter()
     consumer.assign([TopicPartition(TOPIC, p, 0) for p in range(PARTITIONS)])
     seen = 0
