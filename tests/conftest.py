@@ -28,7 +28,10 @@ def _children_of(pid: int) -> list[tuple[int, str]]:
 @pytest.hookimpl(trylast=True)
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     """Every process a test starts, it stops: stop any leftover child and fail the run."""
-    leftovers = [(pid, cmd) for pid, cmd in _children_of(os.getpid()) if "pykraft" in cmd or "bench" in cmd]
+    # Servers the tests start (`python -m pykraft.cli server start`, peers from bench/). PySpark's gateway
+    # JVM is not one of them: PySpark stops it when the interpreter exits.
+    ours = ("pykraft.cli", "bench.null_broker", "/tansu ")
+    leftovers = [(pid, cmd) for pid, cmd in _children_of(os.getpid()) if any(tag in cmd for tag in ours)]
     for pid, cmd in leftovers:
         print(f"\nleftover process from the tests, killed: {pid} {cmd}")
         try:
