@@ -320,7 +320,7 @@ def build_batch(
     return out
 
 
-def _read_bytes(buf: bytes | memoryview, pos: int) -> tuple[bytes | None, int]:
+def read_nullable_bytes(buf: bytes | memoryview, pos: int) -> tuple[bytes | None, int]:
     length, pos = _read_varint(buf, pos)
     if length < 0:
         return None, pos
@@ -328,6 +328,30 @@ def _read_bytes(buf: bytes | memoryview, pos: int) -> tuple[bytes | None, int]:
     if end > len(buf):
         raise ValueError("record field runs past the end of the record")
     return bytes(buf[pos:end]), end
+
+
+_CODEC_NAMES = {1: "gzip", 2: "snappy", 3: "lz4", 4: "zstd"}
+
+
+def inflate_records(header: BatchHeader, batch: bytes | bytearray | memoryview) -> bytes | memoryview:
+    """The records section of ``batch`` (whole, header included), decompressed when the batch is.
+
+    Codecs are kafka-python's (gzip always; snappy, lz4 and zstd when their libraries are installed).
+    Raises ``ValueError`` naming the codec when it is unknown or its library is missing.
+    """
+    body = memoryview(batch)[BATCH_HEADER_SIZE : header.size_in_bytes]
+    codec = header.compression_type
+    if not codec:
+        return body
+    from kafka import codec as codecs
+
+    name = _CODEC_NAMES.get(codec)
+    if name is None:
+        raise ValueError(f"batch at offset {header.base_offset}: unknown compression type {codec}")
+    if not getattr(codecs, f"has_{name}")():
+        raise ValueError(f"batch at offset {header.base_offset}: {name} compression needs its Python library")
+    decode = getattr(codecs, f"{name}_decode")
+    return bytes(decode(body if name == "gzip" else body.tobytes()))
 
 
 def decode_records(batch: bytes | bytearray | memoryview) -> list[Record]:
@@ -338,24 +362,13 @@ def decode_records(batch: bytes | bytearray | memoryview) -> list[Record]:
     """
     view = memoryview(batch)
     header = read_batch_header(view)
-    body: bytes | memoryview = view[BATCH_HEADER_SIZE : header.size_in_bytes]
-    if header.compression_type:
-        from kafka.record.default_records import DefaultRecordBatch
-
-        return [
-            Record(
-                r.key,
-                r.value,
-                tuple((k, v) for k, v in r.headers),
-                r.offset,
-                r.timestamp,
-            )
-            for r in DefaultRecordBatch(bytes(view[: header.size_in_bytes]))
-        ]
+    body = inflate_records(header, view[: header.size_in_bytes])
     records: list[Record] = []
     body = bytes(body)  # indexing and slicing bytes is cheaper than a memoryview, and slices are bytes
     size = len(body)
     base_offset, base_timestamp = header.base_offset, header.base_timestamp
+    # LogAppendTime: every record's timestamp is the batch's maxTimestamp, as Kafka's consumer reports it.
+    append_time = header.max_timestamp if header.timestamp_type == TIMESTAMP_TYPE_LOG_APPEND_TIME else None
     pos = 0
     try:
         for _ in range(header.record_count):
@@ -389,7 +402,7 @@ def decode_records(batch: bytes | bytearray | memoryview) -> list[Record]:
                 key: bytes | None = None
                 p += 1
             else:
-                key, p = _read_bytes(body, p)
+                key, p = read_nullable_bytes(body, p)
             b = body[p]
             if b < 0x80:
                 z, q = b, p + 1
@@ -397,11 +410,11 @@ def decode_records(batch: bytes | bytearray | memoryview) -> list[Record]:
                 z, q = (b & 0x7F) | (body[p + 1] << 7), p + 2
             else:
                 z, q = 1, p
-            if not z & 1:  # a non-negative length (a null value or a long varint takes _read_bytes)
+            if not z & 1:  # a non-negative length (a null value or a long varint takes read_nullable_bytes)
                 value: bytes | None = body[q : q + (z >> 1)]
                 p = q + (z >> 1)
             else:
-                value, p = _read_bytes(body, p)
+                value, p = read_nullable_bytes(body, p)
             if p < end and body[p] == 0:  # no headers
                 headers: tuple[tuple[str, bytes | None], ...] = ()
                 p += 1
@@ -409,15 +422,16 @@ def decode_records(batch: bytes | bytearray | memoryview) -> list[Record]:
                 count, p = _read_varint(body, p)
                 hdrs: list[tuple[str, bytes | None]] = []
                 for _h in range(count):
-                    name, p = _read_bytes(body, p)
-                    hval, p = _read_bytes(body, p)
+                    name, p = read_nullable_bytes(body, p)
+                    hval, p = read_nullable_bytes(body, p)
                     hdrs.append(((name or b"").decode("utf-8"), hval))
                 headers = tuple(hdrs)
             if p > end:
                 raise ValueError("record field runs past the end of the record")
             if p != end:
                 raise ValueError(f"{end - p} byte(s) of garbage after a record")
-            records.append(Record(key, value, headers, base_offset + offset_delta, base_timestamp + ts_delta))
+            timestamp = base_timestamp + ts_delta if append_time is None else append_time
+            records.append(Record(key, value, headers, base_offset + offset_delta, timestamp))
             pos = end
     except IndexError:
         raise ValueError("record runs past the end of the batch") from None
