@@ -12,7 +12,10 @@ topic filled by an idempotent confluent-kafka producer. Then, over the same data
 - ``spark pykraft (segment files)``: the same source with ``path`` = the broker's data dir;
 - ``spark confluent per range``: a bench-only variant whose ``read()`` uses a confluent-kafka
   consumer per offset range (assign + consume) and builds Arrow from the message lists: the
-  transport the source did not choose.
+  transport the source did not choose;
+- ``spark floor``: a bench-only variant that does no I/O and no decoding (it yields one pre-built
+  Arrow batch of the same width again and again): Spark's own cost of ingesting these rows from a
+  Python data source, the ceiling for any transport on this machine.
 
 Ratios are against the confluent loop measured in the same run. Every process started here is stopped.
 """
@@ -32,6 +35,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 TOPIC = "bench-spark"
 PARTITIONS = 2
+KEY_BYTES = 12  # b"key-%08d"
 
 
 def _start_broker(data_dir: str) -> tuple[subprocess.Popen[bytes], str]:
@@ -81,7 +85,7 @@ def _fill(bootstrap: str, records: int, value_bytes: int) -> int:
             except BufferError:
                 producer.poll(0.05)
     assert producer.flush(120) == 0
-    return records * (len(pad) + 12 + 12)
+    return records * (len(pad) + 12 + KEY_BYTES)
 
 
 def confluent_loop(bootstrap: str, records: int) -> float:
@@ -132,9 +136,10 @@ def _spark(master: str) -> Any:
     import pykraft.spark
 
     pykraft.spark.register(spark)
-    from bench.spark_confluent_source import ConfluentRangeSource
+    from bench.spark_bench_sources import ConfluentRangeSource, PrebuiltSource
 
     spark.dataSource.register(ConfluentRangeSource)
+    spark.dataSource.register(PrebuiltSource)
     return spark
 
 
@@ -185,6 +190,15 @@ def main() -> None:
                 (
                     f"spark confluent per range ({args.master})",
                     lambda: spark_read(spark, "pykraft_confluent", common, args.records),
+                ),
+                (
+                    f"spark floor: prebuilt Arrow ({args.master})",
+                    lambda: spark_read(
+                        spark,
+                        "pykraft_prebuilt",
+                        {**common, "valueBytes": str(args.value_bytes)},
+                        args.records,
+                    ),
                 ),
             ]
             # Warm-up: the first Spark job pays the Python worker start (pyspark-facts.md §5).

@@ -21,7 +21,6 @@ from pykraft.protocol.records import (
     decode_records,
     scan_batches,
 )
-from pykraft.spark import decode
 from pykraft.spark.decode import ArrowDecoder, CorruptRecordError, schema_ddl
 
 pa = pytest.importorskip("pyarrow")
@@ -220,27 +219,16 @@ def _many_batches(seed: int, batches: int, big_every: int = 0) -> bytes:
     return bytes(buf)
 
 
-_WALKS = pytest.mark.parametrize("min_batches", [1, 10**9], ids=["lockstep walk", "loop walk"])
-
-
-@_WALKS
 @pytest.mark.parametrize("seed", range(4))
 @pytest.mark.parametrize("big_every", [0, 17], ids=["short records", "some of 9 KiB"])
-def test_decoder__both_record_walks_match_the_reference(
-    seed: int, big_every: int, min_batches: int, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Runs of many batches find record starts in lockstep; records of 8 KiB+ fall back to the loop."""
-    monkeypatch.setattr(decode, "_LOCKSTEP_MIN_BATCHES", min_batches)
+def test_decoder__runs_of_many_batches_match_the_reference(seed: int, big_every: int) -> None:
+    """Many batches walked in one compiled call, with record lengths of one, two and three varint bytes."""
     raw = _many_batches(seed, 120, big_every)
     assert _normalise(_decode(raw)) == _expected(raw)
     assert _normalise(_decode(raw, 100, 900)) == _expected(raw, 100, 900)
 
 
-@_WALKS
-def test_decoder__both_walks_detect_lengths_that_miss_the_batch_end(
-    min_batches: int, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setattr(decode, "_LOCKSTEP_MIN_BATCHES", min_batches)
+def test_decoder__detects_record_lengths_that_miss_the_batch_end() -> None:
     raw = bytearray(_many_batches(1, 60))
     positions = list(scan_batches(bytes(raw)))
     pos, header = positions[30]
@@ -248,3 +236,13 @@ def test_decoder__both_walks_detect_lengths_that_miss_the_batch_end(
     decoder = ArrowDecoder(_schema(False, False), TOPIC, 0, include_headers=False, include_producer=False)
     with pytest.raises(CorruptRecordError, match=f"batch at offset {header.base_offset}"):
         list(decoder.decode(bytes(raw), positions, 0, 2**40))
+
+
+def test_decoder__long_timestamp_deltas() -> None:
+    """Timestamp deltas are varlongs: up to ten bytes each way."""
+    records = [Record(b"k", b"v", timestamp=NOW + d) for d in (0, 2**40, -(2**40), 2**49)]
+    raw = bytes(build_batch(records, timestamp_ms=NOW))
+    assert [r["timestamp_ms"] for r in _expected(raw)] == [r.timestamp for r in records]
+    decoder = ArrowDecoder(_schema(False, False), TOPIC, 0, include_headers=False, include_producer=False)
+    [batch] = decoder.decode(raw, list(scan_batches(raw)), 0, 10)
+    assert batch.column("timestamp").cast(pa.int64()).to_pylist() == [r.timestamp * 1000 for r in records]

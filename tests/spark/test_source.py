@@ -41,7 +41,16 @@ def test_batch_read_of_100k_records_equals_what_was_produced(spark: Any, node: R
         for i in range(100_000)
     ]
     produce(node.bootstrap_servers, topic, records)  # type: ignore[arg-type]
-    df = _reader(spark, node, topic, includeHeaders="true", includeProducerInfo="true", minPartitions="4")
+    # 64 KiB fetches: each task pipelines dozens of fetches through one reused receive buffer.
+    df = _reader(
+        spark,
+        node,
+        topic,
+        includeHeaders="true",
+        includeProducerInfo="true",
+        minPartitions="4",
+        fetchMaxBytes="65536",
+    )
     assert df.columns == [
         "key",
         "value",

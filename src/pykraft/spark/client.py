@@ -139,6 +139,7 @@ class BrokerConnection:
         self._sock.settimeout(timeout_s)
         self._sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self._client_id = _string(client_id)
+        self._buffer = bytearray(64 * 1024)
         self._correlation = 0
 
     def close(self) -> None:
@@ -150,25 +151,43 @@ class BrokerConnection:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def _recv_exactly(self, n: int) -> bytearray:
-        out = bytearray(n)
-        view = memoryview(out)
+    def _recv_exactly(self, n: int) -> memoryview:
+        """The next ``n`` bytes, in this connection's receive buffer: valid until the next receive.
+
+        Reusing one buffer spares a fresh allocation per fetch, whose first touch costs a page fault
+        every 4 KiB (measured: ~25% of a Spark worker's time at 32 MiB fetches). A larger answer
+        gets a new buffer, never a resize, since views of the old one may still be alive."""
+        if n > len(self._buffer):
+            self._buffer = bytearray(max(n, 2 * len(self._buffer)))
+        view = memoryview(self._buffer)[:n]
         got = 0
         while got < n:
             k = self._sock.recv_into(view[got:], n - got)
             if k == 0:
                 raise KafkaClientError(f"broker {self.address[0]}:{self.address[1]} closed the connection")
             got += k
-        return out
+        return view
 
     def request(self, api_key: int, api_version: int, body: bytes) -> _Reader:
+        return self.receive(self.send(api_key, api_version, body), api_key)
+
+    def send(self, api_key: int, api_version: int, body: bytes) -> int:
+        """Send one request; return its correlation id. Answers come back in the order sent."""
         self._correlation += 1
         header = _HEADER.pack(api_key, api_version, self._correlation) + self._client_id
         frame = header + body
         try:
             self._sock.sendall(_INT32.pack(len(frame)) + frame)
+        except OSError as exc:
+            raise KafkaClientError(f"broker {self.address[0]}:{self.address[1]}: {exc}") from None
+        return self._correlation
+
+    def receive(self, correlation: int, api_key: int) -> _Reader:
+        """The answer to the request sent as ``correlation`` (the oldest one not yet received). It
+        reads the connection's receive buffer, so it is valid until the next receive."""
+        try:
             (size,) = _INT32.unpack(self._recv_exactly(4))
-            data = memoryview(self._recv_exactly(size))
+            data = self._recv_exactly(size)
         except TimeoutError:
             raise KafkaClientError(
                 f"broker {self.address[0]}:{self.address[1]} did not answer api key {api_key} in time"
@@ -176,8 +195,11 @@ class BrokerConnection:
         except OSError as exc:
             raise KafkaClientError(f"broker {self.address[0]}:{self.address[1]}: {exc}") from None
         reader = _Reader(data)
-        correlation = reader.int32()
-        assert correlation == self._correlation, (correlation, self._correlation)
+        answered = reader.int32()
+        if answered != correlation:
+            raise KafkaClientError(
+                f"broker {self.address[0]}:{self.address[1]} answered request {answered}, expected {correlation}"
+            )
         return reader
 
     # --- Metadata v4: the first with allow_auto_topic_creation (reading must not create topics) ---
@@ -251,6 +273,14 @@ class BrokerConnection:
     def fetch(
         self, topic: str, partition: int, offset: int, *, max_bytes: int, max_wait_ms: int = 100
     ) -> FetchedPartition:
+        sent = self.send_fetch(topic, partition, offset, max_bytes=max_bytes, max_wait_ms=max_wait_ms)
+        return self.receive_fetch(sent, topic, partition)
+
+    def send_fetch(
+        self, topic: str, partition: int, offset: int, *, max_bytes: int, max_wait_ms: int = 100
+    ) -> int:
+        """Send a Fetch without waiting for it, so the broker reads the next records while the caller
+        decodes the last ones; ``receive_fetch`` takes the answer."""
         body = (
             _INT32.pack(-1)  # replica id: a consumer
             + _INT32.pack(max_wait_ms)
@@ -265,7 +295,10 @@ class BrokerConnection:
             + _INT64.pack(-1)  # log start offset: only followers send it
             + _INT32.pack(max_bytes)
         )
-        r = self.request(_API_FETCH, 5, body)
+        return self.send(_API_FETCH, 5, body)
+
+    def receive_fetch(self, correlation: int, topic: str, partition: int) -> FetchedPartition:
+        r = self.receive(correlation, _API_FETCH)
         r.int32()  # throttle
         for _ in range(r.int32()):
             r.string()

@@ -79,10 +79,9 @@ SOURCE_NAME = "pykraft"
 DEFAULT_FETCH_MAX_BYTES = 8 * 1024 * 1024
 DEFAULT_MAX_RECORDS_PER_PARTITION = 1_000_000
 DEFAULT_REQUEST_TIMEOUT_MS = 30_000
-# Path mode decodes a segment in windows of this many records or bytes: large enough for the decoder's
-# lockstep walk over many batches (spark.decode._starts), small enough to bound its per-record arrays.
-SEGMENT_WINDOW_RECORDS = 512 * 1024
-SEGMENT_WINDOW_BYTES = 512 * 1024 * 1024
+# Path mode decodes a segment a window of batches at a time: about one Arrow batch of rows, and at most
+# this many bytes, so a segment of large records does not become one huge Arrow batch.
+SEGMENT_WINDOW_BYTES = 16 * 1024 * 1024
 # A path-mode partition with no end reads its segment to the end.
 _NO_END = 2**63 - 1
 
@@ -240,10 +239,17 @@ def read_partition(part: OffsetRangePartition, schema: Any) -> Any:
         yield from _read_segment(part, decoder)
         return
     assert part.leader is not None
+    if part.start >= part.end:
+        return
     offset = part.start
     with BrokerConnection(*part.leader, timeout_s=settings.timeout_s) as conn:
-        while offset < part.end:
-            fetched = conn.fetch(part.topic, part.partition, offset, max_bytes=settings.fetch_max_bytes)
+
+        def send_fetch(at: int) -> int:
+            return conn.send_fetch(part.topic, part.partition, at, max_bytes=settings.fetch_max_bytes)
+
+        pending = send_fetch(offset)
+        while True:
+            fetched = conn.receive_fetch(pending, part.topic, part.partition)
             if fetched.error_code == ErrorCode.OFFSET_OUT_OF_RANGE:
                 if settings.fail_on_data_loss:
                     raise PykraftDataLossError(
@@ -257,6 +263,7 @@ def read_partition(part: OffsetRangePartition, schema: Any) -> Any:
                 if log_start <= offset:  # the end moved back (truncation): nothing more to read
                     break
                 offset = log_start
+                pending = send_fetch(offset)
                 continue
             if fetched.error_code:
                 raise KafkaClientError(
@@ -278,7 +285,12 @@ def read_partition(part: OffsetRangePartition, schema: Any) -> Any:
                     f"fetch {part.topic}-{part.partition} at offset {offset}: no complete record batch "
                     f"(CORRUPT_MESSAGE, or a batch larger than fetchMaxBytes={settings.fetch_max_bytes})"
                 )
+            if next_offset < part.end:
+                # One fetch ahead: the broker serves it while these records are decoded and shipped.
+                pending = send_fetch(next_offset)
             yield from decoder.decode(fetched.records, batches, offset, part.end)
+            if next_offset >= part.end:
+                break
             offset = next_offset
 
 
@@ -313,7 +325,7 @@ def _read_segment(part: OffsetRangePartition, decoder: ArrowDecoder) -> Any:
             window_pos = pos
         batches.append((pos, header))
         records += header.record_count
-        if records >= SEGMENT_WINDOW_RECORDS or pos - window_pos >= SEGMENT_WINDOW_BYTES:
+        if records >= decoder.max_rows_per_batch or pos - window_pos >= SEGMENT_WINDOW_BYTES:
             yield from decoder.decode(data, batches, part.start, part.end)
             batches, records = [], 0
         if header.next_offset >= part.end:
