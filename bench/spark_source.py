@@ -154,6 +154,44 @@ def spark_read(spark: Any, fmt: str, options: dict[str, str], records: int) -> f
     return elapsed
 
 
+_CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def _process_cpu_seconds() -> dict[int, tuple[int, float]]:
+    """{pid: (parent pid, user+system CPU seconds)} for every process (Linux /proc)."""
+    out: dict[int, tuple[int, float]] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as fh:
+                    fields = fh.read().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            out[int(entry)] = (int(fields[1]), (int(fields[11]) + int(fields[12])) / _CLOCK_TICKS)
+    return out
+
+
+def cpu_split(
+    before: dict[int, tuple[int, float]], after: dict[int, tuple[int, float]], broker: int
+) -> dict[str, float]:
+    """CPU seconds spent between two snapshots by the broker, this process (the loop's consumer and
+    the Spark driver), Spark's JVM and the JVM's children (Python workers)."""
+    me = os.getpid()
+    jvms = {pid for pid, (parent, _) in after.items() if parent == me and pid != broker}
+    split = {"broker": 0.0, "driver": 0.0, "spark jvm": 0.0, "spark python": 0.0}
+    for pid, (parent, cpu) in after.items():
+        spent = cpu - before.get(pid, (parent, 0.0))[1]
+        if pid == broker:
+            split["broker"] += spent
+        elif pid == me:
+            split["driver"] += spent
+        elif pid in jvms:
+            split["spark jvm"] += spent
+        elif parent in jvms or after.get(parent, (0, 0.0))[0] in jvms:  # workers, and their daemon's forks
+            split["spark python"] += spent
+    return split
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--records", type=int, default=300_000)
@@ -204,17 +242,29 @@ def main() -> None:
             # Warm-up: the first Spark job pays the Python worker start (pyspark-facts.md §5).
             spark_read(spark, "pykraft", common, args.records)
             best: dict[str, float] = {}
+            cpu: dict[str, dict[str, float]] = {}
             for _run in range(args.runs):
                 for name, fn in cases:  # interleaved, so drift hits every case alike
+                    before = _process_cpu_seconds()
                     elapsed = fn()
-                    best[name] = min(best.get(name, elapsed), elapsed)
+                    if elapsed < best.get(name, float("inf")):
+                        best[name] = elapsed
+                        cpu[name] = cpu_split(before, _process_cpu_seconds(), proc.pid)
             base = best[cases[0][0]]
-            print(f"\n{args.records} records x {args.value_bytes} B values; best of {args.runs} runs")
-            print(f"{'reader':45s} {'seconds':>8s} {'rows/s':>10s} {'MB/s':>8s} {'vs loop':>8s}")
+            print(
+                f"\n{args.records} records x {args.value_bytes} B values; best of {args.runs} runs; "
+                f"{os.cpu_count()} cores; load average {os.getloadavg()[0]:.2f}"
+            )
+            kinds = list(next(iter(cpu.values())))
+            print(
+                f"{'reader':45s} {'seconds':>8s} {'rows/s':>10s} {'MB/s':>8s} {'vs loop':>8s}  CPU s: "
+                + " / ".join(kinds)
+            )
             for name, _fn in cases:
                 s = best[name]
                 print(
-                    f"{name:45s} {s:8.2f} {args.records / s:10,.0f} {total_bytes / s / 1e6:8.1f} {base / s:7.2f}x"
+                    f"{name:45s} {s:8.2f} {args.records / s:10,.0f} {total_bytes / s / 1e6:8.1f} {base / s:7.2f}x  "
+                    + " / ".join(f"{cpu[name][k]:.2f}" for k in kinds)
                 )
         finally:
             if spark is not None:

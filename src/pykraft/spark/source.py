@@ -18,12 +18,13 @@ split), ``fetchMaxBytes`` (default 8 MiB), ``requestTimeoutMs`` (default 30000),
 broker data dir (``log.dirs``) read directly from its segment files, one Spark task per segment
 (batch only; the node may be stopped).
 
-Transport: executors fetch with pykraft's own Fetch v5 client (``spark.client``) and decode the
-stored RecordBatch bytes straight into Arrow buffers, with no Python object per record
-(``spark.decode``). Chosen by measurement
-(bench/spark_source.py, local[2], 2 cores shared with the broker): it read 1.4-2.3x as fast as a
-confluent-kafka consumer per offset range inside the same Spark tasks (librdkafka hands Python one
-object per message), and only it can fill the producer-info columns.
+Transport: executors fetch with pykraft's own Fetch v5 client (``spark.client``), one request ahead,
+and decode the stored RecordBatch bytes straight into Arrow buffers, with no Python object per record
+(``spark.decode``). Chosen by measurement (bench/spark_source.py, 1M x 1 KiB, local[2], 2 cores
+shared with the broker): 5x as fast as a confluent-kafka consumer per offset range inside the same
+Spark tasks (librdkafka hands Python one object per message), and only it can fill the producer-info
+columns. With ``path`` the tasks read segment files and the broker does no work: ~1.4x the fetch
+transport. Results: bench/results/spark_source.md.
 
 Streaming offsets are ``{"topic": {"partition": next_offset}}``; Spark's checkpoint is the only
 source of truth. ``commit(end)`` does nothing on the broker: Spark calls it one batch late and never
