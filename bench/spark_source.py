@@ -116,7 +116,7 @@ def confluent_loop(bootstrap: str, records: int) -> float:
     return elapsed
 
 
-def _spark(master: str) -> Any:
+def _spark(master: str, conf: list[str] | None = None) -> Any:
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     os.environ["PYTHONPATH"] = os.pathsep.join(
@@ -124,14 +124,19 @@ def _spark(master: str) -> Any:
     )
     from pyspark.sql import SparkSession
 
-    spark = (
+    builder = (
         SparkSession.builder.master(master)
         .appName("bench-spark-source")
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.sql.shuffle.partitions", "2")
-        .getOrCreate()
     )
+    for item in conf or []:
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise SystemExit(f"--conf {item!r}: expected KEY=VALUE")
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     import pykraft.spark
 
@@ -198,6 +203,12 @@ def main() -> None:
     parser.add_argument("--value-bytes", type=int, default=1024)
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--master", default="local[2]")
+    parser.add_argument(
+        "--conf",
+        action="append",
+        metavar="KEY=VALUE",
+        help="a Spark setting, e.g. spark.buffer.size=1048576 (repeatable)",
+    )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="bench-spark-") as tmp:
         proc, bootstrap = _start_broker(tmp)
@@ -208,7 +219,7 @@ def main() -> None:
                 flush=True,
             )
             total_bytes = _fill(bootstrap, args.records, args.value_bytes)
-            spark = _spark(args.master)
+            spark = _spark(args.master, args.conf)
             common = {"kafka.bootstrap.servers": bootstrap, "subscribe": TOPIC}
             cases: list[tuple[str, Any]] = [
                 ("confluent loop (1 process)", lambda: confluent_loop(bootstrap, args.records)),
@@ -253,7 +264,8 @@ def main() -> None:
             base = best[cases[0][0]]
             print(
                 f"\n{args.records} records x {args.value_bytes} B values; best of {args.runs} runs; "
-                f"{os.cpu_count()} cores; load average {os.getloadavg()[0]:.2f}"
+                f"{os.cpu_count()} cores; load average {os.getloadavg()[0]:.2f}; "
+                f"Spark settings: {', '.join(args.conf or ['defaults'])}"
             )
             kinds = list(next(iter(cpu.values())))
             print(

@@ -50,7 +50,7 @@ def _decode(buf: bytes, start: int = 0, end: int = 2**62, headers: bool = True, 
     decoder = ArrowDecoder(
         _schema(headers, producer), TOPIC, 3, include_headers=headers, include_producer=producer
     )
-    batches = list(decoder.decode(buf, list(scan_batches(buf)), start, end))
+    batches = [*decoder.decode(buf, list(scan_batches(buf)), start, end), *decoder.finish()]
     if not batches:
         return []
     return pa.Table.from_batches(batches).to_pylist()
@@ -198,7 +198,7 @@ def test_decoder__reads_from_a_pyarrow_buffer() -> None:
     raw = bytes(build_batch([Record(b"k" * 200, b"v" * 300)] * 3, timestamp_ms=NOW))
     decoder = ArrowDecoder(_schema(False, False), TOPIC, 0, include_headers=False, include_producer=False)
     buffer = pa.py_buffer(raw)
-    [batch] = decoder.decode(buffer, list(scan_batches(buffer)), 0, 10)
+    [batch] = [*decoder.decode(buffer, list(scan_batches(buffer)), 0, 10), *decoder.finish()]
     assert batch.column("value").to_pylist() == [b"v" * 300] * 3
 
 
@@ -244,5 +244,19 @@ def test_decoder__long_timestamp_deltas() -> None:
     raw = bytes(build_batch(records, timestamp_ms=NOW))
     assert [r["timestamp_ms"] for r in _expected(raw)] == [r.timestamp for r in records]
     decoder = ArrowDecoder(_schema(False, False), TOPIC, 0, include_headers=False, include_producer=False)
-    [batch] = decoder.decode(raw, list(scan_batches(raw)), 0, 10)
+    [batch] = [*decoder.decode(raw, list(scan_batches(raw)), 0, 10), *decoder.finish()]
     assert batch.column("timestamp").cast(pa.int64()).to_pylist() == [r.timestamp * 1000 for r in records]
+
+
+def test_decoder__cuts_batches_at_the_row_and_byte_limits() -> None:
+    raw = _many_batches(5, 60)
+    expected = _expected(raw)
+    for limits in ({"max_rows_per_batch": 100}, {"max_bytes_per_batch": 4096}):
+        decoder = ArrowDecoder(
+            _schema(True, True), TOPIC, 3, include_headers=True, include_producer=True, **limits
+        )
+        batches = [*decoder.decode(raw, list(scan_batches(raw)), 0, 2**40), *decoder.finish()]
+        assert len(batches) > 5
+        if "max_rows_per_batch" in limits:
+            assert max(b.num_rows for b in batches) < 2 * 100 + 40  # cut after the run that crosses the limit
+        assert _normalise(pa.Table.from_batches(batches).to_pylist()) == expected

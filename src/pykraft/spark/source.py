@@ -77,12 +77,12 @@ from pykraft.spark.client import (
 from pykraft.spark.decode import ArrowDecoder, schema_ddl
 
 SOURCE_NAME = "pykraft"
-DEFAULT_FETCH_MAX_BYTES = 8 * 1024 * 1024
+DEFAULT_FETCH_MAX_BYTES = 1024 * 1024
 DEFAULT_MAX_RECORDS_PER_PARTITION = 1_000_000
 DEFAULT_REQUEST_TIMEOUT_MS = 30_000
-# Path mode decodes a segment a window of batches at a time: about one Arrow batch of rows, and at most
-# this many bytes, so a segment of large records does not become one huge Arrow batch.
-SEGMENT_WINDOW_BYTES = 16 * 1024 * 1024
+# Path mode checks and decodes a segment about this many bytes at a time, so the bytes the CRC check
+# reads are still in the CPU cache when the decoder walks and copies them.
+SEGMENT_WINDOW_BYTES = 1024 * 1024
 # A path-mode partition with no end reads its segment to the end.
 _NO_END = 2**63 - 1
 
@@ -293,6 +293,7 @@ def read_partition(part: OffsetRangePartition, schema: Any) -> Any:
             if next_offset >= part.end:
                 break
             offset = next_offset
+    yield from decoder.finish()
 
 
 def _batches_up_to(records: memoryview, start: int, end: int) -> tuple[list[tuple[int, BatchHeader]], int]:
@@ -318,21 +319,20 @@ def _read_segment(part: OffsetRangePartition, decoder: ArrowDecoder) -> Any:
     with pa.memory_map(part.segment_file) as mapped:
         data = mapped.read_buffer()
     batches: list[tuple[int, BatchHeader]] = []
-    records = window_pos = 0
+    window_pos = 0
     for pos, header in scan_batches(data):
         if header.next_offset <= part.start:
             continue
         if not batches:
             window_pos = pos
         batches.append((pos, header))
-        records += header.record_count
-        if records >= decoder.max_rows_per_batch or pos - window_pos >= SEGMENT_WINDOW_BYTES:
+        if pos + header.size_in_bytes - window_pos >= SEGMENT_WINDOW_BYTES:
             yield from decoder.decode(data, batches, part.start, part.end)
-            batches, records = [], 0
+            batches = []
         if header.next_offset >= part.end:
             break
-    if batches:
-        yield from decoder.decode(data, batches, part.start, part.end)
+    yield from decoder.decode(data, batches, part.start, part.end)
+    yield from decoder.finish()
 
 
 def segment_partitions(
