@@ -260,3 +260,76 @@ def test_decoder__cuts_batches_at_the_row_and_byte_limits() -> None:
         if "max_rows_per_batch" in limits:
             assert max(b.num_rows for b in batches) < 2 * 100 + 40  # cut after the run that crosses the limit
         assert _normalise(pa.Table.from_batches(batches).to_pylist()) == expected
+
+
+def _batch_of_raw_records(records: list[bytes], base_offset: int = 7) -> bytes:
+    """A valid batch (CRC and all) whose records section is ``records``, each framed by its length."""
+    from crc32c import crc32c
+
+    from pykraft.protocol.records import _write_varint
+
+    body = bytearray()
+    for rec in records:
+        _write_varint(body, len(rec))
+        body += rec
+    batch = build_batch([Record(b"k", b"v")] * len(records), base_offset=base_offset, timestamp_ms=NOW)
+    batch = batch[:61] + body
+    struct.pack_into(">i", batch, 8, len(batch) - 12)  # batchLength
+    struct.pack_into(">I", batch, CRC_OFFSET, crc32c(memoryview(batch)[ATTRIBUTES_OFFSET:]))
+    return bytes(batch)
+
+
+def _raw_record(*fields: int, tail: bytes = b"") -> bytes:
+    from pykraft.protocol.records import _write_varint
+
+    out = bytearray(b"\x00")  # attributes
+    for value in fields:
+        _write_varint(out, value)
+    return bytes(out + tail)
+
+
+_HUGE = 2**62 - 1  # the largest length a zig-zag varint decodes to in an int64
+
+
+@pytest.mark.parametrize(
+    "record",
+    [
+        pytest.param(_raw_record(0, 0, _HUGE, tail=b"kv\x00"), id="huge key length"),
+        pytest.param(_raw_record(0, 0, 1, tail=b"k") + _raw_record(_HUGE)[1:], id="huge value length"),
+        pytest.param(_raw_record(0, 0, 1, tail=b"k\x02v") + _raw_record(_HUGE)[1:], id="huge header count"),
+    ],
+)
+def test_decoder__huge_varint_lengths_are_corrupt(record: bytes) -> None:
+    """Ten-byte varints far past the record fail its bounds, with or without headers wanted."""
+    raw = _batch_of_raw_records([record])
+    for headers in (False, True):
+        decoder = ArrowDecoder(
+            _schema(headers, False), TOPIC, 0, include_headers=headers, include_producer=False
+        )
+        with pytest.raises(CorruptRecordError, match="offset 7"):
+            list(decoder.decode(raw, list(scan_batches(raw)), 0, 100))
+
+
+def test_decoder__unparseable_header_names_the_record() -> None:
+    # one header whose key is not UTF-8
+    record = _raw_record(0, 0, 1, tail=b"k\x02v\x02\x02\xff\x02x")
+    raw = _batch_of_raw_records([record])
+    assert _decode(raw, headers=False)[0]["value"] == b"v"  # without includeHeaders, headers are not read
+    decoder = ArrowDecoder(_schema(True, False), TOPIC, 0, include_headers=True, include_producer=False)
+    with pytest.raises(CorruptRecordError, match="record at offset 7: its headers do not parse"):
+        list(decoder.decode(raw, list(scan_batches(raw)), 0, 100))
+
+
+def test_decoder__corrupt_compressed_body_names_the_batch() -> None:
+    builder = DefaultRecordBatchBuilder(2, 1, False, -1, -1, -1, 1 << 20)  # gzip
+    builder.append(0, NOW, b"k", b"v" * 100, [])
+    batch = bytearray(builder.build())
+    struct.pack_into(">q", batch, 0, 9)
+    batch[70:80] = b"\xff" * 10  # inside the gzip stream
+    from crc32c import crc32c
+
+    struct.pack_into(">I", batch, CRC_OFFSET, crc32c(memoryview(batch)[ATTRIBUTES_OFFSET:]))
+    raw = bytes(batch)
+    decoder = ArrowDecoder(_schema(False, False), TOPIC, 0, include_headers=False, include_producer=False)
+    with pytest.raises(CorruptRecordError, match="batch at offset 9: gzip body does not inflate"):
+        list(decoder.decode(raw, list(scan_batches(raw)), 0, 100))

@@ -351,7 +351,12 @@ def inflate_records(header: BatchHeader, batch: bytes | bytearray | memoryview) 
     if not getattr(codecs, f"has_{name}")():
         raise ValueError(f"batch at offset {header.base_offset}: {name} compression needs its Python library")
     decode = getattr(codecs, f"{name}_decode")
-    return bytes(decode(body if name == "gzip" else body.tobytes()))
+    try:
+        return bytes(decode(body if name == "gzip" else body.tobytes()))
+    except Exception as exc:  # zlib.error, OSError, the libraries' own errors: all mean a corrupt body
+        raise ValueError(
+            f"batch at offset {header.base_offset}: {name} body does not inflate: {exc}"
+        ) from None
 
 
 def decode_records(batch: bytes | bytearray | memoryview) -> list[Record]:
@@ -362,9 +367,9 @@ def decode_records(batch: bytes | bytearray | memoryview) -> list[Record]:
     """
     view = memoryview(batch)
     header = read_batch_header(view)
-    body = inflate_records(header, view[: header.size_in_bytes])
+    # Indexing and slicing bytes is cheaper than a memoryview, and slices are bytes.
+    body = bytes(inflate_records(header, view[: header.size_in_bytes]))
     records: list[Record] = []
-    body = bytes(body)  # indexing and slicing bytes is cheaper than a memoryview, and slices are bytes
     size = len(body)
     base_offset, base_timestamp = header.base_offset, header.base_timestamp
     # LogAppendTime: every record's timestamp is the batch's maxTimestamp, as Kafka's consumer reports it.

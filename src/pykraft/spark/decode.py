@@ -105,7 +105,7 @@ def _walk_records(
         hi = his[b]
         for _ in range(counts[b]):
             length, pos = _varint(data, pos, hi)
-            if pos < 0 or length <= 0 or pos + length > hi:
+            if pos < 0 or length <= 0 or length > hi - pos:
                 return b + 1
             end = pos + length
             pos += 1  # attributes: unused
@@ -116,12 +116,12 @@ def _walk_records(
             if pos < 0:
                 return b + 1
             key_length, pos = _varint(data, pos, end)
-            if pos < 0 or key_length < -1:
+            if pos < 0 or key_length < -1 or key_length > end - pos:
                 return b + 1
             key_start = pos
             pos += max(key_length, 0)
             value_length, pos = _varint(data, pos, end)
-            if pos < 0 or value_length < -1:
+            if pos < 0 or value_length < -1 or value_length > end - pos:
                 return b + 1
             value_start = pos
             pos += max(value_length, 0)
@@ -130,7 +130,7 @@ def _walk_records(
             if (
                 pos < 0
                 or header_count < 0
-                or pos + 2 * header_count > end
+                or header_count > (end - pos) // 2
                 or (header_count == 0 and pos != end)
             ):
                 return b + 1
@@ -243,14 +243,19 @@ def _repeated_string(text: str, n: int) -> pa.Array:
     return pa.Array.from_buffers(pa.string(), n, [None, pa.py_buffer(offsets), pa.py_buffer(raw * n)])
 
 
-def _read_headers(view: memoryview, pos: int, end: int, count: int) -> list[dict[str, Any]]:
+def _read_headers(view: memoryview, pos: int, end: int, count: int, offset: int) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
-    for _ in range(count):
-        name, pos = read_nullable_bytes(view, pos)
-        value, pos = read_nullable_bytes(view, pos)
-        out.append({"key": (name or b"").decode("utf-8"), "value": value})
+    try:
+        for _ in range(count):
+            name, pos = read_nullable_bytes(view, pos)
+            value, pos = read_nullable_bytes(view, pos)
+            out.append({"key": (name or b"").decode("utf-8"), "value": value})
+    except ValueError as exc:  # includes UnicodeDecodeError: header keys are UTF-8 strings
+        raise CorruptRecordError(f"record at offset {offset}: its headers do not parse: {exc}") from None
     if pos != end:
-        raise CorruptRecordError(f"a record's headers end {pos - end} byte(s) away from its length")
+        raise CorruptRecordError(
+            f"record at offset {offset}: its headers end {pos - end} byte(s) away from its length"
+        )
     return out
 
 
@@ -388,7 +393,9 @@ class ArrowDecoder:
             counts_h, starts_h, ends_h = table[_HEADER_COUNT], table[_HEADERS_START], table[_RECORD_END]
             rows: list[list[dict[str, Any]]] = [[] for _ in range(len(offsets))]
             for i in np.flatnonzero(counts_h).tolist():
-                rows[i] = _read_headers(region, int(starts_h[i]), int(ends_h[i]), int(counts_h[i]))
+                rows[i] = _read_headers(
+                    region, int(starts_h[i]), int(ends_h[i]), int(counts_h[i]), int(offsets[i])
+                )
             self._headers += rows
         self._rows += len(offsets)
         if (
