@@ -100,3 +100,15 @@ def test_imports_flow_one_way() -> None:
     assert not offenders, (
         "imports must flow core -> protocol -> raft/metadata/log -> ... -> io:\n" + "\n".join(offenders)
     )
+
+
+def test_no_asyncio_wait_for_in_src() -> None:
+    """Python 3.11's ``asyncio.wait_for`` can swallow a cancellation (CPython gh-86296): a loop around
+    it then never stops, which hung ``Node.stop()``. Timed waits go through ``pykraft.io.waiting``."""
+    offenders = []
+    for path in sorted(SRC.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Attribute) and node.attr == "wait_for":
+                if isinstance(node.value, ast.Name) and node.value.id == "asyncio":
+                    offenders.append(f"{path.relative_to(SRC)}:{node.lineno}")
+    assert not offenders, "use pykraft.io.waiting instead of asyncio.wait_for:\n" + "\n".join(offenders)

@@ -57,12 +57,13 @@ class RunningNode:
         """Clean shutdown (flush and close), as SIGTERM does."""
         if not self._thread.is_alive():
             return
-        from pykraft.io.node import Node
+        from pykraft.io.node import SHUTDOWN_BUDGET_S, Node
 
         node = self._node
         assert isinstance(node, Node)
         fut = asyncio.run_coroutine_threadsafe(node.stop(), self._loop)
-        fut.result(timeout=30)
+        # Node.stop bounds itself (SHUTDOWN_BUDGET_S); the margin is for closing the logs after it.
+        fut.result(timeout=SHUTDOWN_BUDGET_S + 5)
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(timeout=30)
 

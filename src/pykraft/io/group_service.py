@@ -33,6 +33,7 @@ from pykraft.coordinator.group_coordinator import (
 from pykraft.coordinator.offsets_records import OFFSETS_TOPIC, RecordFormatError
 from pykraft.core.config import NodeConfig
 from pykraft.core.errors import ErrorCode
+from pykraft.io.waiting import wait_event, wait_shielded
 from pykraft.protocol.messages import ApiKey
 from pykraft.protocol.records import Record, build_batch, decode_records, scan_batches
 
@@ -115,13 +116,21 @@ class GroupService:
             if deadline is not None:
                 wait_s = min(max((deadline - now_ms()) / 1000, 0.0), MAX_TICK_INTERVAL_S)
             if wait_s > 0:
-                try:
-                    await asyncio.wait_for(self._wakeup.wait(), wait_s)
-                except TimeoutError:
-                    pass
+                await wait_event(self._wakeup, wait_s)
             self._wakeup.clear()
             self.coordinator.tick(now_ms())
             self._after(wake_timers=False)
+
+    async def stop(self) -> None:
+        """Node shutdown: stop creating the offsets topic and drop parked joins and syncs (their
+        connections are closing; the clients rejoin elsewhere or after the restart)."""
+        creating, self._creating = self._creating, None
+        if creating is not None and not creating.done():
+            creating.cancel()
+            await asyncio.gather(creating, return_exceptions=True)
+        waiting, self._waiting = self._waiting, {}
+        for fut in waiting.values():
+            fut.cancel()
 
     def on_image(self, view: ClusterView) -> None:
         """Load the ``__consumer_offsets`` partitions this node now leads; drop the others."""
@@ -222,12 +231,11 @@ class GroupService:
             self._creating = asyncio.get_running_loop().create_task(
                 self._create_topics([OFFSETS_TOPIC], self.num_partitions)
             )
-        try:
-            await asyncio.wait_for(asyncio.shield(self._creating), OFFSETS_TOPIC_CREATE_TIMEOUT_S)
-        except TimeoutError:
+        creating = self._creating
+        if not await wait_shielded(creating, OFFSETS_TOPIC_CREATE_TIMEOUT_S):
             log.warning("creating %s took over %.0f s", OFFSETS_TOPIC, OFFSETS_TOPIC_CREATE_TIMEOUT_S)
-        except Exception:
-            log.exception("creating %s failed", OFFSETS_TOPIC)
+        elif not creating.cancelled() and creating.exception() is not None:
+            log.warning("creating %s failed: %s", OFFSETS_TOPIC, creating.exception())
 
     # --- handlers ------------------------------------------------------------------------------------
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import gc
 import logging
 import os
@@ -32,6 +33,7 @@ from pykraft.io.file_store import FileSegmentStore
 from pykraft.io.meta_properties_files import ClusterIdConflictError, ClusterIdPublisher
 from pykraft.io.raft_log import METADATA_PARTITION_DIR, FileRaftLog
 from pykraft.io.snapshots import FileSnapshotStore, MetadataSnapshots
+from pykraft.io.waiting import wait_event
 from pykraft.log.partition_log import PartitionLog
 from pykraft.metadata.delta import MetadataDelta
 from pykraft.metadata.image import BrokerEndpoint, MetadataImage
@@ -57,6 +59,11 @@ LOAD_PROGRESS_EVERY_RECORDS = 200_000
 
 class MetadataStartError(RuntimeError):
     """The metadata plane could not become active (one line saying what it waited for)."""
+
+
+class NotControllerError(Exception):
+    """A controller write that cannot complete here: this node stopped (or is not the active
+    controller). Retriable: the caller answers NOT_CONTROLLER (41) and the client retries elsewhere."""
 
 
 @contextlib.contextmanager
@@ -103,6 +110,7 @@ class MetadataPlane:
         self.raft: RaftNode | None = None
         self._controller_active = False
         self._commit_waiters: list[tuple[int, asyncio.Future[None]]] = []
+        self._stopping = False
         self._wakeup = asyncio.Event()
         self._active = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
@@ -198,17 +206,33 @@ class MetadataPlane:
                     f"controller.quorum.voters={sorted(self.config.controller_quorum_voters)}"
                 )
 
+    def fail_pending_writes(self) -> None:
+        """Refuse new controller writes and fail the waiting ones with NotControllerError (shutdown:
+        they may still commit from the log on restart, but nobody is told they did)."""
+        self._stopping = True
+        waiters, self._commit_waiters = self._commit_waiters, []
+        for _, fut in waiters:
+            if not fut.done():
+                fut.set_exception(NotControllerError("the controller is shutting down"))
+
     async def stop(self) -> None:
+        """Stop the raft driver, then ``close_log`` (a caller that bounds the wait calls ``close_log``
+        itself when the driver does not stop in time)."""
+        self.fail_pending_writes()
         if self._task is not None:
             self._task.cancel()
             await asyncio.gather(self._task, return_exceptions=True)
             self._task = None
+        self.close_log()
+
+    def close_log(self) -> None:
+        """Flush and close the metadata log (after ``stop``; also when the driver would not stop)."""
+        if self._task is not None:
+            self._task.cancel()
         if self.raft_log is not None:
             self.raft_log.flush(self.raft_log.end_offset)
             self.raft_log.log.close()
-        for _, fut in self._commit_waiters:
-            if not fut.done():
-                fut.cancel()
+            self.raft_log = None
 
     # --- the raft driver --------------------------------------------------------------------------
 
@@ -220,10 +244,7 @@ class MetadataPlane:
                 # More committed data is waiting (a long log loading): let the loop run in between.
                 await asyncio.sleep(0)
                 continue
-            try:
-                await asyncio.wait_for(self._wakeup.wait(), RAFT_TICK_S)
-            except TimeoutError:
-                pass
+            await wait_event(self._wakeup, RAFT_TICK_S)
             self._wakeup.clear()
 
     def _drain_ready(self) -> bool:
@@ -362,13 +383,15 @@ class MetadataPlane:
         """Append a result's records (the controller replayed them when it generated them, at the
         offsets they take now) and wait until they are committed and in the image."""
         raft = self.raft
+        if self._stopping:
+            raise NotControllerError("the controller is shutting down")
         assert raft is not None and self._controller_active
         records: list[ApiMessageAndVersion] = list(result.records)
         if records:
             base = self._log().end_offset
             last_offset = raft.propose([encode_metadata_record(r) for r in records], now_ms())
             if last_offset is None:
-                raise RuntimeError("this node is not the active controller")
+                raise NotControllerError("this node is not the active controller")
             assert last_offset == base + len(records) - 1 == self.controller.next_write_offset - 1, (
                 last_offset,
                 base,
@@ -405,7 +428,10 @@ class MetadataPlane:
 
     async def allocate_producer_ids(self, broker_id: int, broker_epoch: int) -> tuple[int, int, int]:
         result = self.controller.allocate_producer_ids(broker_id, broker_epoch)
-        response = await self._write(result)
+        try:
+            response = await self._write(result)
+        except NotControllerError:
+            return int(ErrorCode.NOT_CONTROLLER), -1, 0
         return int(response.error_code), int(response.producer_id_start), int(response.producer_id_len)
 
     async def create_topics_by_name(self, names: list[str], num_partitions: int) -> None:
@@ -426,9 +452,15 @@ class MetadataPlane:
             )
             for t in request.topics
         ]
-        results = await self._write(
-            self.controller.create_topics(topics, validate_only=bool(request.validate_only))
-        )
+        result = self.controller.create_topics(topics, validate_only=bool(request.validate_only))
+        results = result.response
+        try:
+            await self._write(result)
+        except NotControllerError as exc:
+            results = [
+                dataclasses.replace(r, error_code=ErrorCode.NOT_CONTROLLER, error_message=str(exc))
+                for r in results
+            ]
         out = []
         for r in results:
             out.append(
@@ -458,7 +490,15 @@ class MetadataPlane:
         before = self.image
         by_id = [i for i in ids if i is not None]
         by_name = [n for n, i in zip(names, ids, strict=True) if i is None and n is not None]
-        results = await self._write(self.controller.delete_topics(names=by_name, topic_ids=by_id))
+        result = self.controller.delete_topics(names=by_name, topic_ids=by_id)
+        results = result.response
+        try:
+            await self._write(result)
+        except NotControllerError as exc:
+            results = [
+                dataclasses.replace(r, error_code=ErrorCode.NOT_CONTROLLER, error_message=str(exc))
+                for r in results
+            ]
         for r in results:
             if r.error_code == ErrorCode.NONE and r.name is not None:
                 topic = before.topics.get_topic(r.name)

@@ -26,9 +26,10 @@ from pykraft.core.errors import ErrorCode, RemoteProtocolError
 from pykraft.io.file_store import FileSegmentStore
 from pykraft.io.group_service import CURRENT_CLIENT, GroupService
 from pykraft.io.meta_properties_files import prepare_log_dirs
-from pykraft.io.metadata_plane import MetadataPlane
+from pykraft.io.metadata_plane import MetadataPlane, NotControllerError
 from pykraft.io.server import ConnectionInfo, KafkaServer
 from pykraft.io.snapshots import SnapshotStateError
+from pykraft.io.waiting import wait_shielded
 from pykraft.log.partition_log import LogConfig, PartitionLog
 from pykraft.protocol import messages
 from pykraft.protocol.fetch import encode_fetch_response
@@ -37,6 +38,10 @@ from pykraft.protocol.produce import decode_produce_request, encode_produce_resp
 from pykraft.storage.meta_properties import MetaPropertiesError
 
 log = logging.getLogger("pykraft.node")
+
+# How long a clean stop (SIGTERM, RunningNode.stop) may wait for in-flight work before it gives up on
+# it, logs what it was still waiting for in one line, and closes the logs anyway.
+SHUTDOWN_BUDGET_S = 10.0
 
 # A request handler of the dispatch table: (decoded request, version) -> response object.
 RequestHandler = Callable[[Any, int], Awaitable[Any]]
@@ -160,23 +165,59 @@ class Node:
         self._spawn(self._housekeeping())
         self._spawn(self.groups.run_timers())
 
-    async def stop(self) -> None:
+    async def stop(self, budget_s: float = SHUTDOWN_BUDGET_S) -> None:
+        """Stop promptly whatever is in flight: pending controller writes fail with NOT_CONTROLLER,
+        connections (parked fetches and joins included) are closed, background tasks cancelled; then
+        the logs are flushed and closed. Past ``budget_s`` it stops waiting, logs what it was still
+        waiting for, and closes the logs all the same (nothing acknowledged is lost: acknowledged
+        batches are in the page cache, and the metadata log is fsynced before a write commits)."""
         if self._stopped:
             return
         self._stopped = True
+        deadline = time.monotonic() + budget_s
+        still_waiting: list[str] = []
+
+        async def bounded(step: Awaitable[object], what: Callable[[], str]) -> None:
+            task = asyncio.ensure_future(step)
+            if not await wait_shielded(task, max(0.0, deadline - time.monotonic())):
+                still_waiting.append(what())
+            elif not task.cancelled() and task.exception() is not None:
+                log.warning("shutdown: %s failed: %r", what(), task.exception())
+
+        if self.metadata is not None:
+            self.metadata.fail_pending_writes()
         if self.server is not None:
-            await self.server.stop()
-        for task in list(self._tasks):
+            server = self.server
+            await bounded(server.stop(), lambda: f"{server.open_connections} client connection(s)")
+        if self.groups is not None:
+            await bounded(self.groups.stop(), lambda: "the group coordinator")
+        tasks = list(self._tasks)
+        for task in tasks:
             task.cancel()
-        if self._tasks:
-            await asyncio.gather(*self._tasks, return_exceptions=True)
+        if tasks:
+            await bounded(
+                asyncio.gather(*tasks, return_exceptions=True),
+                lambda: "task(s) " + ", ".join(sorted(t.get_name() for t in tasks if not t.done())),
+            )
         self.replicas.flush_all()
         self.replicas.close_all()
         if self.metadata is not None:
-            await self.metadata.stop()
+            metadata = self.metadata
+            await bounded(metadata.stop(), lambda: "the metadata log driver")
+            metadata.close_log()
+        if still_waiting:
+            log.warning(
+                "shutdown budget of %.1f s spent; stopped without waiting for: %s",
+                budget_s,
+                "; ".join(still_waiting),
+            )
 
     def _spawn(self, coro: Any) -> None:
-        task = asyncio.get_running_loop().create_task(coro)
+        if self._stopped:
+            coro.close()  # nothing new starts once the node is stopping
+            return
+        # Named after the coroutine, so a stop that cannot finish says which task it waited for.
+        task = asyncio.get_running_loop().create_task(coro, name=getattr(coro, "__qualname__", None))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
@@ -220,7 +261,14 @@ class Node:
     def _request_topic_creation(self, names: list[str]) -> None:
         assert self.metadata is not None
         metadata = self.metadata
-        self._spawn(metadata.create_topics_by_name(names, self.config.num_partitions))
+
+        async def create() -> None:
+            try:
+                await metadata.create_topics_by_name(names, self.config.num_partitions)
+            except NotControllerError as exc:
+                log.info("auto-creating %s: %s", ", ".join(names), exc)
+
+        self._spawn(create())
 
     def _pump_producer_ids(self) -> None:
         request = self.producer_ids.take_request()
@@ -233,6 +281,9 @@ class Node:
                 error, start, length = await metadata.allocate_producer_ids(
                     request.broker_id, request.broker_epoch
                 )
+            except asyncio.CancelledError:
+                self.producer_ids.on_timeout()
+                raise
             except Exception:
                 log.exception("AllocateProducerIds failed")
                 self.producer_ids.on_timeout()
@@ -252,10 +303,7 @@ class Node:
     async def _wait_for_data(self, timeout_s: float) -> None:
         if self._data_arrived is None:
             self._data_arrived = asyncio.get_running_loop().create_future()
-        try:
-            await asyncio.wait_for(asyncio.shield(self._data_arrived), timeout_s)
-        except TimeoutError:
-            pass
+        await wait_shielded(self._data_arrived, timeout_s)
 
     async def _handle(
         self, frame: bytearray, conn: ConnectionInfo

@@ -49,6 +49,7 @@ class KafkaServer:
         self.socket_request_max_bytes = socket_request_max_bytes
         self._server: asyncio.base_events.Server | None = None
         self._connections: set[asyncio.Task[None]] = set()
+        self._closing = False
 
     async def start(self) -> int:
         """Bind and listen; returns the bound port (useful with port 0)."""
@@ -58,6 +59,9 @@ class KafkaServer:
         return self.port
 
     async def stop(self) -> None:
+        """Stop listening and end every connection: a handler still running is cancelled, and a
+        connection accepted during the stop closes before it reads anything."""
+        self._closing = True
         if self._server is not None:
             self._server.close()
         for task in list(self._connections):
@@ -68,7 +72,14 @@ class KafkaServer:
             await self._server.wait_closed()
             self._server = None
 
+    @property
+    def open_connections(self) -> int:
+        return len(self._connections)
+
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        if self._closing:
+            writer.transport.abort()
+            return
         task = asyncio.current_task()
         assert task is not None
         self._connections.add(task)
@@ -112,4 +123,8 @@ class KafkaServer:
             log.exception("closing %s after an internal error", peer)
         finally:
             self._connections.discard(task)
-            writer.close()
+            if self._closing:
+                # Do not wait for a client that stopped reading to take what is buffered.
+                writer.transport.abort()
+            else:
+                writer.close()
