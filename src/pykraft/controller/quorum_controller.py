@@ -258,6 +258,10 @@ class QuorumController:
         """AllocateProducerIds (api key 67), KIP-730 (kafka-facts.md §1.4)."""
         return self._write(self.producer_id_control.generate_next_producer_id(broker_id, broker_epoch))
 
+    def no_op(self) -> ControllerResult[None]:
+        """KIP-835: the NoOpRecord an idle active controller writes so followers see a live leader."""
+        return self._write(ControllerResult([ApiMessageAndVersion.of(NoOpRecord())], None))
+
     def broker_epoch(self, broker_id: int) -> int:
         """The registered broker's epoch, -1 when ``broker_id`` is not registered."""
         registration = self.cluster_control.registration(broker_id)

@@ -69,7 +69,33 @@ class NodeConfig:
     group_min_session_timeout_ms: int = 6000
     group_max_session_timeout_ms: int = 1800000
     group_initial_rebalance_delay_ms: int = 3000
+    # KRaft quorum timeouts, Kafka's names and defaults (QuorumConfig; kafka-facts §7.3).
+    controller_quorum_election_timeout_ms: int = 1000
+    controller_quorum_fetch_timeout_ms: int = 2000
+    controller_quorum_election_backoff_max_ms: int = 1000
+    controller_quorum_request_timeout_ms: int = 2000
+    controller_quorum_retry_backoff_ms: int = 20
+    controller_quorum_append_linger_ms: int = 25
+    controller_quorum_bootstrap_servers: tuple[tuple[str, int], ...] = ()
+    # KIP-835: the active controller writes a NoOpRecord when the log was idle this long (0 = never).
+    metadata_max_idle_interval_ms: int = 500
     ignored: tuple[str, ...] = field(default=())
+
+    @property
+    def controller_listener(self) -> Endpoint | None:
+        """The first listener named in controller.listener.names (None on a broker-only node)."""
+        for endpoint in self.listeners:
+            if endpoint.listener_name in self.controller_listener_names:
+                return endpoint
+        return None
+
+    @property
+    def is_broker(self) -> bool:
+        return "broker" in self.process_roles
+
+    @property
+    def is_controller(self) -> bool:
+        return "controller" in self.process_roles
 
     @property
     def client_listener(self) -> Endpoint:
@@ -184,6 +210,13 @@ USED_PROPERTIES: Final[frozenset[str]] = frozenset(
         "controller.listener.names",
         "controller.quorum.voters",
         "controller.quorum.bootstrap.servers",
+        "controller.quorum.election.timeout.ms",
+        "controller.quorum.fetch.timeout.ms",
+        "controller.quorum.election.backoff.max.ms",
+        "controller.quorum.request.timeout.ms",
+        "controller.quorum.retry.backoff.ms",
+        "controller.quorum.append.linger.ms",
+        "metadata.max.idle.interval.ms",
         "listener.security.protocol.map",
         "inter.broker.listener.name",
         "log.dirs",
@@ -294,6 +327,22 @@ def load_config(text: str, overrides: dict[str, str] | None = None) -> NodeConfi
             f"max.in.flight.sequence.number.per.connection: {duplicate_window} is above the maximum {1 << 30}"
         )
 
+    bootstrap_servers: list[tuple[str, int]] = []
+    for item in props.get("controller.quorum.bootstrap.servers", "").split(","):
+        if item.strip():
+            host, sep, port = item.strip().rpartition(":")
+            if not sep or not host or not port.isdigit():
+                raise ConfigError(f"controller.quorum.bootstrap.servers: {item.strip()!r} is not host:port")
+            bootstrap_servers.append((host.strip("[]"), int(port)))
+    election_timeout_ms = _int(props, "controller.quorum.election.timeout.ms", 1000, minimum=1)
+    fetch_timeout_ms = _int(props, "controller.quorum.fetch.timeout.ms", 2000, minimum=1)
+    request_timeout_ms = _int(props, "controller.quorum.request.timeout.ms", 2000, minimum=1)
+    if request_timeout_ms <= 500:
+        # The raft Fetch long-polls for up to 500 ms (KafkaRaftClient.MAX_FETCH_WAIT_MS).
+        raise ConfigError(
+            f"controller.quorum.request.timeout.ms: {request_timeout_ms} must be above the raft fetch's 500 ms wait"
+        )
+
     ignored = tuple(sorted(k for k in props if k not in USED_PROPERTIES))
     return NodeConfig(
         node_id=node_id,
@@ -333,5 +382,15 @@ def load_config(text: str, overrides: dict[str, str] | None = None) -> NodeConfi
         group_min_session_timeout_ms=_int(props, "group.min.session.timeout.ms", 6000, minimum=1),
         group_max_session_timeout_ms=_int(props, "group.max.session.timeout.ms", 1800000, minimum=1),
         group_initial_rebalance_delay_ms=_int(props, "group.initial.rebalance.delay.ms", 3000, minimum=0),
+        controller_quorum_election_timeout_ms=election_timeout_ms,
+        controller_quorum_fetch_timeout_ms=fetch_timeout_ms,
+        controller_quorum_election_backoff_max_ms=_int(
+            props, "controller.quorum.election.backoff.max.ms", 1000, minimum=1
+        ),
+        controller_quorum_request_timeout_ms=request_timeout_ms,
+        controller_quorum_retry_backoff_ms=_int(props, "controller.quorum.retry.backoff.ms", 20, minimum=0),
+        controller_quorum_append_linger_ms=_int(props, "controller.quorum.append.linger.ms", 25, minimum=0),
+        controller_quorum_bootstrap_servers=tuple(bootstrap_servers),
+        metadata_max_idle_interval_ms=_int(props, "metadata.max.idle.interval.ms", 500, minimum=0),
         ignored=ignored,
     )

@@ -201,7 +201,7 @@ class MetadataSnapshots:
         # The last committed batch applied: (last offset + 1, its epoch) is the next snapshot's id.
         self.applied: OffsetAndEpoch | None = None
         self.last_applied_timestamp_ms = -1
-        self._next_clean_ms = now_ms + CLEAN_INTERVAL_MS
+        self._next_clean_ms = now_ms + self.clean_interval_ms
 
     def load(self, snapshot_id: OffsetAndEpoch) -> tuple[MetadataImage, int]:
         """Read, validate and decode a snapshot into an image covering the log below its end offset;
@@ -276,12 +276,18 @@ class MetadataSnapshots:
         self.clean(raft, now_ms)
         return snapshot_id
 
+    @property
+    def clean_interval_ms(self) -> int:
+        """How often the log start may advance: every minute, or more often when
+        log.retention.check.interval.ms asks for it."""
+        return min(CLEAN_INTERVAL_MS, self.config.log_retention_check_interval_ms)
+
     def maybe_clean(self, raft: RaftNode, now_ms: int) -> None:
         if now_ms >= self._next_clean_ms:
             self.clean(raft, now_ms)
 
     def clean(self, raft: RaftNode, now_ms: int) -> None:
-        self._next_clean_ms = now_ms + CLEAN_INTERVAL_MS
+        self._next_clean_ms = now_ms + self.clean_interval_ms
         moved = raft.maybe_clean(
             now_ms,
             retention_bytes=self.config.metadata_max_retention_bytes,

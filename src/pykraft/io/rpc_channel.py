@@ -1,0 +1,236 @@
+"""The one outbound RPC channel of the shell (DESIGN.md "A cluster").
+
+One ``PeerChannel`` per peer keeps one TCP connection: it connects on demand, reconnects with an
+exponential backoff (Kafka's ``reconnect.backoff.ms`` / ``reconnect.backoff.max.ms``, jittered), sends
+framed requests whose correlation ids the caller chose, matches responses to them, fails a request
+that is not answered within ``request_timeout_ms`` (and then drops the connection, as Kafka's
+NetworkClient does, since the peer's answers can no longer be trusted to be in order), and keeps at
+most ``max_in_flight`` requests outstanding. Every outcome reaches the owner through one callback:
+``Answered`` with the response frame, or ``Failed`` with why (timeout, disconnect, in-flight limit) —
+the pure core decides what a failure means; the channel never retries on its own.
+
+Raft peers use it now; the broker's channel to the active controller, replica fetchers and the
+transaction marker writer are meant to use the same class.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+import struct
+from collections.abc import Callable
+from dataclasses import dataclass
+
+log = logging.getLogger("pykraft.rpc")
+
+_SIZE = struct.Struct(">i")
+_CORRELATION_ID = struct.Struct(">i")
+
+RECONNECT_BACKOFF_MS = 50
+RECONNECT_BACKOFF_MAX_MS = 1000
+# Largest response frame a peer may send (raft Fetch answers at most 8 MiB of records).
+RESPONSE_MAX_BYTES = 64 << 20
+
+
+@dataclass(frozen=True, slots=True)
+class Answered:
+    peer_id: int
+    correlation_id: int
+    context: object
+    frame: bytes  # response header + body, without the size prefix
+
+
+@dataclass(frozen=True, slots=True)
+class Failed:
+    peer_id: int
+    correlation_id: int
+    context: object
+    reason: str  # "timeout", "disconnected", "in-flight limit", "closed"
+
+
+ChannelEvent = Answered | Failed
+
+
+@dataclass(slots=True)
+class _InFlight:
+    correlation_id: int
+    context: object
+    frame: bytes
+    timer: asyncio.TimerHandle | None = None
+    sent: bool = False
+
+
+class PeerChannel:
+    def __init__(
+        self,
+        peer_id: int,
+        address: tuple[str, int],
+        on_event: Callable[[ChannelEvent], None],
+        *,
+        request_timeout_ms: int,
+        max_in_flight: int = 16,
+        reconnect_backoff_ms: int = RECONNECT_BACKOFF_MS,
+        reconnect_backoff_max_ms: int = RECONNECT_BACKOFF_MAX_MS,
+        rng: random.Random | None = None,
+    ) -> None:
+        self.peer_id = peer_id
+        self.address = address
+        self.on_event = on_event
+        self.request_timeout_ms = request_timeout_ms
+        self.max_in_flight = max_in_flight
+        self.reconnect_backoff_ms = reconnect_backoff_ms
+        self.reconnect_backoff_max_ms = reconnect_backoff_max_ms
+        self._rng = rng or random.Random()
+        self._in_flight: dict[int, _InFlight] = {}
+        self._writer: asyncio.StreamWriter | None = None
+        self._task: asyncio.Task[None] | None = None
+        self._connecting = False
+        self._connect_failures = 0
+        self._next_connect_at = 0.0
+        self._closed = False
+
+    @property
+    def connected(self) -> bool:
+        return self._writer is not None
+
+    @property
+    def in_flight(self) -> int:
+        return len(self._in_flight)
+
+    def send(self, correlation_id: int, frame: bytes, context: object = None) -> None:
+        """Queue one request (header + body, no size prefix); its outcome arrives as an event."""
+        if self._closed:
+            self._fail(correlation_id, context, "closed")
+            return
+        if len(self._in_flight) >= self.max_in_flight or correlation_id in self._in_flight:
+            self._fail(correlation_id, context, "in-flight limit")
+            return
+        loop = asyncio.get_running_loop()
+        entry = _InFlight(correlation_id, context, frame)
+        entry.timer = loop.call_later(self.request_timeout_ms / 1000, self._on_timeout, correlation_id)
+        self._in_flight[correlation_id] = entry
+        if self._writer is not None:
+            self._write(entry)
+        elif not self._connecting:
+            self._connecting = True
+            self._task = loop.create_task(self._connect_and_read(), name=f"rpc-peer-{self.peer_id}")
+
+    async def close(self) -> None:
+        self._closed = True
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+        self._drop_connection("closed")
+
+    # --- internals ----------------------------------------------------------------------------------
+
+    def _fail(self, correlation_id: int, context: object, reason: str) -> None:
+        self.on_event(Failed(self.peer_id, correlation_id, context, reason))
+
+    def _write(self, entry: _InFlight) -> None:
+        assert self._writer is not None
+        self._writer.write(_SIZE.pack(len(entry.frame)) + entry.frame)
+        entry.sent = True
+
+    def _on_timeout(self, correlation_id: int) -> None:
+        entry = self._in_flight.pop(correlation_id, None)
+        if entry is None:
+            return
+        self._fail(correlation_id, entry.context, "timeout")
+        # Kafka's NetworkClient closes a connection whose request timed out.
+        if entry.sent:
+            self._drop_connection("disconnected")
+
+    def _drop_connection(self, reason: str) -> None:
+        writer, self._writer = self._writer, None
+        if writer is not None:
+            writer.transport.abort()
+        failed = list(self._in_flight.values())
+        self._in_flight.clear()
+        for entry in failed:
+            if entry.timer is not None:
+                entry.timer.cancel()
+            self._fail(entry.correlation_id, entry.context, reason)
+
+    async def _connect_and_read(self) -> None:
+        loop = asyncio.get_running_loop()
+        try:
+            delay_s = self._next_connect_at - loop.time()
+            if delay_s > 0:
+                await asyncio.sleep(delay_s)
+            reader, writer = await asyncio.open_connection(*self.address, limit=1 << 20)
+        except OSError as exc:
+            self._connecting = False
+            self._connect_failures += 1
+            backoff_ms = min(
+                self.reconnect_backoff_max_ms,
+                self.reconnect_backoff_ms * 2 ** min(self._connect_failures, 16),
+            )
+            # Kafka jitters the backoff by +-20% so peers do not reconnect in lockstep.
+            self._next_connect_at = loop.time() + backoff_ms * self._rng.uniform(0.8, 1.2) / 1000
+            log.debug("peer %d at %s:%d: connect failed: %s", self.peer_id, *self.address, exc)
+            self._drop_connection("disconnected")
+            return
+        self._connecting = False
+        self._connect_failures = 0
+        self._writer = writer
+        for entry in list(self._in_flight.values()):
+            if not entry.sent:
+                self._write(entry)
+        try:
+            while True:
+                (size,) = _SIZE.unpack(await reader.readexactly(4))
+                if size < 4 or size > RESPONSE_MAX_BYTES:
+                    log.warning("peer %d sent a response frame of %d bytes; reconnecting", self.peer_id, size)
+                    break
+                frame = await reader.readexactly(size)
+                (correlation_id,) = _CORRELATION_ID.unpack_from(frame)
+                answered = self._in_flight.pop(correlation_id, None)
+                if answered is None:
+                    continue  # answered after its timeout: already failed
+                if answered.timer is not None:
+                    answered.timer.cancel()
+                self.on_event(Answered(self.peer_id, correlation_id, answered.context, frame))
+        except (asyncio.IncompleteReadError, ConnectionError, OSError):
+            pass
+        finally:
+            if self._writer is writer:
+                self._drop_connection("disconnected")
+
+
+class RpcChannels:
+    """The channels of one node, one per peer id, created on first use from an address book."""
+
+    def __init__(
+        self,
+        addresses: dict[int, tuple[str, int]],
+        on_event: Callable[[ChannelEvent], None],
+        *,
+        request_timeout_ms: int,
+        rng: random.Random | None = None,
+    ) -> None:
+        self.addresses = dict(addresses)
+        self.on_event = on_event
+        self.request_timeout_ms = request_timeout_ms
+        self._rng = rng
+        self._channels: dict[int, PeerChannel] = {}
+
+    def send(self, peer_id: int, correlation_id: int, frame: bytes, context: object = None) -> None:
+        channel = self._channels.get(peer_id)
+        if channel is None:
+            address = self.addresses.get(peer_id)
+            if address is None:
+                self.on_event(Failed(peer_id, correlation_id, context, "unknown peer"))
+                return
+            channel = PeerChannel(
+                peer_id, address, self.on_event, request_timeout_ms=self.request_timeout_ms, rng=self._rng
+            )
+            self._channels[peer_id] = channel
+        channel.send(correlation_id, frame, context)
+
+    async def close(self) -> None:
+        channels, self._channels = self._channels, {}
+        for channel in channels.values():
+            await channel.close()

@@ -1,0 +1,140 @@
+"""The outbound RPC channel against a scripted asyncio server on 127.0.0.1: every request ends in
+exactly one event — an answer, a timeout, a disconnect or the in-flight limit — and the channel
+reconnects after a refused or dropped connection."""
+
+from __future__ import annotations
+
+import asyncio
+import struct
+from collections.abc import Callable
+
+from pykraft.io.rpc_channel import Answered, ChannelEvent, Failed, PeerChannel
+from pykraft.testing import free_port
+
+# A server behaviour: given one request's correlation id, answer (bytes), stay silent (None), or
+# close the connection ("close").
+Behaviour = Callable[[int], bytes | None | str]
+
+
+def _request(correlation_id: int) -> bytes:
+    # A request header v1 (api key 18, version 0, correlation id, client id "t"); the body is empty.
+    return struct.pack(">hhih", 18, 0, correlation_id, 1) + b"t"
+
+
+async def _serve(behaviour: Behaviour, port: int) -> asyncio.base_events.Server:
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            while True:
+                (size,) = struct.unpack(">i", await reader.readexactly(4))
+                frame = await reader.readexactly(size)
+                (correlation_id,) = struct.unpack_from(">i", frame, 4)
+                answer = behaviour(correlation_id)
+                if answer == "close":
+                    writer.close()
+                    return
+                if isinstance(answer, bytes):
+                    body = struct.pack(">i", correlation_id) + answer
+                    writer.write(struct.pack(">i", len(body)) + body)
+        except (asyncio.IncompleteReadError, ConnectionError):
+            writer.close()
+
+    return await asyncio.start_server(handle, "127.0.0.1", port)
+
+
+async def _collect(events: list[ChannelEvent], count: int, timeout_s: float = 5.0) -> None:
+    deadline = asyncio.get_running_loop().time() + timeout_s
+    while len(events) < count:
+        assert asyncio.get_running_loop().time() < deadline, events
+        await asyncio.sleep(0.005)
+
+
+def test_answers_match_their_requests_by_correlation_id() -> None:
+    async def main() -> None:
+        port = free_port()
+        server = await _serve(lambda cid: b"ok-%d" % cid, port)
+        events: list[ChannelEvent] = []
+        channel = PeerChannel(2, ("127.0.0.1", port), events.append, request_timeout_ms=2000)
+        for cid in (7, 8, 9):
+            channel.send(cid, _request(cid), context=f"ctx{cid}")
+        await _collect(events, 3)
+        assert [(e.correlation_id, e.context, e.frame[4:]) for e in events if isinstance(e, Answered)] == [
+            (7, "ctx7", b"ok-7"),
+            (8, "ctx8", b"ok-8"),
+            (9, "ctx9", b"ok-9"),
+        ]
+        assert channel.in_flight == 0
+        await channel.close()
+        server.close()
+
+    asyncio.run(main())
+
+
+def test_an_unanswered_request_times_out_and_the_connection_is_replaced() -> None:
+    async def main() -> None:
+        port = free_port()
+        server = await _serve(lambda cid: None if cid == 1 else b"late-ok", port)
+        events: list[ChannelEvent] = []
+        channel = PeerChannel(2, ("127.0.0.1", port), events.append, request_timeout_ms=100)
+        channel.send(1, _request(1))
+        await _collect(events, 1)
+        assert events == [Failed(2, 1, None, "timeout")]
+        assert not channel.connected  # dropped, as Kafka's NetworkClient does
+        channel.send(2, _request(2))
+        await _collect(events, 2)
+        assert isinstance(events[1], Answered) and events[1].correlation_id == 2
+        await channel.close()
+        server.close()
+
+    asyncio.run(main())
+
+
+def test_a_closed_connection_fails_what_was_in_flight() -> None:
+    async def main() -> None:
+        port = free_port()
+        server = await _serve(lambda cid: "close", port)
+        events: list[ChannelEvent] = []
+        channel = PeerChannel(2, ("127.0.0.1", port), events.append, request_timeout_ms=5000)
+        channel.send(5, _request(5))
+        await _collect(events, 1)
+        assert events == [Failed(2, 5, None, "disconnected")]
+        await channel.close()
+        server.close()
+
+    asyncio.run(main())
+
+
+def test_a_refused_connection_fails_fast_then_reconnects_once_the_peer_is_up() -> None:
+    async def main() -> None:
+        port = free_port()
+        events: list[ChannelEvent] = []
+        channel = PeerChannel(
+            2, ("127.0.0.1", port), events.append, request_timeout_ms=5000, reconnect_backoff_ms=10
+        )
+        channel.send(1, _request(1))
+        await _collect(events, 1)
+        assert events == [Failed(2, 1, None, "disconnected")]
+        server = await _serve(lambda cid: b"up", port)
+        channel.send(2, _request(2))
+        await _collect(events, 2)
+        assert isinstance(events[1], Answered)
+        await channel.close()
+        server.close()
+
+    asyncio.run(main())
+
+
+def test_the_in_flight_limit_refuses_at_once() -> None:
+    async def main() -> None:
+        port = free_port()
+        server = await _serve(lambda cid: None, port)
+        events: list[ChannelEvent] = []
+        channel = PeerChannel(2, ("127.0.0.1", port), events.append, request_timeout_ms=5000, max_in_flight=2)
+        for cid in (1, 2, 3):
+            channel.send(cid, _request(cid))
+        assert events == [Failed(2, 3, None, "in-flight limit")]
+        await channel.close()
+        assert sorted(e.correlation_id for e in events) == [1, 2, 3]
+        assert {e.reason for e in events[1:] if isinstance(e, Failed)} == {"closed"}
+        server.close()
+
+    asyncio.run(main())
