@@ -30,6 +30,7 @@ test: lint typecheck
 
 bench: $(STAMP)
 	$(BIN)/python -m bench
+	$(BIN)/python -m bench.election
 
 clean:
 	rm -rf $(VENV) data .pytest_cache .mypy_cache .ruff_cache

@@ -20,6 +20,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "pykraft.io.metadata_cli",
     "pykraft.io.groups_cli",
     "pykraft.io.producers_cli",
+    "pykraft.io.dev_cli",
 )
 
 
@@ -68,12 +69,17 @@ def _server_start(args: argparse.Namespace) -> int:
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, stop.set)
-        log.info(
-            "pykraft node %d serving clients on %s:%d",
-            config.node_id,
-            node.client_host,
-            node.client_port,
-        )
+        if config.is_broker:
+            log.info(
+                "pykraft node %d serving clients on %s:%d", config.node_id, node.client_host, node.client_port
+            )
+        else:
+            log.info(
+                "pykraft controller %d serving the quorum on %s:%d",
+                config.node_id,
+                node.controller_host,
+                node.controller_port,
+            )
         await stop.wait()
         log.info("shutting down: flushing logs")
         await node.stop()

@@ -1,4 +1,5 @@
-"""Real pykraft nodes for tests: in-process on ephemeral ports over a temp dir.
+"""Real pykraft nodes for tests: in-process on ephemeral ports over a temp dir, or a KRaft quorum of
+controller processes (``process_cluster``: real processes, real kill -9).
 
     from pykraft.testing import running_node
 
@@ -14,12 +15,18 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import shutil
+import signal
 import socket
+import subprocess
+import sys
 import tempfile
 import threading
+import time
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 from pykraft.core.config import NodeConfig, load_config
 
@@ -111,6 +118,170 @@ def running_node(
         running.stop()
         if own_dir:
             shutil.rmtree(directory, ignore_errors=True)
+
+
+def controller_properties(
+    node_id: int,
+    data_dir: str,
+    controller_port: int,
+    voters: dict[int, int],
+    extra: dict[str, str] | None = None,
+) -> str:
+    """A controller-only node's server.properties, Kafka's names, every address on 127.0.0.1."""
+    lines = [
+        f"node.id={node_id}",
+        "process.roles=controller",
+        f"listeners=CONTROLLER://127.0.0.1:{controller_port}",
+        "controller.listener.names=CONTROLLER",
+        "listener.security.protocol.map=CONTROLLER:PLAINTEXT",
+        "controller.quorum.voters=" + ",".join(f"{i}@127.0.0.1:{p}" for i, p in sorted(voters.items())),
+        f"log.dirs={data_dir}",
+    ]
+    lines.extend(f"{key}={value}" for key, value in (extra or {}).items())
+    return "\n".join(lines) + "\n"
+
+
+@dataclass
+class ClusterProcess:
+    node_id: int
+    controller_port: int
+    config_path: str
+    data_dir: str
+    log_path: str
+    process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def address(self) -> str:
+        return f"127.0.0.1:{self.controller_port}"
+
+    @property
+    def alive(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+
+@dataclass
+class ProcessCluster:
+    """A quorum of controller processes (``pykraft server start --config``), one properties file and one
+    data dir per node under ``directory``. Used by the cluster tests and ``pykraft dev cluster``."""
+
+    directory: str
+    nodes: dict[int, ClusterProcess] = field(default_factory=dict)
+
+    @classmethod
+    def create(
+        cls, directory: str, controllers: int = 3, overrides: dict[str, str] | None = None
+    ) -> ProcessCluster:
+        os.makedirs(directory, exist_ok=True)
+        ports = {node_id: free_port() for node_id in range(1, controllers + 1)}
+        cluster = cls(directory)
+        for node_id, port in ports.items():
+            config_path = os.path.join(directory, f"controller-{node_id}.properties")
+            data_dir = os.path.join(directory, f"controller-{node_id}")
+            with open(config_path, "w", encoding="utf-8") as fh:
+                fh.write(controller_properties(node_id, data_dir, port, ports, overrides))
+            log_path = os.path.join(directory, f"controller-{node_id}.log")
+            cluster.nodes[node_id] = ClusterProcess(node_id, port, config_path, data_dir, log_path)
+        return cluster
+
+    def start(self, node_id: int | None = None) -> None:
+        for node in self._select(node_id):
+            if node.alive:
+                continue
+            with open(node.log_path, "ab") as log_file:
+                node.process = subprocess.Popen(
+                    [sys.executable, "-m", "pykraft.cli", "server", "start", "--config", node.config_path],
+                    stdout=log_file,
+                    stderr=subprocess.STDOUT,
+                    stdin=subprocess.DEVNULL,
+                )
+
+    def kill(self, node_id: int) -> None:
+        """kill -9: no flush, no EndQuorumEpoch."""
+        node = self.nodes[node_id]
+        if node.process is not None and node.alive:
+            node.process.send_signal(signal.SIGKILL)
+            node.process.wait(timeout=30)
+
+    def stop(self, node_id: int | None = None, timeout_s: float = 30.0) -> None:
+        """SIGTERM (a clean shutdown), then SIGKILL for a process still running after ``timeout_s``."""
+        selected = [n for n in self._select(node_id) if n.process is not None]
+        for node in selected:
+            if node.alive:
+                assert node.process is not None
+                node.process.send_signal(signal.SIGTERM)
+        for node in selected:
+            assert node.process is not None
+            try:
+                node.process.wait(timeout=timeout_s)
+            except subprocess.TimeoutExpired:
+                node.process.kill()
+                node.process.wait(timeout=30)
+
+    def describe_quorum(self, node_id: int | None = None) -> Any:
+        """DescribeQuorum from ``node_id``, or from whichever live node is the leader."""
+        from pykraft.io.metadata_cli import describe_quorum
+
+        if node_id is not None:
+            return describe_quorum(self.nodes[node_id].address, timeout_s=5.0)
+        errors = []
+        for node in self.nodes.values():
+            if node.alive:
+                try:
+                    return describe_quorum(node.address, timeout_s=5.0)
+                except Exception as exc:
+                    errors.append(f"{node.node_id}: {exc}")
+        raise RuntimeError("no controller answered DescribeQuorum: " + "; ".join(errors))
+
+    def wait_for_leader(self, timeout_s: float = 30.0, *, exclude: frozenset[int] = frozenset()) -> Any:
+        """Poll until a live node reports a leader that is live and not in ``exclude``, and every live
+        voter has caught up to the high watermark; returns that DescribeQuorum partition."""
+        deadline = time.monotonic() + timeout_s
+        last: object = None
+        while time.monotonic() < deadline:
+            try:
+                partition = self.describe_quorum()
+            except Exception as exc:
+                last = exc
+            else:
+                last = partition
+                leader = partition.leader_id
+                live = {n.node_id for n in self.nodes.values() if n.alive}
+                caught_up = all(
+                    v.log_end_offset >= partition.high_watermark
+                    for v in partition.current_voters
+                    if v.replica_id in live
+                )
+                if leader in live and leader not in exclude and caught_up and partition.high_watermark > 0:
+                    return partition
+            time.sleep(0.05)
+        raise TimeoutError(f"no leader with caught-up voters within {timeout_s} s; last answer: {last!r}")
+
+    def logs(self) -> str:
+        out = []
+        for node in self.nodes.values():
+            with contextlib.suppress(OSError), open(node.log_path, encoding="utf-8", errors="replace") as fh:
+                out.append(f"--- controller {node.node_id} ---\n" + fh.read()[-4000:])
+        return "\n".join(out)
+
+    def _select(self, node_id: int | None) -> list[ClusterProcess]:
+        return list(self.nodes.values()) if node_id is None else [self.nodes[node_id]]
+
+
+@contextlib.contextmanager
+def process_cluster(
+    controllers: int = 3, *, directory: str | None = None, overrides: dict[str, str] | None = None
+) -> Iterator[ProcessCluster]:
+    """Start ``controllers`` controller processes on 127.0.0.1; stop (then kill) all of them on exit."""
+    own_dir = directory is None
+    path = tempfile.mkdtemp(prefix="pykraft-cluster-") if directory is None else directory
+    cluster = ProcessCluster.create(path, controllers, overrides)
+    try:
+        cluster.start()
+        yield cluster
+    finally:
+        cluster.stop()
+        if own_dir:
+            shutil.rmtree(path, ignore_errors=True)
 
 
 try:  # the pytest fixture, when pytest is present

@@ -119,8 +119,12 @@ def test_start__loading_longer_than_the_stall_timeout__starts_and_logs_progress(
     assert progress[-1].startswith(f"loaded {total} of {total} records")
 
 
-def test_start__raft_never_leader__fails_naming_what_it_waited_for(tmp_path: Path) -> None:
-    # A second voter that does not exist: this node can never win an election.
+def test_start__raft_never_leader__fails_naming_what_it_waited_for(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A second voter that does not exist: this node can never win an election. A plane that waits for
+    # activation (the embedded single-voter node) must say what it waited for instead of hanging.
+    monkeypatch.setattr(MetadataPlane, "waits_for_activation", property(lambda self: True))
     plane = _plane(tmp_path, voters=f"1@127.0.0.1:{free_port()},2@127.0.0.1:{free_port()}")
     plane.activation_stall_timeout_s = 0.3
 
@@ -132,6 +136,22 @@ def test_start__raft_never_leader__fails_naming_what_it_waited_for(tmp_path: Pat
 
     with pytest.raises(MetadataStartError, match=r"did not become active: nothing loaded for .*raft role"):
         asyncio.run(run())
+
+
+def test_start__voter_of_a_larger_quorum__serves_without_waiting_to_lead(tmp_path: Path) -> None:
+    # A controller of a multi-voter quorum starts serving raft requests at once; it becomes the active
+    # controller only if it is elected (here it cannot be: its peer does not exist).
+    plane = _plane(tmp_path, voters=f"1@127.0.0.1:{free_port()},2@127.0.0.1:{free_port()}")
+
+    async def run() -> tuple[bool, bool]:
+        try:
+            await plane.start()
+            await asyncio.sleep(0.1)
+            return plane.is_active, plane.raft is not None and plane.raft.role.name != "LEADER"
+        finally:
+            await plane.stop()
+
+    assert asyncio.run(run()) == (False, True)
 
 
 def test_start__inconsistent_log__surfaces_the_replay_error(tmp_path: Path) -> None:

@@ -14,12 +14,15 @@ import argparse
 import json
 import os
 import sys
+import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from pykraft.core.errors import ErrorCode
 from pykraft.core.uuid import uuid_to_str
+from pykraft.io.kafka_connection import BrokerConnection, BrokerConnectionError
 from pykraft.metadata.delta import MetadataDelta
 from pykraft.metadata.image import MetadataImage
 from pykraft.metadata.records import (
@@ -28,9 +31,10 @@ from pykraft.metadata.records import (
     MetadataReplayError,
     decode_metadata_record,
 )
+from pykraft.protocol.messages import DescribeQuorumRequest, DescribeQuorumResponse
 from pykraft.protocol.records import read_batch_header
 from pykraft.raft.control import CONTROL_TYPE_LEADER_CHANGE, control_type_of, decode_leader_change
-from pykraft.raft.messages import OffsetAndEpoch
+from pykraft.raft.messages import METADATA_TOPIC_NAME, OffsetAndEpoch
 from pykraft.raft.snapshot import (
     CONTROL_TYPE_SNAPSHOT_FOOTER,
     CONTROL_TYPE_SNAPSHOT_HEADER,
@@ -41,6 +45,9 @@ from pykraft.raft.snapshot import (
     parse_snapshot_file_name,
     read_snapshot,
 )
+
+# DescribeQuorum v1 carries LastFetchTimestamp/LastCaughtUpTimestamp; v2 adds directory ids and nodes.
+DESCRIBE_QUORUM_VERSION = 1
 
 CONTROL_TYPE_NAMES = {
     0: "AbortMarker",
@@ -369,6 +376,101 @@ def _image(args: argparse.Namespace) -> int:
     return 0
 
 
+def describe_quorum(address: str, timeout_s: float = 10.0) -> Any:
+    """DescribeQuorum (api key 55) of ``__cluster_metadata-0`` from the controller at ``address``; the
+    partition's answer (leader, epoch, high watermark, voters, observers)."""
+    request = DescribeQuorumRequest(
+        topics=[
+            DescribeQuorumRequest.TopicData(
+                topic_name=METADATA_TOPIC_NAME,
+                partitions=[DescribeQuorumRequest.TopicData.PartitionData(partition_index=0)],
+            )
+        ]
+    )
+    with BrokerConnection.to(address, client_id="pykraft-metadata-quorum", timeout_s=timeout_s) as conn:
+        response = conn.request(request, DescribeQuorumResponse, DESCRIBE_QUORUM_VERSION)
+    if response.error_code != 0:
+        raise QuorumToolError(f"DescribeQuorum failed: {ErrorCode(response.error_code).name}")
+    partition = response.topics[0].partitions[0]
+    if partition.error_code != 0:
+        raise QuorumToolError(
+            f"DescribeQuorum failed: {ErrorCode(partition.error_code).name} (ask the active controller; "
+            f"leader id {partition.leader_id})"
+        )
+    return partition
+
+
+class QuorumToolError(Exception):
+    pass
+
+
+def quorum_status_lines(partition: Any, now_ms: int) -> list[str]:
+    """kafka-metadata-quorum describe --status."""
+    leader = partition.leader_id
+    followers = [v for v in partition.current_voters if v.replica_id != leader]
+    leader_state = next((v for v in partition.current_voters if v.replica_id == leader), None)
+    leader_end = leader_state.log_end_offset if leader_state is not None else partition.high_watermark
+    lags = [max(0, leader_end - v.log_end_offset) for v in followers]
+    max_lag = max(lags, default=0)
+    lag_times = [
+        now_ms - v.last_caught_up_timestamp
+        for v in followers
+        if v.last_caught_up_timestamp >= 0 and leader_end - v.log_end_offset > 0
+    ]
+    rows = [
+        ("LeaderId", str(leader)),
+        ("LeaderEpoch", str(partition.leader_epoch)),
+        ("HighWatermark", str(partition.high_watermark)),
+        ("MaxFollowerLag", str(max_lag)),
+        ("MaxFollowerLagTimeMs", str(max(lag_times, default=0) if followers else -1)),
+        ("CurrentVoters", "[" + ",".join(str(v.replica_id) for v in partition.current_voters) + "]"),
+        ("CurrentObservers", "[" + ",".join(str(o.replica_id) for o in partition.observers) + "]"),
+    ]
+    return [f"{name + ':':<24}{value}" for name, value in rows]
+
+
+def quorum_replication_lines(partition: Any) -> list[str]:
+    """kafka-metadata-quorum describe --replication: the leader first, then followers, then observers."""
+    leader = partition.leader_id
+    leader_state = next((v for v in partition.current_voters if v.replica_id == leader), None)
+    leader_end = leader_state.log_end_offset if leader_state is not None else partition.high_watermark
+    rows = [("NodeId", "LogEndOffset", "Lag", "LastFetchTimestamp", "LastCaughtUpTimestamp", "Status")]
+    voters = sorted(partition.current_voters, key=lambda v: (v.replica_id != leader, v.replica_id))
+    for replica, status in [(v, "Leader" if v.replica_id == leader else "Follower") for v in voters] + [
+        (o, "Observer") for o in sorted(partition.observers, key=lambda o: o.replica_id)
+    ]:
+        rows.append(
+            (
+                str(replica.replica_id),
+                str(replica.log_end_offset),
+                str(max(0, leader_end - replica.log_end_offset)),
+                str(replica.last_fetch_timestamp),
+                str(replica.last_caught_up_timestamp),
+                status,
+            )
+        )
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    return [
+        "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip() for row in rows
+    ]
+
+
+def _quorum(args: argparse.Namespace) -> int:
+    try:
+        partition = describe_quorum(args.bootstrap_controller)
+    except (QuorumToolError, BrokerConnectionError) as exc:
+        return _fail(f"--bootstrap-controller {args.bootstrap_controller}: {exc}")
+    lines = (
+        quorum_replication_lines(partition) if args.replication else quorum_status_lines(partition, _now_ms())
+    )
+    print("\n".join(lines))
+    return 0
+
+
+def _now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
 def add_subcommands(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     metadata = subparsers.add_parser("metadata", help="inspect metadata log segments and snapshots")
     sub = metadata.add_subparsers(dest="metadata_command", required=True)
@@ -382,6 +484,16 @@ def add_subcommands(subparsers: argparse._SubParsersAction[argparse.ArgumentPars
     image.add_argument("--dir", required=True, metavar="DIR", help="a __cluster_metadata-0 directory")
     image.add_argument("--json", action="store_true", help="one JSON object")
     image.set_defaults(func=_image)
+    quorum = sub.add_parser("quorum", help="describe the KRaft quorum (as kafka-metadata-quorum)")
+    quorum.add_argument(
+        "--bootstrap-controller", required=True, metavar="HOST:PORT", help="a controller listener"
+    )
+    quorum_sub = quorum.add_subparsers(dest="quorum_command", required=True)
+    describe = quorum_sub.add_parser("describe", help="leader, epoch, high watermark, voters, observers")
+    what = describe.add_mutually_exclusive_group(required=True)
+    what.add_argument("--status", action="store_true", help="the quorum's leader and lag summary")
+    what.add_argument("--replication", action="store_true", help="each replica's log end offset and lag")
+    describe.set_defaults(func=_quorum)
 
 
 __all__ = ["add_subcommands", "build_image", "dump_batches", "read_batch_header"]

@@ -28,17 +28,32 @@ from pykraft.controller.quorum_controller import QuorumController
 from pykraft.controller.replication import CreatableReplicaAssignment, CreatableTopic
 from pykraft.controller.result import ControllerResult
 from pykraft.core.config import NodeConfig
-from pykraft.core.errors import ErrorCode
+from pykraft.core.errors import ErrorCode, RemoteProtocolError
 from pykraft.io.file_store import FileSegmentStore
 from pykraft.io.meta_properties_files import ClusterIdConflictError, ClusterIdPublisher
 from pykraft.io.raft_log import METADATA_PARTITION_DIR, FileRaftLog
+from pykraft.io.rpc_channel import Answered, ChannelEvent, RpcChannels
 from pykraft.io.snapshots import FileSnapshotStore, MetadataSnapshots
-from pykraft.io.waiting import wait_event
+from pykraft.io.waiting import wait_event, wait_shielded
 from pykraft.log.partition_log import PartitionLog
 from pykraft.metadata.delta import MetadataDelta
 from pykraft.metadata.image import BrokerEndpoint, MetadataImage
 from pykraft.metadata.records import ApiMessageAndVersion, decode_metadata_record, encode_metadata_record
-from pykraft.raft.messages import OffsetAndEpoch
+from pykraft.protocol.messages import BrokerRegistrationResponse
+from pykraft.raft import wire
+from pykraft.raft.messages import (
+    BeginQuorumEpochRequest,
+    EndQuorumEpochRequest,
+    FetchRequest,
+    FetchSnapshotRequest,
+    Inbound,
+    OffsetAndEpoch,
+    Outbound,
+    QuorumDescription,
+    RaftRequest,
+    RaftResponse,
+    VoteRequest,
+)
 from pykraft.raft.node import RaftNode
 from pykraft.raft.quorum_state import decode_quorum_state, encode_quorum_state
 from pykraft.raft.state import Role
@@ -47,6 +62,8 @@ log = logging.getLogger("pykraft.metadata")
 
 QUORUM_STATE_FILE = "quorum-state"
 RAFT_TICK_S = 0.05
+# How long a resigning leader waits for its EndQuorumEpoch requests to be answered on shutdown.
+RESIGN_WAIT_S = 0.2
 # Start-up has no wall-clock cap on loading a long metadata log: it fails only when nothing is loaded
 # (no record applied, no snapshot loaded) for this long and the controller is still not active, e.g.
 # a raft core that never becomes leader.
@@ -111,6 +128,13 @@ class MetadataPlane:
         self._controller_active = False
         self._commit_waiters: list[tuple[int, asyncio.Future[None]]] = []
         self._stopping = False
+        # Raft requests from peers waiting for the core's answer, by (source id, correlation id).
+        self._pending_responses: dict[tuple[int, int], asyncio.Future[RaftResponse]] = {}
+        self.channels: RpcChannels | None = None
+        # The commit of this leadership's activation records (KIP-1262 cluster id, bootstrap).
+        self._activation: asyncio.Future[None] | None = None
+        self._applied_end_offset = 0
+        self._last_append_ms = 0
         self._wakeup = asyncio.Event()
         self._active = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
@@ -156,23 +180,45 @@ class MetadataPlane:
             now_ms(),
             cluster_id=self.cluster_id,
             snapshots=self.snapshots.store,
+            election_timeout_ms=self.config.controller_quorum_election_timeout_ms,
+            fetch_timeout_ms=self.config.controller_quorum_fetch_timeout_ms,
+            election_backoff_max_ms=self.config.controller_quorum_election_backoff_max_ms,
+            request_timeout_ms=self.config.controller_quorum_request_timeout_ms,
+            retry_backoff_ms=self.config.controller_quorum_retry_backoff_ms,
+        )
+        peers = {i: a for i, a in self.config.controller_quorum_voters.items() if i != self.config.node_id}
+        self.channels = RpcChannels(
+            peers,
+            self._on_channel_event,
+            request_timeout_ms=self.config.controller_quorum_request_timeout_ms,
+            rng=self.rng,
         )
         started = time.monotonic()
         self._load_end_offset = self.raft_log.end_offset
-        self._task = asyncio.get_running_loop().create_task(self._drive())
+        self._task = asyncio.get_running_loop().create_task(self._drive(), name="metadata-log-driver")
+        if not self.waits_for_activation:
+            # A voter of a larger quorum serves raft requests from now on; it becomes the active
+            # controller if and when it is elected (the driver activates it then).
+            return
         with _gc_paused():
             await self._wait_until_active()
-        # Activation records: the bootstrap records into an empty log, or the abort of a metadata
-        # transaction a previous leader left open (Kafka ActivationRecordsGenerator).
-        self.controller.note_log_end_offset(self._log().end_offset)
-        publisher = self.cluster_id_publisher
-        minted = publisher.activation_cluster_id(self.rng) if publisher is not None else None
-        await self._write(self.controller.activate(cluster_id=minted))
+        assert self._activation is not None
+        await self._activation
         log.info(
             "metadata log loaded to offset %d in %.0f ms",
             self.image.offset,
             (time.monotonic() - started) * 1000,
         )
+
+    @property
+    def waits_for_activation(self) -> bool:
+        """A single-voter quorum (the embedded node) starts only once its controller is active, so the
+        broker in the same process can register at once."""
+        return len(self.config.controller_quorum_voters) == 1
+
+    @property
+    def is_active(self) -> bool:
+        return self._controller_active
 
     async def _wait_until_active(self) -> None:
         """Wait for activation as long as loading makes progress; fail with one line when the driver
@@ -219,10 +265,22 @@ class MetadataPlane:
         """Stop the raft driver, then ``close_log`` (a caller that bounds the wait calls ``close_log``
         itself when the driver does not stop in time)."""
         self.fail_pending_writes()
+        raft = self.raft
+        if raft is not None and self._task is not None and raft.role == Role.LEADER and self.channels:
+            # Graceful resignation: EndQuorumEpoch tells the voters to elect a successor now rather
+            # than after their fetch timeout (KafkaRaftClient.shutdown).
+            raft.resign(now_ms())
+            self._wakeup.set()
+            await asyncio.sleep(RESIGN_WAIT_S)
         if self._task is not None:
             self._task.cancel()
             await asyncio.gather(self._task, return_exceptions=True)
             self._task = None
+        for fut in self._pending_responses.values():
+            fut.cancel()
+        self._pending_responses.clear()
+        if self.channels is not None:
+            await self.channels.close()
         self.close_log()
 
     def close_log(self) -> None:
@@ -244,7 +302,10 @@ class MetadataPlane:
                 # More committed data is waiting (a long log loading): let the loop run in between.
                 await asyncio.sleep(0)
                 continue
-            await wait_event(self._wakeup, RAFT_TICK_S)
+            self._maybe_write_no_op()
+            wait_s = min(RAFT_TICK_S, max(0.0, (self.raft.next_deadline_ms() - now_ms()) / 1000))
+            if wait_s > 0:
+                await wait_event(self._wakeup, wait_s)
             self._wakeup.clear()
 
     def _drain_ready(self) -> bool:
@@ -265,11 +326,8 @@ class MetadataPlane:
                 )
             if ready.flush_to_offset is not None:
                 raft_log.flush(ready.flush_to_offset)
-            if ready.messages:
-                # One voter has no peers; the network between controllers comes with the cluster issue.
-                log.debug(
-                    "dropping %d raft message(s): no peers on a single-voter quorum", len(ready.messages)
-                )
+            for outbound in ready.messages:
+                self._send(outbound)
             if ready.load_snapshot is not None:
                 self._load_snapshot(ready.load_snapshot)
                 changed = True
@@ -277,14 +335,16 @@ class MetadataPlane:
                 self._apply_committed(ready.committed)
                 changed = True
             raft.advance(ready, now_ms())
+            if self._controller_active and raft.role != Role.LEADER:
+                self._lose_leadership()
             if (
                 not self._controller_active
+                and not self._stopping
                 and raft.role == Role.LEADER
                 and raft.high_watermark >= raft_log.end_offset
                 and self.controller.next_write_offset >= raft_log.end_offset
             ):
-                self._controller_active = True
-                self._active.set()
+                self._become_active()
         if changed:
             self._publish()
         if self.snapshots is not None:
@@ -292,6 +352,123 @@ class MetadataPlane:
                 self.snapshots.maybe_snapshot(self.image, raft, now_ms())
             self.snapshots.maybe_clean(raft, now_ms())
         return more
+
+    def _become_active(self) -> None:
+        """This voter leads and has applied its whole log: it is the active controller. The activation
+        records (the bootstrap records into an empty log with the KIP-1262 cluster id, or the abort of a
+        metadata transaction a previous leader left open; Kafka ActivationRecordsGenerator) are
+        generated and appended here, synchronously, so no other write can come before them."""
+        raft = self.raft
+        assert raft is not None
+        self._controller_active = True
+        self._active.set()
+        self.controller.note_log_end_offset(self._log().end_offset)
+        publisher = self.cluster_id_publisher
+        minted = publisher.activation_cluster_id(self.rng) if publisher is not None else None
+        activation = self._append(self.controller.activate(cluster_id=minted))
+        if activation is None:  # nothing to write: the log already holds metadata.version and the id
+            activation = asyncio.get_running_loop().create_future()
+            activation.set_result(None)
+        self._activation = activation
+        self._last_append_ms = now_ms()
+        log.info("node %d is the active controller at epoch %d", self.config.node_id, raft.epoch)
+
+    def _lose_leadership(self) -> None:
+        """Another voter leads now: fail the writes waiting to commit with NOT_CONTROLLER (they may
+        still commit under the new leader, as in Kafka) and revert the controller's uncommitted
+        in-memory state to what is committed — the image at the applied offset (Kafka reverts its
+        SnapshotRegistry to the last committed offset)."""
+        self._controller_active = False
+        self._active.clear()
+        waiters, self._commit_waiters = self._commit_waiters, []
+        for _, fut in waiters:
+            if not fut.done():
+                fut.set_exception(NotControllerError("this controller lost the leadership"))
+        self.controller = QuorumController(rng=self.rng, default_num_partitions=self.config.num_partitions)
+        self.controller.load_image(self.image, self._applied_end_offset)
+        raft = self.raft
+        assert raft is not None
+        log.info(
+            "node %d is no longer the active controller (epoch %d, leader %d)",
+            self.config.node_id,
+            raft.epoch,
+            raft.leader_id,
+        )
+
+    def _maybe_write_no_op(self) -> None:
+        """KIP-835: an idle active controller appends a NoOpRecord every metadata.max.idle.interval.ms,
+        so followers and brokers can tell a live leader's empty log from a stalled one (multi-voter
+        quorums only)."""
+        interval_ms = self.config.metadata_max_idle_interval_ms
+        if not self._controller_active or self._stopping or interval_ms <= 0 or self.waits_for_activation:
+            # A single voter has no follower to reassure: the embedded node's log stays quiet.
+            return
+        if now_ms() - self._last_append_ms < interval_ms:
+            return
+        self._append(self.controller.no_op())
+
+    # --- the network between voters -----------------------------------------------------------------
+
+    def _send(self, outbound: Outbound) -> None:
+        """A request goes out through the peer's channel; a response goes back to the connection its
+        request came in on (the server handler waiting in ``handle_raft_request``)."""
+        message = outbound.message
+        if isinstance(message, RaftRequestTypes):
+            if self.channels is not None:
+                frame = wire.encode_raft_request(
+                    message, outbound.correlation_id, f"raft-client-{self.config.node_id}"
+                )
+                self.channels.send(outbound.destination_id, outbound.correlation_id, frame, type(message))
+            return
+        waiting = self._pending_responses.pop((outbound.destination_id, outbound.correlation_id), None)
+        if waiting is not None and not waiting.done():
+            waiting.set_result(message)
+
+    def _on_channel_event(self, event: ChannelEvent) -> None:
+        """An answer from a peer goes to the core; a timeout or disconnect is left to the core's own
+        request timers (it resends, or campaigns when its fetch timeout passes)."""
+        raft = self.raft
+        if raft is None or self._task is None:
+            return
+        if not isinstance(event, Answered):
+            log.debug("raft request %d to node %d: %s", event.correlation_id, event.peer_id, event.reason)
+            return
+        try:
+            request_type: Any = event.context
+            correlation_id, response = wire.decode_raft_response(request_type, event.frame)
+        except RemoteProtocolError as exc:
+            log.warning("node %d sent a raft response that does not parse: %s", event.peer_id, exc)
+            return
+        raft.step(Inbound(event.peer_id, response, correlation_id), now_ms())
+        self._wakeup.set()
+
+    async def handle_raft_request(self, correlation_id: int, request: RaftRequest) -> RaftResponse | None:
+        """A raft request from a peer: step the core and wait for its answer (a Fetch may park up to
+        its max wait). None when the core gave no answer within the request timeout."""
+        raft = self.raft
+        if raft is None or self._stopping:
+            return None
+        source_id = _source_id(request)
+        fut: asyncio.Future[RaftResponse] = asyncio.get_running_loop().create_future()
+        key = (source_id, correlation_id)
+        previous = self._pending_responses.pop(key, None)
+        if previous is not None:
+            previous.cancel()
+        self._pending_responses[key] = fut
+        raft.step(Inbound(source_id, request, correlation_id), now_ms())
+        self._wakeup.set()
+        if not await wait_shielded(fut, self.config.controller_quorum_request_timeout_ms / 1000):
+            self._pending_responses.pop(key, None)
+            return None
+        if fut.cancelled():
+            return None
+        return fut.result()
+
+    def describe_quorum(self) -> tuple[QuorumDescription | None, int, int]:
+        """DescribeQuorum: the leader's description, or None with the leader this node knows."""
+        raft = self.raft
+        assert raft is not None
+        return raft.describe_quorum(now_ms()), raft.leader_id, raft.epoch
 
     def _apply_committed(self, committed: Any) -> None:
         delta = MetadataDelta(self.image)
@@ -311,6 +488,7 @@ class MetadataPlane:
                     self.controller.replay(record, offset)
                 delta.replay(record, offset, batch.epoch)
         self.image = delta.apply()
+        self._applied_end_offset = committed[-1].last_offset + 1
         if self.snapshots is not None:
             self.snapshots.note_committed(committed)
         if loading:
@@ -342,6 +520,7 @@ class MetadataPlane:
                 rng=self.rng, default_num_partitions=self.config.num_partitions
             )
         self.controller.load_image(self.image, snapshot_id.offset)
+        self._applied_end_offset = snapshot_id.offset
         self._loaded_records += count
 
     def _publish(self) -> None:
@@ -382,27 +561,38 @@ class MetadataPlane:
     async def _write(self, result: ControllerResult[Any]) -> Any:
         """Append a result's records (the controller replayed them when it generated them, at the
         offsets they take now) and wait until they are committed and in the image."""
-        raft = self.raft
         if self._stopping:
             raise NotControllerError("the controller is shutting down")
-        assert raft is not None and self._controller_active
-        records: list[ApiMessageAndVersion] = list(result.records)
-        if records:
-            base = self._log().end_offset
-            last_offset = raft.propose([encode_metadata_record(r) for r in records], now_ms())
-            if last_offset is None:
-                raise NotControllerError("this node is not the active controller")
-            assert last_offset == base + len(records) - 1 == self.controller.next_write_offset - 1, (
-                last_offset,
-                base,
-                len(records),
-                self.controller.next_write_offset,
-            )
-            fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-            self._commit_waiters.append((last_offset, fut))
-            self._wakeup.set()
+        if not self._controller_active:
+            raise NotControllerError(f"node {self.config.node_id} is not the active controller")
+        fut = self._append(result)
+        if fut is not None:
             await fut
         return result.response
+
+    def _append(self, result: ControllerResult[Any]) -> asyncio.Future[None] | None:
+        """Propose a result's records as one batch; the future completes when they are committed and
+        in the image (None when there are no records)."""
+        raft = self.raft
+        assert raft is not None and self._controller_active
+        records: list[ApiMessageAndVersion] = list(result.records)
+        if not records:
+            return None
+        base = self._log().end_offset
+        last_offset = raft.propose([encode_metadata_record(r) for r in records], now_ms())
+        if last_offset is None:
+            raise NotControllerError(f"node {self.config.node_id} is not the active controller")
+        assert last_offset == base + len(records) - 1 == self.controller.next_write_offset - 1, (
+            last_offset,
+            base,
+            len(records),
+            self.controller.next_write_offset,
+        )
+        self._last_append_ms = now_ms()
+        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._commit_waiters.append((last_offset, fut))
+        self._wakeup.set()
+        return fut
 
     # --- controller operations ----------------------------------------------------------------------
 
@@ -420,6 +610,41 @@ class MetadataPlane:
             )
         self._broker_epoch = int(reply.broker_epoch)
         return self._broker_epoch
+
+    async def handle_broker_registration(self, request: Any, version: int) -> Any:
+        """BrokerRegistration (62) from a broker process, answered by the active controller (KIP-631);
+        a broker that names another cluster gets INCONSISTENT_CLUSTER_ID."""
+        if self.cluster_id is not None and request.cluster_id != self.cluster_id:
+            return BrokerRegistrationResponse(
+                version=version,
+                throttle_time_ms=0,
+                error_code=ErrorCode.INCONSISTENT_CLUSTER_ID,
+                broker_epoch=-1,
+            )
+        if not self._controller_active or self._stopping:
+            return BrokerRegistrationResponse(
+                version=version, throttle_time_ms=0, error_code=ErrorCode.NOT_CONTROLLER, broker_epoch=-1
+            )
+        endpoints = [
+            BrokerEndpoint(lst.name, lst.host, lst.port, lst.security_protocol) for lst in request.listeners
+        ]
+        result = self.controller.register_broker(
+            request.broker_id,
+            request.incarnation_id,
+            endpoints,
+            request.rack,
+            now_ms(),
+            log_dirs=tuple(request.log_dirs or ()) if version >= 2 else (),
+        )
+        try:
+            reply = await self._write(result)
+        except NotControllerError:
+            return BrokerRegistrationResponse(
+                version=version, throttle_time_ms=0, error_code=ErrorCode.NOT_CONTROLLER, broker_epoch=-1
+            )
+        return BrokerRegistrationResponse(
+            version=version, throttle_time_ms=0, error_code=reply.error_code, broker_epoch=reply.broker_epoch
+        )
 
     async def update_advertised_port(self, port: int) -> None:
         assert self._advertised is not None
@@ -549,3 +774,24 @@ class MetadataPlane:
             brokers=tuple(brokers),
             topics=topics,
         )
+
+
+RaftRequestTypes = (
+    VoteRequest,
+    BeginQuorumEpochRequest,
+    EndQuorumEpochRequest,
+    FetchRequest,
+    FetchSnapshotRequest,
+)
+
+
+def _source_id(request: RaftRequest) -> int:
+    """The peer a raft request came from, as the core knows it (the request names its sender)."""
+    match request:
+        case VoteRequest():
+            return request.candidate_id
+        case BeginQuorumEpochRequest() | EndQuorumEpochRequest():
+            return request.leader_id
+        case FetchRequest() | FetchSnapshotRequest():
+            return request.replica_id
+    raise AssertionError(f"not a raft request: {request!r}")

@@ -9,6 +9,7 @@ applies what is committed — into the controller (when it did not generate it) 
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import os
 import random
@@ -35,6 +36,7 @@ from pykraft.protocol import messages
 from pykraft.protocol.fetch import encode_fetch_response
 from pykraft.protocol.messages import ApiKey, RequestHeader
 from pykraft.protocol.produce import decode_produce_request, encode_produce_response
+from pykraft.raft import wire
 from pykraft.storage.meta_properties import MetaPropertiesError
 
 log = logging.getLogger("pykraft.node")
@@ -75,10 +77,14 @@ class Node:
     def __init__(self, config: NodeConfig) -> None:
         self.config = config
         self.rng = random.Random()
-        endpoint = config.client_listener
-        self.client_host = endpoint.host
-        self.client_port = endpoint.port
+        client_endpoint = config.client_listener if config.is_broker else None
+        self.client_host = client_endpoint.host if client_endpoint else ""
+        self.client_port = client_endpoint.port if client_endpoint else 0
+        controller_endpoint = config.controller_listener if config.is_controller else None
+        self.controller_host = controller_endpoint.host if controller_endpoint else ""
+        self.controller_port = controller_endpoint.port if controller_endpoint else 0
         self.server: KafkaServer | None = None
+        self.controller_server: KafkaServer | None = None
         self.metadata: MetadataPlane | None = None
         self.replicas = ReplicaManager(
             FileLogOpener(config.log_dirs[0]),
@@ -105,6 +111,22 @@ class Node:
 
     async def start(self) -> None:
         config = self.config
+        if config.is_broker and config.is_controller and len(config.controller_quorum_voters) > 1:
+            raise StartupError(
+                f"process.roles=broker,controller with {len(config.controller_quorum_voters)} voters in "
+                "controller.quorum.voters: a broker registers with the active controller over the network, "
+                "which pykraft does not do yet; run the voters with process.roles=controller"
+            )
+        if config.is_controller and config.controller_listener is None:
+            raise StartupError(
+                f"controller.listener.names={','.join(config.controller_listener_names)}: none of them is in "
+                "listeners; a controller needs a listener for its quorum"
+            )
+        if not config.is_controller:
+            raise StartupError(
+                "process.roles=broker: a broker-only node follows a remote controller quorum, which pykraft "
+                "does not do yet; use process.roles=broker,controller (one node) or controller"
+            )
         try:
             # KIP-1262: check every meta.properties (and the metadata log's cluster id) before anything
             # writes to the dirs; then write V2 files where missing. A refusal changes nothing on disk.
@@ -124,6 +146,35 @@ class Node:
             await self.metadata.start()
         except SnapshotStateError as exc:
             raise StartupError(str(exc)) from None
+        await self._start_controller_listener()
+        if config.is_broker:
+            await self._start_broker()
+
+    async def _start_controller_listener(self) -> None:
+        """The controller listener: raft RPCs between voters, DescribeQuorum for tools, and
+        CreateTopics/DeleteTopics on the active controller (Kafka's ControllerApis)."""
+        config = self.config
+        endpoint = config.controller_listener
+        assert endpoint is not None
+        self.controller_server = KafkaServer(
+            self._handle_controller_request,
+            host=endpoint.host,
+            port=endpoint.port,
+            listener_name=endpoint.listener_name,
+            socket_request_max_bytes=config.socket_request_max_bytes,
+        )
+        try:
+            self.controller_port = await self.controller_server.start()
+        except OSError as exc:
+            raise StartupError(
+                f"listeners: cannot listen on {endpoint.host}:{endpoint.port} "
+                f"({endpoint.listener_name}): {exc.strerror}"
+            ) from None
+        log.info("node %d: controller listener on %s:%d", config.node_id, endpoint.host, self.controller_port)
+
+    async def _start_broker(self) -> None:
+        config = self.config
+        assert self.metadata is not None
         self.ctx = handlers.BrokerContext(
             node_id=config.node_id,
             cluster=self.metadata.cluster_view(),
@@ -186,9 +237,9 @@ class Node:
 
         if self.metadata is not None:
             self.metadata.fail_pending_writes()
-        if self.server is not None:
-            server = self.server
-            await bounded(server.stop(), lambda: f"{server.open_connections} client connection(s)")
+        for server in (self.server, self.controller_server):
+            if server is not None:
+                await bounded(server.stop(), functools.partial(_connections_left, server))
         if self.groups is not None:
             await bounded(self.groups.stop(), lambda: "the group coordinator")
         tasks = list(self._tasks)
@@ -336,6 +387,39 @@ class Node:
         response = await handler(request, version)
         return [messages.encode_response(header, response)]
 
+    async def _handle_controller_request(
+        self, frame: bytearray, conn: ConnectionInfo
+    ) -> Sequence[bytes | bytearray | memoryview] | None:
+        view = memoryview(frame)
+        header = messages.parse_request_header(view)
+        key = header.api_key
+        metadata = self.metadata
+        assert metadata is not None
+        if key == ApiKey.API_VERSIONS:
+            return [messages.api_versions_response(header)]
+        if key in wire.RAFT_API_KEYS:
+            if header.api_version != wire.VERSIONS[ApiKey(key)] and key != ApiKey.FETCH:
+                raise RemoteProtocolError(f"raft api key {key} at version {header.api_version} is not served")
+            request = wire.decode_raft_request(header, view)
+            response = await metadata.handle_raft_request(header.correlation_id, request)
+            if response is None:
+                return None  # the core had no answer in time; the peer's request times out
+            return [wire.encode_raft_response(header, response)]
+        if key == ApiKey.DESCRIBE_QUORUM:
+            wire.decode_describe_quorum_request(header, view)
+            description, leader_id, leader_epoch = metadata.describe_quorum()
+            return [wire.encode_describe_quorum_response(header, description, leader_id, leader_epoch)]
+        handlers_by_key: dict[int, RequestHandler] = {
+            ApiKey.CREATE_TOPICS: metadata.handle_create_topics,
+            ApiKey.DELETE_TOPICS: metadata.handle_delete_topics,
+            ApiKey.BROKER_REGISTRATION: metadata.handle_broker_registration,
+        }
+        handler = handlers_by_key.get(key)
+        if handler is not None:
+            request = messages.decode_request(header, view)
+            return [messages.encode_response(header, await handler(request, header.api_version))]
+        raise RemoteProtocolError(f"api key {key} is not served on the controller listener")
+
     def _build_request_handlers(self) -> dict[int, RequestHandler]:
         """One entry per API answered with a kafka-python response object (Produce and Fetch have
         their own hot paths above). Add an API here and to ``messages.SUPPORTED_VERSIONS``."""
@@ -380,6 +464,10 @@ class Node:
                 break
             await self._wait_for_data(remaining_s)
         return encode_fetch_response(header.correlation_id, header.api_version, outcome.response)
+
+
+def _connections_left(server: KafkaServer) -> str:
+    return f"{server.open_connections} connection(s) on port {server.port}"
 
 
 __all__ = ["ErrorCode", "Node", "StartupError", "now_ms"]

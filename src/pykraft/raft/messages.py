@@ -145,6 +145,27 @@ class FetchSnapshotResponse:
     unaligned_records: bytes = b""
 
 
+@dataclass(frozen=True, slots=True)
+class ReplicaDescription:
+    """DescribeQuorum's ReplicaState: -1 for what the leader does not know yet."""
+
+    replica_id: int
+    log_end_offset: int
+    last_fetch_timestamp: int
+    last_caught_up_timestamp: int
+
+
+@dataclass(frozen=True, slots=True)
+class QuorumDescription:
+    """The leader's answer to DescribeQuorum (api key 55) for the metadata partition."""
+
+    leader_id: int
+    leader_epoch: int
+    high_watermark: int
+    current_voters: tuple[ReplicaDescription, ...]
+    observers: tuple[ReplicaDescription, ...]
+
+
 RaftRequest = (
     VoteRequest | BeginQuorumEpochRequest | EndQuorumEpochRequest | FetchRequest | FetchSnapshotRequest
 )

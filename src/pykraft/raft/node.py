@@ -59,7 +59,9 @@ from pykraft.raft.messages import (
     Inbound,
     OffsetAndEpoch,
     Outbound,
+    QuorumDescription,
     RaftMessage,
+    ReplicaDescription,
     VoteRequest,
     VoteResponse,
 )
@@ -247,6 +249,31 @@ class RaftNode:
         return min(deadlines)
 
     # --- inputs --------------------------------------------------------------------------------
+
+    def describe_quorum(self, now_ms: int) -> QuorumDescription | None:
+        """DescribeQuorum (KafkaRaftClient.handleDescribeQuorumRequest): the leader's view of every
+        voter and observer; None on a non-leader (it answers NOT_LEADER_OR_FOLLOWER)."""
+        state = self._state
+        if not isinstance(state, Leader):
+            return None
+
+        def describe(replica_id: int, replica: ReplicaState) -> ReplicaDescription:
+            return ReplicaDescription(
+                replica_id,
+                -1 if replica.end_offset is None else replica.end_offset,
+                -1 if replica.last_fetch_ms is None else replica.last_fetch_ms,
+                -1 if replica.last_caught_up_ms is None else replica.last_caught_up_ms,
+            )
+
+        own = ReplicaDescription(self.node_id, self.log.end_offset, now_ms, now_ms)
+        voters = [own, *(describe(i, r) for i, r in state.replicas.items())]
+        return QuorumDescription(
+            leader_id=self.node_id,
+            leader_epoch=state.epoch,
+            high_watermark=self._high_watermark,
+            current_voters=tuple(sorted(voters, key=lambda v: v.replica_id)),
+            observers=tuple(describe(i, r) for i, r in sorted(state.observers.items())),
+        )
 
     def tick(self, now_ms: int) -> None:
         self._set_now(now_ms)
@@ -760,7 +787,15 @@ class RaftNode:
         if diverging is None and snapshot_id is None and replica is not None:
             replica.end_offset = request.fetch_offset
             replica.last_fetch_ms = now_ms
+            if request.fetch_offset >= self.log.end_offset:
+                replica.last_caught_up_ms = now_ms
             self._maybe_update_high_watermark(state)
+        elif replica is None and request.replica_id >= 0:
+            observer = state.observers.setdefault(request.replica_id, ReplicaState())
+            observer.end_offset = request.fetch_offset
+            observer.last_fetch_ms = now_ms
+            if request.fetch_offset >= self.log.end_offset:
+                observer.last_caught_up_ms = now_ms
         response = self._fetch_response(state, request)
         self._parked_fetches.pop(request.replica_id, None)  # superseded by this one
         no_news = not response.records and response.diverging_epoch is None and response.snapshot_id is None

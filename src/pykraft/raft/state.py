@@ -96,6 +96,8 @@ class ReplicaState:
     end_offset: int | None = None  # the last valid fetch offset: flushed on the follower
     last_fetch_ms: int | None = None
     begin_quorum_acked: bool = False
+    # DescribeQuorum's LastCaughtUpTimestamp: the last fetch that reached the leader's log end.
+    last_caught_up_ms: int | None = None
 
 
 @dataclass(slots=True)
@@ -106,6 +108,8 @@ class Leader:
     check_quorum_deadline_ms: int
     begin_quorum_deadline_ms: int
     replicas: dict[int, ReplicaState] = field(default_factory=dict)
+    # Non-voters that fetch (brokers, KIP-595 observers): reported by DescribeQuorum, never counted.
+    observers: dict[int, ReplicaState] = field(default_factory=dict)
     # Voters that fetched since the check-quorum timer was last reset.
     fetched_voters: set[int] = field(default_factory=set)
     role: Role = Role.LEADER

@@ -1,0 +1,476 @@
+"""The raft RPCs' wire form: the core's messages (``raft.messages``) to and from Kafka's schemas.
+
+Versions (what a Kafka 3.7+/4.x controller of a static quorum accepts, KIP-595/KIP-630):
+
+* Vote v0, BeginQuorumEpoch v0, EndQuorumEpoch v0, FetchSnapshot v0 — the static-voter versions
+  (v1 adds KIP-853 directory ids and endpoints, which a static quorum leaves at their defaults);
+* Fetch v18: the raft Fetch names the metadata partition by topic id (``METADATA_TOPIC_ID``, Kafka's
+  ``Uuid.METADATA_TOPIC_ID``, from v13), carries the replica in ``ReplicaState`` (v15+) and the
+  follower's high watermark (KIP-1166, v18), so the leader parks a fetch with no news instead of
+  answering it at once; ClusterId is tag 0, DivergingEpoch/CurrentLeader/SnapshotId tags 0/1/2;
+* DescribeQuorum v1 (LastFetchTimestamp/LastCaughtUpTimestamp).
+
+Requests leave as header + body (no size prefix: the RPC channel frames them); responses to peers
+leave framed, as every response of the shell's servers does. Bytes a peer sent that do not parse
+raise ``RemoteProtocolError``.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from pykraft.core.errors import ErrorCode, RemoteProtocolError
+from pykraft.protocol import messages
+from pykraft.protocol.messages import ApiKey, RequestHeader
+from pykraft.raft.messages import (
+    METADATA_PARTITION,
+    METADATA_TOPIC_NAME,
+    UNKNOWN_EPOCH,
+    UNKNOWN_ID,
+    UNKNOWN_OFFSET,
+    BeginQuorumEpochRequest,
+    BeginQuorumEpochResponse,
+    EndQuorumEpochRequest,
+    EndQuorumEpochResponse,
+    FetchRequest,
+    FetchResponse,
+    FetchSnapshotRequest,
+    FetchSnapshotResponse,
+    OffsetAndEpoch,
+    QuorumDescription,
+    RaftMessage,
+    RaftRequest,
+    RaftResponse,
+    VoteRequest,
+    VoteResponse,
+)
+
+# Uuid.METADATA_TOPIC_ID: the fixed topic id of __cluster_metadata (0L, 1L).
+METADATA_TOPIC_ID = uuid.UUID(int=1)
+# Fetch's HighWatermark default (tag 1, v18): "not known" on the wire; the core uses -1.
+_WIRE_UNKNOWN_HIGH_WATERMARK = (1 << 63) - 1
+
+VERSIONS: dict[ApiKey, int] = {
+    ApiKey.VOTE: 0,
+    ApiKey.BEGIN_QUORUM_EPOCH: 0,
+    ApiKey.END_QUORUM_EPOCH: 0,
+    ApiKey.FETCH: 18,
+    ApiKey.FETCH_SNAPSHOT: 0,
+    ApiKey.DESCRIBE_QUORUM: 1,
+}
+RAFT_API_KEYS = frozenset(
+    {ApiKey.VOTE, ApiKey.BEGIN_QUORUM_EPOCH, ApiKey.END_QUORUM_EPOCH, ApiKey.FETCH, ApiKey.FETCH_SNAPSHOT}
+)
+_API_KEY_OF: dict[type, ApiKey] = {
+    VoteRequest: ApiKey.VOTE,
+    VoteResponse: ApiKey.VOTE,
+    BeginQuorumEpochRequest: ApiKey.BEGIN_QUORUM_EPOCH,
+    BeginQuorumEpochResponse: ApiKey.BEGIN_QUORUM_EPOCH,
+    EndQuorumEpochRequest: ApiKey.END_QUORUM_EPOCH,
+    EndQuorumEpochResponse: ApiKey.END_QUORUM_EPOCH,
+    FetchRequest: ApiKey.FETCH,
+    FetchResponse: ApiKey.FETCH,
+    FetchSnapshotRequest: ApiKey.FETCH_SNAPSHOT,
+    FetchSnapshotResponse: ApiKey.FETCH_SNAPSHOT,
+}
+
+
+def api_key_of(message: RaftMessage) -> ApiKey:
+    return _API_KEY_OF[type(message)]
+
+
+def _error(code: int) -> ErrorCode:
+    try:
+        return ErrorCode(code)
+    except ValueError:
+        return ErrorCode.UNKNOWN_SERVER_ERROR
+
+
+# --- requests -------------------------------------------------------------------------------------------
+
+
+def encode_raft_request(message: RaftRequest, correlation_id: int, client_id: str) -> bytes:
+    """Request header + body of ``message`` at ``VERSIONS`` (no size prefix)."""
+    key = api_key_of(message)
+    version = VERSIONS[key]
+    cls: Any = messages.request_class(key)
+    request = _request_body(cls, message)
+    request.API_VERSION = version
+    request.with_header(correlation_id=correlation_id, client_id=client_id)
+    return bytes(request.encode(header=True, framed=False))
+
+
+def _request_body(cls: Any, message: RaftRequest) -> Any:
+    match message:
+        case VoteRequest():
+            partition = cls.TopicData.PartitionData(
+                partition_index=METADATA_PARTITION,
+                candidate_epoch=message.candidate_epoch,
+                candidate_id=message.candidate_id,
+                last_offset_epoch=message.last_offset_epoch,
+                last_offset=message.last_offset,
+            )
+            return cls(
+                cluster_id=message.cluster_id,
+                topics=[cls.TopicData(topic_name=METADATA_TOPIC_NAME, partitions=[partition])],
+            )
+        case BeginQuorumEpochRequest():
+            partition = cls.TopicData.PartitionData(
+                partition_index=METADATA_PARTITION,
+                leader_id=message.leader_id,
+                leader_epoch=message.leader_epoch,
+            )
+            return cls(
+                cluster_id=message.cluster_id,
+                topics=[cls.TopicData(topic_name=METADATA_TOPIC_NAME, partitions=[partition])],
+                leader_endpoints=[],
+            )
+        case EndQuorumEpochRequest():
+            partition = cls.TopicData.PartitionData(
+                partition_index=METADATA_PARTITION,
+                leader_id=message.leader_id,
+                leader_epoch=message.leader_epoch,
+                preferred_successors=list(message.preferred_successors),
+                preferred_candidates=[],
+            )
+            return cls(
+                cluster_id=message.cluster_id,
+                topics=[cls.TopicData(topic_name=METADATA_TOPIC_NAME, partitions=[partition])],
+                leader_endpoints=[],
+            )
+        case FetchRequest():
+            partition = cls.FetchTopic.FetchPartition(
+                partition=METADATA_PARTITION,
+                current_leader_epoch=message.current_leader_epoch,
+                fetch_offset=message.fetch_offset,
+                last_fetched_epoch=message.last_fetched_epoch,
+                log_start_offset=-1,
+                partition_max_bytes=message.max_bytes,
+                high_watermark=(
+                    _WIRE_UNKNOWN_HIGH_WATERMARK if message.high_watermark < 0 else message.high_watermark
+                ),
+            )
+            return cls(
+                cluster_id=message.cluster_id,
+                replica_state=cls.ReplicaState(replica_id=message.replica_id, replica_epoch=-1),
+                max_wait_ms=message.max_wait_ms,
+                min_bytes=0,
+                max_bytes=message.max_bytes,
+                isolation_level=0,
+                session_id=0,
+                session_epoch=-1,
+                topics=[cls.FetchTopic(topic_id=METADATA_TOPIC_ID, partitions=[partition])],
+                forgotten_topics_data=[],
+                rack_id="",
+            )
+        case FetchSnapshotRequest():
+            partition = cls.TopicSnapshot.PartitionSnapshot(
+                partition=message.partition,
+                current_leader_epoch=message.current_leader_epoch,
+                snapshot_id=cls.TopicSnapshot.PartitionSnapshot.SnapshotId(
+                    end_offset=message.snapshot_id.offset, epoch=message.snapshot_id.epoch
+                ),
+                position=message.position,
+            )
+            return cls(
+                cluster_id=message.cluster_id,
+                replica_id=message.replica_id,
+                max_bytes=message.max_bytes,
+                topics=[cls.TopicSnapshot(name=message.topic_name, partitions=[partition])],
+            )
+    raise AssertionError(f"not a raft request: {message!r}")
+
+
+def _only_partition(topics: Any, what: str) -> tuple[Any, Any]:
+    if not topics or len(topics) != 1:
+        raise RemoteProtocolError(f"{what}: expected one topic, got {len(topics or [])}")
+    topic = topics[0]
+    if not topic.partitions or len(topic.partitions) != 1:
+        raise RemoteProtocolError(f"{what}: expected one partition, got {len(topic.partitions or [])}")
+    return topic, topic.partitions[0]
+
+
+def decode_raft_request(header: RequestHeader, frame: memoryview) -> RaftRequest:
+    """A raft request that arrived on the controller listener (its header already parsed)."""
+    if header.api_key not in RAFT_API_KEYS:
+        raise RemoteProtocolError(f"api key {header.api_key} is not a raft RPC")
+    request = messages.decode_request(header, frame)
+    key = ApiKey(header.api_key)
+    if key == ApiKey.VOTE:
+        _, p = _only_partition(request.topics, "Vote")
+        return VoteRequest(
+            request.cluster_id, p.candidate_epoch, p.candidate_id, p.last_offset_epoch, p.last_offset
+        )
+    if key == ApiKey.BEGIN_QUORUM_EPOCH:
+        _, p = _only_partition(request.topics, "BeginQuorumEpoch")
+        return BeginQuorumEpochRequest(request.cluster_id, p.leader_id, p.leader_epoch)
+    if key == ApiKey.END_QUORUM_EPOCH:
+        _, p = _only_partition(request.topics, "EndQuorumEpoch")
+        successors = (
+            p.preferred_successors
+            if header.api_version == 0
+            else [c.candidate_id for c in p.preferred_candidates]
+        )
+        return EndQuorumEpochRequest(request.cluster_id, p.leader_id, p.leader_epoch, tuple(successors or ()))
+    if key == ApiKey.FETCH:
+        _, p = _only_partition(request.topics, "Fetch")
+        replica_id = request.replica_state.replica_id if header.api_version >= 15 else request.replica_id
+        high_watermark = -1
+        if header.api_version >= 18 and p.high_watermark != _WIRE_UNKNOWN_HIGH_WATERMARK:
+            high_watermark = p.high_watermark
+        return FetchRequest(
+            cluster_id=request.cluster_id,
+            replica_id=replica_id,
+            current_leader_epoch=p.current_leader_epoch,
+            fetch_offset=p.fetch_offset,
+            last_fetched_epoch=p.last_fetched_epoch,
+            max_wait_ms=request.max_wait_ms,
+            max_bytes=p.partition_max_bytes,
+            high_watermark=high_watermark,
+        )
+    topic, p = _only_partition(request.topics, "FetchSnapshot")
+    return FetchSnapshotRequest(
+        cluster_id=request.cluster_id,
+        replica_id=request.replica_id,
+        current_leader_epoch=p.current_leader_epoch,
+        snapshot_id=OffsetAndEpoch(p.snapshot_id.end_offset, p.snapshot_id.epoch),
+        position=p.position,
+        max_bytes=request.max_bytes,
+        topic_name=topic.name,
+        partition=p.partition,
+    )
+
+
+# --- responses ------------------------------------------------------------------------------------------
+
+
+def encode_raft_response(header: RequestHeader, message: RaftResponse) -> bytearray:
+    """The framed response to a raft request, at the request's version."""
+    key = ApiKey(header.api_key)
+    cls: Any = messages.response_class(key)
+    assert api_key_of(message) == key, (message, key)
+    match message:
+        case VoteResponse():
+            partition = cls.TopicData.PartitionData(
+                partition_index=METADATA_PARTITION,
+                error_code=message.error_code,
+                leader_id=message.leader_id,
+                leader_epoch=message.leader_epoch,
+                vote_granted=message.vote_granted,
+            )
+            body = cls(
+                error_code=ErrorCode.NONE,
+                topics=[cls.TopicData(topic_name=METADATA_TOPIC_NAME, partitions=[partition])],
+            )
+        case BeginQuorumEpochResponse() | EndQuorumEpochResponse():
+            partition = cls.TopicData.PartitionData(
+                partition_index=METADATA_PARTITION,
+                error_code=message.error_code,
+                leader_id=message.leader_id,
+                leader_epoch=message.leader_epoch,
+            )
+            body = cls(
+                error_code=ErrorCode.NONE,
+                topics=[cls.TopicData(topic_name=METADATA_TOPIC_NAME, partitions=[partition])],
+            )
+        case FetchResponse():
+            body = _fetch_response_body(cls, header.api_version, message)
+        case FetchSnapshotResponse():
+            part_cls = cls.TopicSnapshot.PartitionSnapshot
+            partition = part_cls(
+                index=METADATA_PARTITION,
+                error_code=message.error_code,
+                snapshot_id=part_cls.SnapshotId(
+                    end_offset=message.snapshot_id.offset, epoch=message.snapshot_id.epoch
+                ),
+                current_leader=part_cls.LeaderIdAndEpoch(
+                    leader_id=message.leader_id, leader_epoch=message.leader_epoch
+                ),
+                size=message.size,
+                position=message.position,
+                unaligned_records=message.unaligned_records,
+            )
+            body = cls(
+                throttle_time_ms=0,
+                error_code=ErrorCode.NONE,
+                topics=[cls.TopicSnapshot(name=METADATA_TOPIC_NAME, partitions=[partition])],
+            )
+        case _:
+            raise AssertionError(f"not a raft response: {message!r}")
+    return messages.encode_response(header, body)
+
+
+def _fetch_response_body(cls: Any, version: int, message: FetchResponse) -> Any:
+    part_cls = cls.FetchableTopicResponse.PartitionData
+    diverging = message.diverging_epoch
+    snapshot = message.snapshot_id
+    partition = part_cls(
+        partition_index=METADATA_PARTITION,
+        error_code=message.error_code,
+        high_watermark=message.high_watermark,
+        last_stable_offset=-1,
+        log_start_offset=message.log_start_offset,
+        diverging_epoch=part_cls.EpochEndOffset(
+            epoch=diverging.epoch if diverging else -1, end_offset=diverging.offset if diverging else -1
+        ),
+        current_leader=part_cls.LeaderIdAndEpoch(
+            leader_id=message.leader_id, leader_epoch=message.leader_epoch
+        ),
+        snapshot_id=part_cls.SnapshotId(
+            end_offset=snapshot.offset if snapshot else -1, epoch=snapshot.epoch if snapshot else -1
+        ),
+        aborted_transactions=None,
+        preferred_read_replica=-1,
+        records=message.records,
+    )
+    topic = (
+        cls.FetchableTopicResponse(topic_id=METADATA_TOPIC_ID, partitions=[partition])
+        if version >= 13
+        else cls.FetchableTopicResponse(topic=METADATA_TOPIC_NAME, partitions=[partition])
+    )
+    return cls(
+        throttle_time_ms=0, error_code=ErrorCode.NONE, session_id=0, responses=[topic], node_endpoints=[]
+    )
+
+
+def decode_raft_response(request_type: type, frame: bytes) -> tuple[int, RaftResponse]:
+    """A peer's answer (response header + body, no size prefix) to a request of ``request_type``;
+    returns its correlation id and the core's response message."""
+    key = _API_KEY_OF[request_type]
+    version = VERSIONS[key]
+    cls: Any = messages.response_class(key)
+    try:
+        response = cls.decode(frame, version=version, header=True)
+    except Exception as exc:  # the generated decoder fails in many ways on bad bytes
+        raise RemoteProtocolError(
+            f"{cls.__name__} v{version} does not parse: {type(exc).__name__}: {exc}"
+        ) from None
+    correlation_id = int(response.header.correlation_id)
+    top_error = _error(getattr(response, "error_code", 0) or 0)
+    if key == ApiKey.FETCH:
+        topics = response.responses
+    else:
+        topics = response.topics
+    if top_error != ErrorCode.NONE and not topics:
+        return correlation_id, _error_response(key, top_error)
+    _, p = _only_partition(topics, cls.__name__)
+    match key:
+        case ApiKey.VOTE:
+            return correlation_id, VoteResponse(
+                _error(p.error_code), p.leader_id, p.leader_epoch, bool(p.vote_granted)
+            )
+        case ApiKey.BEGIN_QUORUM_EPOCH:
+            return correlation_id, BeginQuorumEpochResponse(_error(p.error_code), p.leader_id, p.leader_epoch)
+        case ApiKey.END_QUORUM_EPOCH:
+            return correlation_id, EndQuorumEpochResponse(_error(p.error_code), p.leader_id, p.leader_epoch)
+        case ApiKey.FETCH:
+            diverging = p.diverging_epoch
+            snapshot = p.snapshot_id
+            return correlation_id, FetchResponse(
+                error_code=_error(p.error_code),
+                leader_id=p.current_leader.leader_id,
+                leader_epoch=p.current_leader.leader_epoch,
+                high_watermark=p.high_watermark,
+                log_start_offset=p.log_start_offset,
+                records=bytes(p.records or b""),
+                diverging_epoch=(
+                    OffsetAndEpoch(diverging.end_offset, diverging.epoch)
+                    if diverging is not None and diverging.epoch >= 0 and diverging.end_offset >= 0
+                    else None
+                ),
+                snapshot_id=(
+                    OffsetAndEpoch(snapshot.end_offset, snapshot.epoch)
+                    if snapshot is not None and snapshot.epoch >= 0 and snapshot.end_offset >= 0
+                    else None
+                ),
+            )
+        case _:
+            return correlation_id, FetchSnapshotResponse(
+                error_code=_error(p.error_code),
+                leader_id=p.current_leader.leader_id,
+                leader_epoch=p.current_leader.leader_epoch,
+                snapshot_id=OffsetAndEpoch(p.snapshot_id.end_offset, p.snapshot_id.epoch),
+                size=p.size,
+                position=p.position,
+                unaligned_records=bytes(p.unaligned_records or b""),
+            )
+
+
+def _error_response(key: ApiKey, error: ErrorCode) -> RaftResponse:
+    match key:
+        case ApiKey.VOTE:
+            return VoteResponse(error, UNKNOWN_ID, UNKNOWN_EPOCH, False)
+        case ApiKey.BEGIN_QUORUM_EPOCH:
+            return BeginQuorumEpochResponse(error, UNKNOWN_ID, UNKNOWN_EPOCH)
+        case ApiKey.END_QUORUM_EPOCH:
+            return EndQuorumEpochResponse(error, UNKNOWN_ID, UNKNOWN_EPOCH)
+        case ApiKey.FETCH:
+            return FetchResponse(error, UNKNOWN_ID, UNKNOWN_EPOCH, UNKNOWN_OFFSET)
+        case _:
+            return FetchSnapshotResponse(error, UNKNOWN_ID, UNKNOWN_EPOCH)
+
+
+# --- DescribeQuorum ---------------------------------------------------------------------------------------
+
+
+def decode_describe_quorum_request(header: RequestHeader, frame: memoryview) -> None:
+    """Validate a DescribeQuorum request: it must ask for ``__cluster_metadata-0``."""
+    request = messages.decode_request(header, frame)
+    topic, p = _only_partition(request.topics, "DescribeQuorum")
+    if topic.topic_name != METADATA_TOPIC_NAME or p.partition_index != METADATA_PARTITION:
+        raise RemoteProtocolError(
+            f"DescribeQuorum of {topic.topic_name}-{p.partition_index}: only the metadata partition"
+        )
+
+
+def encode_describe_quorum_response(
+    header: RequestHeader, description: QuorumDescription | None, leader_id: int, leader_epoch: int
+) -> bytearray:
+    """The framed DescribeQuorum response: the leader's description, or NOT_LEADER_OR_FOLLOWER with
+    the leader this node knows (``description`` None)."""
+    cls: Any = messages.response_class(ApiKey.DESCRIBE_QUORUM)
+    part_cls = cls.TopicData.PartitionData
+    replica_cls = part_cls.ReplicaState
+
+    def replicas(items: Any) -> list[Any]:
+        return [
+            replica_cls(
+                replica_id=r.replica_id,
+                replica_directory_id=uuid.UUID(int=0),
+                log_end_offset=r.log_end_offset,
+                last_fetch_timestamp=r.last_fetch_timestamp,
+                last_caught_up_timestamp=r.last_caught_up_timestamp,
+            )
+            for r in items
+        ]
+
+    if description is None:
+        partition = part_cls(
+            partition_index=METADATA_PARTITION,
+            error_code=ErrorCode.NOT_LEADER_OR_FOLLOWER,
+            error_message=None,
+            leader_id=leader_id,
+            leader_epoch=leader_epoch,
+            high_watermark=-1,
+            current_voters=[],
+            observers=[],
+        )
+    else:
+        partition = part_cls(
+            partition_index=METADATA_PARTITION,
+            error_code=ErrorCode.NONE,
+            error_message=None,
+            leader_id=description.leader_id,
+            leader_epoch=description.leader_epoch,
+            high_watermark=description.high_watermark,
+            current_voters=replicas(description.current_voters),
+            observers=replicas(description.observers),
+        )
+    body = cls(
+        error_code=ErrorCode.NONE,
+        error_message=None,
+        topics=[cls.TopicData(topic_name=METADATA_TOPIC_NAME, partitions=[partition])],
+        nodes=[],
+    )
+    return messages.encode_response(header, body)
