@@ -196,3 +196,35 @@ def test_leader__old_epoch_entries_on_majority__high_watermark_waits_for_own_epo
     assert node.high_watermark == 0
     node.step(Inbound(2, FetchRequest(None, 2, 2, 2, 2), 2), 2)  # now the LeaderChange too
     assert node.high_watermark == 2
+
+
+def test_follower__lost_fetch__resent_after_the_retry_backoff_not_the_request_timeout() -> None:
+    node = _node(quorum_state=QuorumState(3, leader_id=2, voters=VOTERS), retry_backoff_ms=20)
+    _r, messages, _c = _drain(node)
+    fetch = messages[-1]
+    node.request_failed(2, fetch.correlation_id, 5, refused=False)
+    node.tick(24)
+    assert not [m for m in _drain(node, 24)[1] if isinstance(m.message, FetchRequest)]
+    node.tick(25)
+    (again,) = [m for m in _drain(node, 25)[1] if isinstance(m.message, FetchRequest)]
+    assert again.correlation_id != fetch.correlation_id
+    assert node.role == Role.FOLLOWER  # a disconnect alone does not start an election
+
+
+def test_follower__leader_refuses_connections__campaigns_within_half_an_election_timeout() -> None:
+    node = _node(quorum_state=QuorumState(3, leader_id=2, voters=VOTERS), election_timeout_ms=1000)
+    _r, messages, _c = _drain(node)
+    node.request_failed(2, messages[-1].correlation_id, 100, refused=True)
+    assert node.next_deadline_ms() < 100 + 500  # not the 2000 ms fetch timeout
+    node.tick(100 + 500)
+    assert node.role == Role.CANDIDATE and node.epoch == 4
+    _r, messages, _c = _drain(node, 600)
+    assert {m.destination_id for m in messages if isinstance(m.message, VoteRequest)} == {2, 3}
+
+
+def test_follower__another_peer_refuses__changes_nothing() -> None:
+    node = _node(quorum_state=QuorumState(3, leader_id=2, voters=VOTERS))
+    _drain(node)
+    deadline = node.next_deadline_ms()
+    node.request_failed(3, 12345, 10, refused=True)
+    assert node.next_deadline_ms() == deadline and node.role == Role.FOLLOWER

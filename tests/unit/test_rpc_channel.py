@@ -112,7 +112,7 @@ def test_a_refused_connection_fails_fast_then_reconnects_once_the_peer_is_up() -
         )
         channel.send(1, _request(1))
         await _collect(events, 1)
-        assert events == [Failed(2, 1, None, "disconnected")]
+        assert events == [Failed(2, 1, None, "refused")]  # nothing listens: the peer's process is gone
         server = await _serve(lambda cid: b"up", port)
         channel.send(2, _request(2))
         await _collect(events, 2)

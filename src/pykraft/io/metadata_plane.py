@@ -425,13 +425,17 @@ class MetadataPlane:
             waiting.set_result(message)
 
     def _on_channel_event(self, event: ChannelEvent) -> None:
-        """An answer from a peer goes to the core; a timeout or disconnect is left to the core's own
-        request timers (it resends, or campaigns when its fetch timeout passes)."""
+        """Every outcome of a raft request goes back to the core: an answer as the inbound response, a
+        timeout or disconnect through ``request_failed``."""
         raft = self.raft
         if raft is None or self._task is None:
             return
         if not isinstance(event, Answered):
             log.debug("raft request %d to node %d: %s", event.correlation_id, event.peer_id, event.reason)
+            raft.request_failed(
+                event.peer_id, event.correlation_id, now_ms(), refused=event.reason == "refused"
+            )
+            self._wakeup.set()
             return
         try:
             request_type: Any = event.context

@@ -46,7 +46,9 @@ class Failed:
     peer_id: int
     correlation_id: int
     context: object
-    reason: str  # "timeout", "disconnected", "in-flight limit", "closed"
+    # "timeout", "disconnected", "refused" (nothing listens at the address: the peer's process is
+    # gone), "in-flight limit", "closed", "unknown peer".
+    reason: str
 
 
 ChannelEvent = Answered | Failed
@@ -163,6 +165,7 @@ class PeerChannel:
             reader, writer = await asyncio.open_connection(*self.address, limit=1 << 20)
         except OSError as exc:
             self._connecting = False
+            refused = isinstance(exc, ConnectionRefusedError)
             self._connect_failures += 1
             backoff_ms = min(
                 self.reconnect_backoff_max_ms,
@@ -171,7 +174,7 @@ class PeerChannel:
             # Kafka jitters the backoff by +-20% so peers do not reconnect in lockstep.
             self._next_connect_at = loop.time() + backoff_ms * self._rng.uniform(0.8, 1.2) / 1000
             log.debug("peer %d at %s:%d: connect failed: %s", self.peer_id, *self.address, exc)
-            self._drop_connection("disconnected")
+            self._drop_connection("refused" if refused else "disconnected")
             return
         self._connecting = False
         self._connect_failures = 0

@@ -316,6 +316,29 @@ class RaftNode:
             case FetchSnapshotResponse():
                 self._handle_fetch_snapshot_response(inbound, message, now_ms)
 
+    def request_failed(self, destination_id: int, correlation_id: int, now_ms: int, *, refused: bool) -> None:
+        """The shell could not get an answer to a request it sent (a disconnect or a timeout; Kafka's
+        NetworkClient reports these as BROKER_NOT_AVAILABLE responses). A follower's lost fetch is
+        retried after ``retry_backoff_ms`` instead of after the request timeout.
+
+        ``refused``: nothing listens at the peer's address any more (connection refused), i.e. its
+        process is gone. When that peer is a voter's leader, the voter stops waiting out the rest of
+        ``fetch_timeout_ms`` and campaigns within a random part of half an election timeout — the
+        randomness staggers the survivors so one of them wins the first round. Kafka waits out the
+        full fetch timeout here; this only shortens an election that is certain to happen, so safety
+        (votes, epochs, log matching) is untouched.
+        """
+        self._set_now(now_ms)
+        state = self._state
+        if not isinstance(state, Follower) or destination_id != state.leader_id:
+            return
+        if state.fetch_correlation_id == correlation_id:
+            state.fetch_correlation_id = None
+            state.fetch_sent_ms = now_ms + self.retry_backoff_ms
+        if refused and self.is_voter:
+            stagger_ms = self._rng.randrange(max(1, self.election_timeout_ms // 2))
+            state.fetch_deadline_ms = min(state.fetch_deadline_ms, now_ms + stagger_ms)
+
     def propose(self, records: Sequence[bytes], now_ms: int) -> int | None:
         """Append ``records`` as one batch at the current epoch; returns its last offset, or None
         when this node is not the leader (the caller answers NOT_CONTROLLER / NOT_LEADER)."""
