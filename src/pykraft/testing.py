@@ -60,6 +60,14 @@ class RunningNode:
     _thread: threading.Thread
     _node: object
 
+    @property
+    def controller_address(self) -> str:
+        """host:port of the node's controller listener (raft RPCs, DescribeQuorum)."""
+        from pykraft.io.node import Node
+
+        assert isinstance(self._node, Node)
+        return f"{self._node.controller_host}:{self._node.controller_port}"
+
     def stop(self) -> None:
         """Clean shutdown (flush and close), as SIGTERM does."""
         if not self._thread.is_alive():

@@ -215,9 +215,12 @@ def decode_raft_request(header: RequestHeader, frame: memoryview) -> RaftRequest
         return EndQuorumEpochRequest(request.cluster_id, p.leader_id, p.leader_epoch, tuple(successors or ()))
     if key == ApiKey.FETCH:
         _, p = _only_partition(request.topics, "Fetch")
-        replica_id = request.replica_state.replica_id if header.api_version >= 15 else request.replica_id
+        if header.api_version >= 15:  # tagged ReplicaState; absent = a consumer's fetch (-1)
+            replica_id = request.replica_state.replica_id if request.replica_state is not None else UNKNOWN_ID
+        else:
+            replica_id = request.replica_id
         high_watermark = -1
-        if header.api_version >= 18 and p.high_watermark != _WIRE_UNKNOWN_HIGH_WATERMARK:
+        if header.api_version >= 18 and p.high_watermark not in (None, _WIRE_UNKNOWN_HIGH_WATERMARK):
             high_watermark = p.high_watermark
         return FetchRequest(
             cluster_id=request.cluster_id,
@@ -338,15 +341,7 @@ def decode_raft_response(request_type: type, frame: bytes) -> tuple[int, RaftRes
     """A peer's answer (response header + body, no size prefix) to a request of ``request_type``;
     returns its correlation id and the core's response message."""
     key = _API_KEY_OF[request_type]
-    version = VERSIONS[key]
-    cls: Any = messages.response_class(key)
-    try:
-        response = cls.decode(frame, version=version, header=True)
-    except Exception as exc:  # the generated decoder fails in many ways on bad bytes
-        raise RemoteProtocolError(
-            f"{cls.__name__} v{version} does not parse: {type(exc).__name__}: {exc}"
-        ) from None
-    correlation_id = int(response.header.correlation_id)
+    correlation_id, response = _decode_response(key, frame)
     top_error = _error(getattr(response, "error_code", 0) or 0)
     if key == ApiKey.FETCH:
         topics = response.responses
@@ -354,7 +349,7 @@ def decode_raft_response(request_type: type, frame: bytes) -> tuple[int, RaftRes
         topics = response.topics
     if top_error != ErrorCode.NONE and not topics:
         return correlation_id, _error_response(key, top_error)
-    _, p = _only_partition(topics, cls.__name__)
+    _, p = _only_partition(topics, key.name)
     match key:
         case ApiKey.VOTE:
             return correlation_id, VoteResponse(
@@ -365,12 +360,14 @@ def decode_raft_response(request_type: type, frame: bytes) -> tuple[int, RaftRes
         case ApiKey.END_QUORUM_EPOCH:
             return correlation_id, EndQuorumEpochResponse(_error(p.error_code), p.leader_id, p.leader_epoch)
         case ApiKey.FETCH:
+            # Tagged fields a peer may leave out: CurrentLeader, DivergingEpoch, SnapshotId.
             diverging = p.diverging_epoch
             snapshot = p.snapshot_id
+            leader = p.current_leader
             return correlation_id, FetchResponse(
                 error_code=_error(p.error_code),
-                leader_id=p.current_leader.leader_id,
-                leader_epoch=p.current_leader.leader_epoch,
+                leader_id=leader.leader_id if leader is not None else UNKNOWN_ID,
+                leader_epoch=leader.leader_epoch if leader is not None else UNKNOWN_EPOCH,
                 high_watermark=p.high_watermark,
                 log_start_offset=p.log_start_offset,
                 records=bytes(p.records or b""),
@@ -386,15 +383,44 @@ def decode_raft_response(request_type: type, frame: bytes) -> tuple[int, RaftRes
                 ),
             )
         case _:
+            leader = p.current_leader
             return correlation_id, FetchSnapshotResponse(
                 error_code=_error(p.error_code),
-                leader_id=p.current_leader.leader_id,
-                leader_epoch=p.current_leader.leader_epoch,
+                leader_id=leader.leader_id if leader is not None else UNKNOWN_ID,
+                leader_epoch=leader.leader_epoch if leader is not None else UNKNOWN_EPOCH,
                 snapshot_id=OffsetAndEpoch(p.snapshot_id.end_offset, p.snapshot_id.epoch),
                 size=p.size,
                 position=p.position,
                 unaligned_records=bytes(p.unaligned_records or b""),
             )
+
+
+def _decode_response(key: ApiKey, frame: bytes | memoryview) -> tuple[int, Any]:
+    """Response header (v0, or v1 with tagged fields when flexible) and body at ``VERSIONS[key]``,
+    through kafka-python's compiled decoder; a short or malformed frame raises RemoteProtocolError
+    (the library's slices do not fail when they run past the end, so the end is checked here)."""
+    version = VERSIONS[key]
+    cls: Any = messages.response_class(key)
+    view = memoryview(frame)
+    if len(view) < 4:
+        raise RemoteProtocolError(f"{cls.__name__}: a {len(view)}-byte frame has no response header")
+    correlation_id = int.from_bytes(view[:4], "big", signed=True)
+    flexible = messages.is_flexible(key, version)
+    pos = 4
+    if flexible:
+        pos = messages.skip_tagged_fields(view, pos)
+    try:
+        decoder = cls._struct.compiled_decode_from(version, compact=flexible, tagged=flexible, data_class=cls)
+        response, end = decoder(view, pos)
+    except Exception as exc:  # every failure inside the generated decoder means the peer's bytes are bad
+        raise RemoteProtocolError(
+            f"{cls.__name__} v{version} does not parse: {type(exc).__name__}: {exc}"
+        ) from None
+    if end > len(view):
+        raise RemoteProtocolError(
+            f"{cls.__name__} v{version}: body needs {end} bytes, response has {len(view)}"
+        )
+    return correlation_id, response
 
 
 def _error_response(key: ApiKey, error: ErrorCode) -> RaftResponse:
