@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install run test lint typecheck bench clean
+.PHONY: install run test lint typecheck bench sim clean
 
 $(STAMP): pyproject.toml
 	@command -v $(PYTHON) >/dev/null 2>&1 || { echo "make: $(PYTHON) not found; set PYTHON=/path/to/python3.11" >&2; exit 1; }
@@ -27,6 +27,12 @@ typecheck: $(STAMP)
 
 test: lint typecheck
 	$(BIN)/python -m pytest -q -p no:cacheprovider
+
+# Long simulation runs: make sim SEEDS=20000 [START=1000] (CI runs 1000 seeds in make test).
+SEEDS ?= 10000
+START ?= 0
+sim: $(STAMP)
+	SIM_SEEDS=$(SEEDS) SIM_SEED_START=$(START) $(BIN)/python -m pytest -q -p no:cacheprovider tests/sim/test_sim_swarm.py
 
 bench: $(STAMP)
 	$(BIN)/python -m bench

@@ -33,14 +33,17 @@ import random
 from dataclasses import dataclass, field
 from typing import Any
 
+from pykraft.metadata.snapshots import image_snapshot_values
 from pykraft.protocol.records import read_batch_header
 from pykraft.raft.log import MemoryRaftLog, StoredBatch
-from pykraft.raft.messages import Inbound, Outbound
+from pykraft.raft.messages import Inbound, Outbound, is_request
 from pykraft.raft.node import RaftNode
 from pykraft.raft.quorum_state import decode_quorum_state, encode_quorum_state
 from pykraft.raft.ready import CommittedBatch
 from pykraft.raft.snapshot import MemorySnapshotStore, read_snapshot, write_snapshot
 from pykraft.raft.state import Role
+
+from .metadata_layer import MetadataInvariants, MetadataViolation, NodeMetadata
 
 READY_LOOP_MAX = 100
 
@@ -65,6 +68,10 @@ class SimOptions:
     drive_delay_ms_max: int = 0
     # Chance that a crash lands inside the Ready sequence (after persisting, before flush or send).
     crash_in_ready_rate: float = 0.0
+    # A leader's shell sends its messages while its fsync is still running (Kafka serves followers
+    # from the page cache): safe only because the leader counts its *flushed* end toward the high
+    # watermark. Followers and voters never do this (a fetch offset and a vote claim durability).
+    leader_sends_before_flush: bool = False
     safety_duration_ms: int = 10000
     liveness_duration_ms: int = 20000
     election_timeout_ms: int = 300
@@ -74,6 +81,9 @@ class SimOptions:
     election_backoff_max_ms: int = 300
     # KIP-630: snapshot every N applied offsets and clean the log below the snapshot; 0 = never.
     snapshot_every_records: int = 0
+    # The controller and MetadataImage on top of every node: proposals are the active controller's
+    # records (activation, broker registrations, producer-ID blocks, topics); False = opaque records.
+    metadata: bool = True
 
     @staticmethod
     def swarm(rng: random.Random) -> SimOptions:
@@ -90,6 +100,7 @@ class SimOptions:
             drive_delay_ms_max=rng.choice([0, 0, 5, 30]),
             crash_in_ready_rate=rng.choice([0.0, 0.0, 0.002, 0.01]),
             snapshot_every_records=rng.choice([0, 0, 8, 30]),
+            leader_sends_before_flush=rng.random() < 0.5,
         )
 
 
@@ -116,6 +127,8 @@ class SimNode:
     snapshots: MemorySnapshotStore = field(default_factory=MemorySnapshotStore)
     state_digest: bytes = b""
     last_applied_epoch: int = 0
+    # The controller and image of this lifetime (SimOptions.metadata).
+    meta: NodeMetadata | None = None
 
 
 class World:
@@ -145,6 +158,8 @@ class World:
         self.state_at: dict[int, bytes] = {}
         self.snapshots_installed = 0
         self.proposal_counter = 0
+        self.metadata_invariants = MetadataInvariants()
+        self.refusals_delivered = 0
         for sim_node in self.nodes.values():
             self._start(sim_node)
         self._schedule(self.options.propose_interval_ms, "propose", None)
@@ -185,6 +200,24 @@ class World:
         sim_node.node.step(inbound, self.now_ms)
         self._after_input(sim_node)
 
+    def _on_flushed(self, payload: tuple[int, int, int]) -> None:
+        node_id, incarnation, offset = payload
+        sim_node = self.nodes[node_id]
+        if sim_node.node is None or sim_node.incarnation != incarnation:
+            return  # crashed first: the unflushed tail is gone
+        sim_node.log.flush(offset)
+        sim_node.node.flush_completed(offset, self.now_ms)
+        self._after_input(sim_node)
+
+    def _on_refused(self, payload: tuple[int, int, int, int]) -> None:
+        source_id, incarnation, destination_id, correlation_id = payload
+        sim_node = self.nodes[source_id]
+        if sim_node.node is None or sim_node.incarnation != incarnation:
+            return
+        self.refusals_delivered += 1
+        sim_node.node.request_failed(destination_id, correlation_id, self.now_ms, refused=True)
+        self._after_input(sim_node)
+
     def _on_tick(self, payload: tuple[int, int]) -> None:
         node_id, incarnation = payload
         sim_node = self.nodes[node_id]
@@ -209,8 +242,18 @@ class World:
         """Propose 1-3 records on ``sim_node``; returns (epoch, last_offset) when it accepted them."""
         assert sim_node.node is not None
         self.proposal_counter += 1
-        count = self.rng.randint(1, 3)
-        records = [f"s{self.seed}-p{self.proposal_counter}-{i}".encode() for i in range(count)]
+        if sim_node.meta is not None:
+            meta = sim_node.meta
+            if not meta.active and not meta.can_activate(sim_node.node):
+                return None  # not the active controller yet: nothing to write
+            # KIP-1262: every activating leader offers its own freshly minted id; only the first sticks.
+            minted = f"cluster-{self.rng.getrandbits(32):08x}"
+            records = meta.generate(sim_node.node, self.rng, minted)
+            if not records:
+                return None
+        else:
+            count = self.rng.randint(1, 3)
+            records = [f"s{self.seed}-p{self.proposal_counter}-{i}".encode() for i in range(count)]
         epoch = sim_node.node.epoch
         last_offset = sim_node.node.propose(records, self.now_ms)
         self._after_input(sim_node)
@@ -261,6 +304,7 @@ class World:
         sim_node.next_tick_ms = None
         sim_node.drive_pending = False
         opts = self.options
+        sim_node.meta = NodeMetadata(random.Random(self.rng.getrandbits(64))) if opts.metadata else None
         sim_node.node = RaftNode(
             sim_node.node_id,
             self.voter_ids,
@@ -341,17 +385,30 @@ class World:
                 sim_node.persisted = encode_quorum_state(ready.quorum_state)
             if self._crash_in_ready(sim_node):
                 return
-            if ready.flush_to_offset is not None:
-                sim_node.log.flush(ready.flush_to_offset)
-            if self._crash_in_ready(sim_node):
-                return
-            for outbound in ready.messages:
-                self._send(sim_node.node_id, outbound)
+            background_flush = self.options.leader_sends_before_flush and ready.role == Role.LEADER
+            if background_flush:
+                # Send now; the fsync finishes a little later (flush_completed), or never if a crash
+                # comes first.
+                for outbound in ready.messages:
+                    self._send(sim_node.node_id, outbound)
+                if ready.flush_to_offset is not None:
+                    fsync_ms = self.rng.randint(1, max(1, self.options.drive_delay_ms_max))
+                    payload = (sim_node.node_id, sim_node.incarnation, ready.flush_to_offset)
+                    self._schedule(fsync_ms, "flushed", payload)
+            else:
+                if ready.flush_to_offset is not None:
+                    sim_node.log.flush(ready.flush_to_offset)
+                if self._crash_in_ready(sim_node):
+                    return
+                for outbound in ready.messages:
+                    self._send(sim_node.node_id, outbound)
             if ready.load_snapshot is not None:
                 self._load_snapshot(sim_node, ready.load_snapshot)
             for batch in ready.committed:
                 self._apply(sim_node, batch)
-            node.advance(ready, self.now_ms)
+            node.advance(ready, self.now_ms, flush_done=not background_flush)
+            if sim_node.meta is not None:
+                sim_node.meta.after_ready(node)
             self._maybe_snapshot(sim_node)
         else:
             raise InvariantViolation(f"node {sim_node.node_id}: the Ready loop did not settle")
@@ -364,6 +421,14 @@ class World:
     def _send(self, source_id: int, outbound: Outbound) -> None:
         destination_id = outbound.destination_id
         if destination_id not in self.nodes or (source_id, destination_id) in self.blocked:
+            return
+        if self.nodes[destination_id].node is None and is_request(outbound.message):
+            # Nothing listens where a crashed node was: the shell's connect is refused (request_failed).
+            delay_ms = self.rng.randint(self.options.delay_ms_min, self.options.delay_ms_max)
+            source = self.nodes[source_id]
+            self._schedule(
+                delay_ms, "refused", (source_id, source.incarnation, destination_id, outbound.correlation_id)
+            )
             return
         copies = 0 if self.rng.random() < self.drop_rate else 1
         if copies and self.rng.random() < self.duplicate_rate:
@@ -399,10 +464,22 @@ class World:
         first_state = self.state_at.setdefault(sim_node.applied_end_offset, sim_node.state_digest)
         if first_state != sim_node.state_digest:
             self._fail(f"node {sim_node.node_id} state at {sim_node.applied_end_offset} differs")
+        if sim_node.meta is not None:
+            try:
+                applied = sim_node.meta.apply(batch)
+                self.metadata_invariants.check_applied(sim_node.node_id, sim_node.meta, applied)
+            except MetadataViolation as exc:
+                self._fail(str(exc))
 
     def _load_snapshot(self, sim_node: SimNode, snapshot_id: Any) -> None:
         contents = read_snapshot(sim_node.snapshots.get(snapshot_id))
-        (digest,) = contents.values
+        digest = contents.values[0]
+        if sim_node.meta is not None:
+            try:
+                sim_node.meta.load_snapshot(list(contents.values[1:]), snapshot_id.offset, snapshot_id.epoch)
+                self.metadata_invariants.check_image(sim_node.node_id, sim_node.meta)
+            except MetadataViolation as exc:
+                self._fail(str(exc))
         first = self.state_at.setdefault(snapshot_id.offset, digest)
         if first != digest:
             self._fail(
@@ -427,9 +504,10 @@ class World:
 
         snapshot_id = OffsetAndEpoch(sim_node.applied_end_offset, sim_node.last_applied_epoch)
         if node.validate_new_snapshot_id(snapshot_id):
-            data = write_snapshot(
-                snapshot_id, [sim_node.state_digest], last_contained_log_timestamp=0, now_ms=self.now_ms
-            )
+            values = [sim_node.state_digest]
+            if sim_node.meta is not None:
+                values += image_snapshot_values(sim_node.meta.image)
+            data = write_snapshot(snapshot_id, values, last_contained_log_timestamp=0, now_ms=self.now_ms)
             sim_node.snapshots.write(snapshot_id, data)
             # Retention 0 bytes: the log start moves to the latest snapshot at once.
             node.maybe_clean(self.now_ms, retention_bytes=0, retention_ms=-1)

@@ -1,6 +1,7 @@
 """Swarm simulation: many seeds, every fault knob picked by the seed, invariants after every event.
 
-``SEED=<n> pytest tests/sim`` replays exactly seed n; ``SIM_SEEDS=<count>`` changes how many run.
+``SEED=<n> pytest tests/sim`` replays exactly seed n; ``SIM_SEEDS=<count>`` changes how many run and
+``SIM_SEED_START=<n>`` where they start (``make sim SEEDS=N`` for long runs).
 """
 
 from __future__ import annotations
@@ -11,13 +12,14 @@ import pytest
 
 from .harness import run_seed
 
-SEED_COUNT_DEFAULT = 200
+SEED_COUNT_DEFAULT = 1000
 
 
 def _seeds() -> list[int]:
     if "SEED" in os.environ:
         return [int(os.environ["SEED"])]
-    return list(range(int(os.environ.get("SIM_SEEDS", SEED_COUNT_DEFAULT))))
+    start = int(os.environ.get("SIM_SEED_START", "0"))
+    return list(range(start, start + int(os.environ.get("SIM_SEEDS", SEED_COUNT_DEFAULT))))
 
 
 @pytest.mark.parametrize("seed", _seeds())

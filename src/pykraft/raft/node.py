@@ -159,6 +159,9 @@ class RaftNode:
         # What the shell has flushed, as far as the core knows: nothing yet since this start, so the
         # first Ready flushes whatever the log holds (cheap, and safe after a process crash).
         self._flushed_end_offset = log.start_offset
+        # A flush the shell started but has not finished (advance(..., flush_done=False)): not asked
+        # for again, not counted as durable until flush_completed.
+        self._flush_requested_offset = log.start_offset
         self._outbox: list[Outbound] = []
         # Like Kafka's correlation ids; random start so a response to a request sent before a restart
         # is not mistaken for one sent after it.
@@ -362,7 +365,7 @@ class RaftNode:
         return (
             bool(self._outbox)
             or self.quorum_state() != self._persisted_quorum_state
-            or self._flushed_end_offset < self.log.end_offset
+            or self._flush_pending_from() < self.log.end_offset
             or self._high_watermark > self._next_apply_offset
             or self._snapshot_to_load is not None
             or self._soft_state() != self._last_soft_state
@@ -377,20 +380,29 @@ class RaftNode:
             leader_epoch=self._state.epoch,
             high_watermark=self._high_watermark,
             quorum_state=quorum_state if quorum_state != self._persisted_quorum_state else None,
-            flush_to_offset=self.log.end_offset if self._flushed_end_offset < self.log.end_offset else None,
+            flush_to_offset=self.log.end_offset if self._flush_pending_from() < self.log.end_offset else None,
             messages=tuple(self._outbox),
             load_snapshot=self._snapshot_to_load,
             committed=self._committed_batches(),
         )
 
-    def advance(self, ready: Ready, now_ms: int) -> None:
-        """The shell persisted, flushed, sent and applied ``ready``."""
+    def advance(self, ready: Ready, now_ms: int, *, flush_done: bool = True) -> None:
+        """The shell persisted, flushed, sent and applied ``ready``.
+
+        ``flush_done=False``: a leader's shell started the fsync and sent its messages while it runs
+        (Kafka serves followers from the page cache); it calls ``flush_completed`` when the fsync is
+        done. Until then the leader does not count that part of its log toward the high watermark.
+        Only a leader may do this: a follower's next fetch offset and a vote claim durability."""
         self._set_now(now_ms)
         if ready.quorum_state is not None:
             self._persisted_quorum_state = ready.quorum_state
         if ready.flush_to_offset is not None:
             assert ready.flush_to_offset <= self.log.end_offset, "the log shrank between ready and advance"
-            self._flushed_end_offset = max(self._flushed_end_offset, ready.flush_to_offset)
+            if flush_done:
+                self._flushed_end_offset = max(self._flushed_end_offset, ready.flush_to_offset)
+            else:
+                assert ready.role == Role.LEADER, "only a leader may send before its flush completes"
+                self._flush_requested_offset = max(self._flush_requested_offset, ready.flush_to_offset)
         assert tuple(self._outbox[: len(ready.messages)]) == ready.messages
         del self._outbox[: len(ready.messages)]
         if ready.load_snapshot is not None and ready.load_snapshot == self._snapshot_to_load:
@@ -401,6 +413,17 @@ class RaftNode:
         self._last_soft_state = (ready.role, ready.leader_id, ready.leader_epoch, ready.high_watermark)
         if isinstance(self._state, Leader):
             self._maybe_update_high_watermark(self._state)
+
+    def flush_completed(self, flushed_to_offset: int, now_ms: int) -> None:
+        """The fsync a shell started (``advance(..., flush_done=False)``) made the log durable below
+        ``flushed_to_offset``."""
+        self._set_now(now_ms)
+        self._flushed_end_offset = max(self._flushed_end_offset, min(flushed_to_offset, self.log.end_offset))
+        if isinstance(self._state, Leader):
+            self._maybe_update_high_watermark(self._state)
+
+    def _flush_pending_from(self) -> int:
+        return max(self._flushed_end_offset, self._flush_requested_offset)
 
     # --- startup -------------------------------------------------------------------------------
 
@@ -496,6 +519,9 @@ class RaftNode:
         self._state = new_state
         if isinstance(old_state, Leader):
             self._fail_parked_fetches()
+            # A follower's fetch offset claims durability: whatever a leader's background fsync has
+            # not finished is flushed again, synchronously, before this node fetches as a follower.
+            self._flush_requested_offset = self._flushed_end_offset
 
     def _become_unattached(self, epoch: int, now_ms: int) -> None:
         assert epoch > self._state.epoch
@@ -1051,6 +1077,7 @@ class RaftNode:
         assert snapshot_id.offset >= self._high_watermark, (snapshot_id, self._high_watermark)
         self.log.truncate_fully_and_start_at(snapshot_id.offset)
         self._flushed_end_offset = min(self._flushed_end_offset, self.log.end_offset)
+        self._flush_requested_offset = min(self._flush_requested_offset, self.log.end_offset)
         for older in self.snapshots.snapshot_ids():
             if older < snapshot_id:
                 self.snapshots.delete(older)
@@ -1080,6 +1107,7 @@ class RaftNode:
         assert offset >= self._high_watermark, (offset, self._high_watermark)
         self.log.truncate_to(offset)
         self._flushed_end_offset = min(self._flushed_end_offset, self.log.end_offset)
+        self._flush_requested_offset = min(self._flush_requested_offset, self.log.end_offset)
 
     # --- snapshots the state machine makes, and cleaning (KafkaMetadataLog) --------------------
 
