@@ -33,7 +33,7 @@ def _elect(cluster, killed: int, committed: int, timeout_s: float = 30.0) -> tup
                 continue
             try:
                 partition = cluster.describe_quorum(node.node_id)
-            except Exception:  # noqa: BLE001 - no leader yet, or this one is a follower
+            except Exception:  # no leader yet, or this one is a follower
                 continue
             if partition.leader_id not in (-1, killed) and partition.high_watermark >= committed:
                 return time.monotonic() - started, partition.leader_id

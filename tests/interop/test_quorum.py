@@ -11,6 +11,10 @@ from __future__ import annotations
 
 import glob
 import os
+import signal
+import socket
+import subprocess
+import sys
 import time
 import uuid
 from collections.abc import Iterator
@@ -19,7 +23,12 @@ import pytest
 from kafka.protocol.admin import CreateTopicsRequest, CreateTopicsResponse
 
 from pykraft.core.errors import ErrorCode
-from pykraft.io.metadata_cli import build_image, quorum_replication_lines, quorum_status_lines
+from pykraft.io.metadata_cli import (
+    build_image,
+    describe_quorum,
+    quorum_replication_lines,
+    quorum_status_lines,
+)
 from pykraft.io.raft_log import METADATA_PARTITION_DIR
 from pykraft.protocol.messages import BrokerRegistrationRequest, BrokerRegistrationResponse
 from pykraft.storage.meta_properties import parse_meta_properties
@@ -196,3 +205,65 @@ def test_kill_the_leader_elects_another_loses_nothing_and_the_old_leader_catches
     topics = {n: sorted(image.topics.topics_by_name) for n, image in images.items()}
     assert all(t == topics[leader] for t in topics.values()), topics
     assert {"after-the-kill", "before-the-kill"} <= set(topics[leader])
+
+
+def test_sigterm_of_the_leader_resigns_and_another_leads(cluster: ProcessCluster) -> None:
+    # A clean stop sends EndQuorumEpoch (KafkaRaftClient.shutdown): the others elect at once.
+    first = cluster.wait_for_leader()
+    cluster.stop(first.leader_id, timeout_s=15)
+    assert cluster.nodes[first.leader_id].process is not None
+    assert cluster.nodes[first.leader_id].process.returncode == 0
+    second = cluster.wait_for_leader(exclude=frozenset({first.leader_id}), timeout_s=15)
+    assert second.leader_epoch > first.leader_epoch and second.high_watermark >= first.high_watermark
+
+
+def test_dev_cluster_starts_three_controllers_and_stops_them_on_ctrl_c(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    directory = tmp_path / "dev"
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "pykraft.cli",
+            "dev",
+            "cluster",
+            "--controllers",
+            "3",
+            "--dir",
+            str(directory),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        assert proc.stdout is not None
+        lines = [proc.stdout.readline() for _ in range(5)]
+        addresses = [line.split()[2] for line in lines if line.startswith("controller ")]
+        assert len(addresses) == 3, lines
+        assert sorted(p.name for p in directory.glob("*.properties")) == [
+            "controller-1.properties",
+            "controller-2.properties",
+            "controller-3.properties",
+        ]
+
+        def has_leader() -> bool:
+            for address in addresses:
+                try:
+                    return describe_quorum(address, timeout_s=2).leader_id in (1, 2, 3)
+                except Exception:  # a follower, or not up yet
+                    continue
+            return False
+
+        _wait(has_leader, 30, "the dev cluster to elect a leader")
+        proc.send_signal(signal.SIGINT)
+        out, _ = proc.communicate(timeout=60)
+        assert proc.returncode == 0, out
+        assert "stopping the cluster" in out
+        for address in addresses:
+            host, port = address.rsplit(":", 1)
+            with pytest.raises(OSError), socket.create_connection((host, int(port)), timeout=1):
+                pass
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()

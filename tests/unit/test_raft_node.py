@@ -228,3 +228,44 @@ def test_follower__another_peer_refuses__changes_nothing() -> None:
     deadline = node.next_deadline_ms()
     node.request_failed(3, 12345, 10, refused=True)
     assert node.next_deadline_ms() == deadline and node.role == Role.FOLLOWER
+
+
+def _leader_of_three() -> RaftNode:
+    node = _node(election_timeout_ms=100)
+    node.tick(1000)
+    _r, messages, _c = _drain(node, 1000)
+    for vote in [m for m in messages if isinstance(m.message, VoteRequest)]:
+        node.step(
+            Inbound(
+                vote.destination_id, VoteResponse(ErrorCode.NONE, -1, node.epoch, True), vote.correlation_id
+            ),
+            1000,
+        )
+    assert node.role == Role.LEADER
+    return node
+
+
+def test_leader__background_flush__not_counted_until_flush_completed() -> None:
+    node = _leader_of_three()
+    ready = node.ready()
+    assert ready.flush_to_offset == 1  # the LeaderChange batch
+    node.advance(ready, 1000, flush_done=False)  # sent while the fsync runs
+    assert not node.has_ready() or node.ready().flush_to_offset is None  # not asked for again
+    # Both followers have it flushed; the leader's own copy is not durable yet: a majority is still
+    # reached (2 of 3 followers' ends count), but only with the followers.
+    node.step(Inbound(2, FetchRequest(None, 2, node.epoch, 1, node.epoch, max_wait_ms=0), 1), 1001)
+    assert node.high_watermark == 0  # leader unflushed + one follower = not a flushed majority
+    node.flush_completed(1, 1002)
+    assert node.high_watermark == 1
+
+
+def test_leader__background_flush__a_resigned_leader_flushes_again_before_it_fetches() -> None:
+    node = _leader_of_three()
+    ready = node.ready()
+    node.advance(ready, 1000, flush_done=False)
+    # A higher epoch's leader appears: this node follows; its pending fsync must be redone before any
+    # fetch claims that offset.
+    node.step(Inbound(3, BeginQuorumEpochRequest(None, 3, node.epoch + 1), 7), 1001)
+    assert node.role == Role.FOLLOWER
+    follow = node.ready()
+    assert follow.flush_to_offset == 1
