@@ -4,7 +4,41 @@ from __future__ import annotations
 
 import struct
 
+from kafka.protocol.consumer import FetchRequest
+
 from pykraft.io.kafka_connection import BrokerConnection, parse_host_port
+
+
+def fetch_request(
+    topic: str, offset: int = 0, *, max_wait_ms: int, min_bytes: int, max_bytes: int = 1 << 20
+) -> FetchRequest:
+    """A Fetch (v4-12 layout) of partition 0 of ``topic`` from ``offset``, up to ``max_bytes``."""
+    return FetchRequest(
+        replica_id=-1,
+        max_wait_ms=max_wait_ms,
+        min_bytes=min_bytes,
+        max_bytes=max_bytes,
+        isolation_level=0,
+        session_id=0,
+        session_epoch=-1,
+        topics=[
+            FetchRequest.FetchTopic(
+                topic=topic,
+                partitions=[
+                    FetchRequest.FetchTopic.FetchPartition(
+                        partition=0,
+                        current_leader_epoch=-1,
+                        fetch_offset=offset,
+                        last_fetched_epoch=-1,
+                        log_start_offset=-1,
+                        partition_max_bytes=max_bytes,
+                    )
+                ],
+            )
+        ],
+        forgotten_topics_data=[],
+        rack_id="",
+    )
 
 
 class RawClient(BrokerConnection):

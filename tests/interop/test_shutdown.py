@@ -24,7 +24,7 @@ from collections.abc import Callable
 
 import pytest
 from kafka.protocol.admin import CreateTopicsRequest, CreateTopicsResponse
-from kafka.protocol.consumer import FetchRequest, FetchResponse, JoinGroupRequest, JoinGroupResponse
+from kafka.protocol.consumer import FetchResponse, JoinGroupRequest, JoinGroupResponse
 from kafka.protocol.metadata import (
     FindCoordinatorRequest,
     FindCoordinatorResponse,
@@ -43,7 +43,7 @@ from pykraft.io.node import SHUTDOWN_BUDGET_S
 from pykraft.io.waiting import wait_event
 from pykraft.protocol.records import Record, build_batch, decode_records
 from pykraft.testing import running_node
-from tests.raw_client import RawClient
+from tests.raw_client import RawClient, fetch_request
 
 ACKED_TOPIC = "acked"
 # Offsets topic partitions kept small so creating it is quick; a long initial rebalance delay parks
@@ -72,35 +72,6 @@ def _produce_request(topic: str, value: bytes, acks: int = -1) -> ProduceRequest
                 partition_data=[ProduceRequest.TopicProduceData.PartitionProduceData(index=0, records=batch)],
             )
         ],
-    )
-
-
-def _fetch_request(topic: str, offset: int, *, max_wait_ms: int, min_bytes: int) -> FetchRequest:
-    return FetchRequest(
-        replica_id=-1,
-        max_wait_ms=max_wait_ms,
-        min_bytes=min_bytes,
-        max_bytes=1 << 24,
-        isolation_level=0,
-        session_id=0,
-        session_epoch=-1,
-        topics=[
-            FetchRequest.FetchTopic(
-                topic=topic,
-                partitions=[
-                    FetchRequest.FetchTopic.FetchPartition(
-                        partition=0,
-                        current_leader_epoch=-1,
-                        fetch_offset=offset,
-                        last_fetched_epoch=-1,
-                        log_start_offset=-1,
-                        partition_max_bytes=1 << 24,
-                    )
-                ],
-            )
-        ],
-        forgotten_topics_data=[],
-        rack_id="",
     )
 
 
@@ -163,7 +134,9 @@ class Load:
 
     def _long_poll(self, client: RawClient) -> None:
         client.request(
-            _fetch_request(ACKED_TOPIC, 1 << 40, max_wait_ms=5000, min_bytes=1 << 20), FetchResponse, 11
+            fetch_request(ACKED_TOPIC, 1 << 40, max_wait_ms=5000, min_bytes=1 << 20, max_bytes=1 << 24),
+            FetchResponse,
+            11,
         )
 
     def _join(self, client: RawClient) -> None:
@@ -199,7 +172,9 @@ def _read_all(bootstrap: str) -> dict[int, bytes]:
         offset = 0
         while True:
             resp = client.request(
-                _fetch_request(ACKED_TOPIC, offset, max_wait_ms=0, min_bytes=0), FetchResponse, 11
+                fetch_request(ACKED_TOPIC, offset, max_wait_ms=0, min_bytes=0, max_bytes=1 << 24),
+                FetchResponse,
+                11,
             )
             partition = resp.responses[0].partitions[0]
             assert partition.error_code == 0, partition

@@ -7,7 +7,7 @@ import time
 
 import pytest
 from kafka.protocol.admin import CreateTopicsRequest, CreateTopicsResponse
-from kafka.protocol.consumer import FetchRequest, FetchResponse
+from kafka.protocol.consumer import FetchResponse
 from kafka.protocol.metadata import ApiVersionsRequest, ApiVersionsResponse, MetadataRequest, MetadataResponse
 from kafka.protocol.producer import (
     InitProducerIdRequest,
@@ -17,7 +17,7 @@ from kafka.protocol.producer import (
 )
 
 from pykraft.protocol.records import Record, build_batch
-from tests.raw_client import RawClient
+from tests.raw_client import RawClient, fetch_request
 
 PRODUCE_VERSION = 9
 
@@ -69,36 +69,6 @@ def _batch(pid: int = -1, epoch: int = -1, seq: int = -1, n: int = 1) -> bytes:
     recs = [Record(None, b"v%d" % i) for i in range(n)]
     return bytes(
         build_batch(recs, timestamp_ms=1000, producer_id=pid, producer_epoch=epoch, base_sequence=seq)
-    )
-
-
-def _fetch_request(topic: str, *, max_wait_ms: int, min_bytes: int) -> FetchRequest:
-    """Fetch v11 of partition 0 from offset 0, up to 1 MiB."""
-    return FetchRequest(
-        replica_id=-1,
-        max_wait_ms=max_wait_ms,
-        min_bytes=min_bytes,
-        max_bytes=1 << 20,
-        isolation_level=0,
-        session_id=0,
-        session_epoch=-1,
-        topics=[
-            FetchRequest.FetchTopic(
-                topic=topic,
-                partitions=[
-                    FetchRequest.FetchTopic.FetchPartition(
-                        partition=0,
-                        current_leader_epoch=-1,
-                        fetch_offset=0,
-                        last_fetched_epoch=-1,
-                        log_start_offset=-1,
-                        partition_max_bytes=1 << 20,
-                    )
-                ],
-            )
-        ],
-        forgotten_topics_data=[],
-        rack_id="",
     )
 
 
@@ -177,14 +147,14 @@ def test_idempotent_sequence_rules(client) -> None:
     # Stale epoch.
     assert _produce(client, "seq", _batch(pid, 0, 5)).error_code == 47
     # The log holds exactly 3 + 2 + 1 records.
-    fetch = _fetch_request("seq", max_wait_ms=0, min_bytes=0)
+    fetch = fetch_request("seq", max_wait_ms=0, min_bytes=0)
     resp = client.request(fetch, FetchResponse, 11)
     assert resp.responses[0].partitions[0].high_watermark == 6
 
 
 def test_fetch_long_poll_waits_for_data(client, pykraft_node) -> None:
     _create_topic(client, "poll")
-    fetch = _fetch_request("poll", max_wait_ms=300, min_bytes=1)
+    fetch = fetch_request("poll", max_wait_ms=300, min_bytes=1)
     started = time.monotonic()
     resp = client.request(fetch, FetchResponse, 11)
     assert time.monotonic() - started >= 0.25

@@ -574,6 +574,17 @@ class MetadataPlane:
             await fut
         return result.response
 
+    async def _write_or_not_controller(self, result: ControllerResult[list[Any]]) -> list[Any]:
+        """Write a per-topic result; if this node cannot complete it, every topic answers
+        NOT_CONTROLLER (retriable: the client asks the active controller)."""
+        try:
+            return list(await self._write(result))
+        except NotControllerError as exc:
+            return [
+                dataclasses.replace(r, error_code=ErrorCode.NOT_CONTROLLER, error_message=str(exc))
+                for r in result.response
+            ]
+
     def _append(self, result: ControllerResult[Any]) -> asyncio.Future[None] | None:
         """Propose a result's records as one batch; the future completes when they are committed and
         in the image (None when there are no records)."""
@@ -681,15 +692,9 @@ class MetadataPlane:
             )
             for t in request.topics
         ]
-        result = self.controller.create_topics(topics, validate_only=bool(request.validate_only))
-        results = result.response
-        try:
-            await self._write(result)
-        except NotControllerError as exc:
-            results = [
-                dataclasses.replace(r, error_code=ErrorCode.NOT_CONTROLLER, error_message=str(exc))
-                for r in results
-            ]
+        results = await self._write_or_not_controller(
+            self.controller.create_topics(topics, validate_only=bool(request.validate_only))
+        )
         out = []
         for r in results:
             out.append(
@@ -719,15 +724,9 @@ class MetadataPlane:
         before = self.image
         by_id = [i for i in ids if i is not None]
         by_name = [n for n, i in zip(names, ids, strict=True) if i is None and n is not None]
-        result = self.controller.delete_topics(names=by_name, topic_ids=by_id)
-        results = result.response
-        try:
-            await self._write(result)
-        except NotControllerError as exc:
-            results = [
-                dataclasses.replace(r, error_code=ErrorCode.NOT_CONTROLLER, error_message=str(exc))
-                for r in results
-            ]
+        results = await self._write_or_not_controller(
+            self.controller.delete_topics(names=by_name, topic_ids=by_id)
+        )
         for r in results:
             if r.error_code == ErrorCode.NONE and r.name is not None:
                 topic = before.topics.get_topic(r.name)

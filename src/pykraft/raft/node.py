@@ -84,6 +84,7 @@ from pykraft.raft.state import (
     RoleState,
     Unattached,
     Voted,
+    is_active_observer,
     majority_end_offset,
     majority_size,
 )
@@ -268,14 +269,21 @@ class RaftNode:
                 -1 if replica.last_caught_up_ms is None else replica.last_caught_up_ms,
             )
 
-        own = ReplicaDescription(self.node_id, self.log.end_offset, now_ms, now_ms)
+        # RaftUtil.toReplicaState: the leader reports its own (flushed, LeaderState.updateLocalState)
+        # end offset and the current time for both timestamps.
+        own_end_offset = min(self._flushed_end_offset, self.log.end_offset)
+        own = ReplicaDescription(self.node_id, own_end_offset, now_ms, now_ms)
         voters = [own, *(describe(i, r) for i, r in state.replicas.items())]
         return QuorumDescription(
             leader_id=self.node_id,
             leader_epoch=state.epoch,
             high_watermark=self._high_watermark,
             current_voters=tuple(sorted(voters, key=lambda v: v.replica_id)),
-            observers=tuple(describe(i, r) for i, r in sorted(state.observers.items())),
+            observers=tuple(
+                describe(i, r)
+                for i, r in sorted(state.observers.items())
+                if is_active_observer(r, now_ms)  # read-only: the next new observer prunes the rest
+            ),
         )
 
     def tick(self, now_ms: int) -> None:
@@ -833,18 +841,19 @@ class RaftNode:
         diverging, snapshot_id = self._validate_offset_and_epoch(
             request.fetch_offset, request.last_fetched_epoch
         )
-        if diverging is None and snapshot_id is None and replica is not None:
-            replica.end_offset = request.fetch_offset
-            replica.last_fetch_ms = now_ms
-            if request.fetch_offset >= self.log.end_offset:
-                replica.last_caught_up_ms = now_ms
-            self._maybe_update_high_watermark(state)
-        elif replica is None and request.replica_id >= 0:
-            observer = state.observers.setdefault(request.replica_id, ReplicaState())
-            observer.end_offset = request.fetch_offset
-            observer.last_fetch_ms = now_ms
-            if request.fetch_offset >= self.log.end_offset:
-                observer.last_caught_up_ms = now_ms
+        # KafkaRaftClient.handleFetchRequest: only a valid fetch moves a replica's state, a voter's or
+        # an observer's (a fetch that diverges or needs a snapshot says nothing of what it holds).
+        if diverging is None and snapshot_id is None:
+            leader_end_offset = min(self._flushed_end_offset, self.log.end_offset)
+            if replica is not None:
+                replica.update_follower_state(now_ms, request.fetch_offset, leader_end_offset)
+                self._maybe_update_high_watermark(state)
+            elif request.replica_id >= 0 and request.replica_id != self.node_id:  # not a consumer
+                observer = state.observers.get(request.replica_id)
+                if observer is None:
+                    state.forget_inactive_observers(now_ms)
+                    observer = state.observers[request.replica_id] = ReplicaState()
+                observer.update_follower_state(now_ms, request.fetch_offset, leader_end_offset)
         response = self._fetch_response(state, request)
         self._parked_fetches.pop(request.replica_id, None)  # superseded by this one
         no_news = not response.records and response.diverging_epoch is None and response.snapshot_id is None

@@ -89,15 +89,48 @@ class Candidate:
     role: Role = Role.CANDIDATE
 
 
+# LeaderState.OBSERVER_SESSION_TIMEOUT_MS: how long the leader remembers an observer that stopped fetching.
+OBSERVER_SESSION_TIMEOUT_MS = 300_000
+
+
 @dataclass(slots=True)
 class ReplicaState:
-    """What the leader knows of one voter (LeaderState.ReplicaState)."""
+    """What the leader knows of one voter or observer (LeaderState.ReplicaState)."""
 
     end_offset: int | None = None  # the last valid fetch offset: flushed on the follower
     last_fetch_ms: int | None = None
     begin_quorum_acked: bool = False
-    # DescribeQuorum's LastCaughtUpTimestamp: the last fetch that reached the leader's log end.
+    # DescribeQuorum's LastCaughtUpTimestamp: the last time the replica had everything the leader had.
     last_caught_up_ms: int | None = None
+    # The leader's (flushed) end offset at the previous fetch (ReplicaState.lastFetchLeaderLogEndOffset).
+    last_fetch_leader_end_offset: int = -1
+
+    def update_follower_state(self, now_ms: int, fetch_offset: int, leader_end_offset: int) -> None:
+        """A valid fetch at ``fetch_offset`` (LeaderState.ReplicaState.updateFollowerState).
+
+        Caught up means "at the leader's end offset of this fetch", or "at the leader's end offset of
+        the previous fetch", which then dates the catch-up to that previous fetch. Without the second
+        rule a follower of a leader that appends all the time (NoOpRecords every 500 ms, KIP-835) is
+        almost never exactly at the end, and kafka-metadata-quorum would show it lagging ever more.
+        """
+        caught_up_ms: int | None = None
+        if fetch_offset >= leader_end_offset:
+            caught_up_ms = now_ms
+        elif self.last_fetch_leader_end_offset > 0 and fetch_offset >= self.last_fetch_leader_end_offset:
+            caught_up_ms = self.last_fetch_ms
+        if caught_up_ms is not None and (
+            self.last_caught_up_ms is None or caught_up_ms > self.last_caught_up_ms
+        ):
+            self.last_caught_up_ms = caught_up_ms
+        self.last_fetch_leader_end_offset = leader_end_offset
+        self.last_fetch_ms = now_ms  # the core's clock never goes back (RaftNode._set_now)
+        self.end_offset = fetch_offset
+
+
+def is_active_observer(observer: ReplicaState, now_ms: int) -> bool:
+    return (
+        observer.last_fetch_ms is not None and now_ms - observer.last_fetch_ms < OBSERVER_SESSION_TIMEOUT_MS
+    )
 
 
 @dataclass(slots=True)
@@ -113,6 +146,13 @@ class Leader:
     # Voters that fetched since the check-quorum timer was last reset.
     fetched_voters: set[int] = field(default_factory=set)
     role: Role = Role.LEADER
+
+    def forget_inactive_observers(self, now_ms: int) -> None:
+        """LeaderState.clearInactiveObservers: an observer that has not fetched for
+        ``OBSERVER_SESSION_TIMEOUT_MS`` is gone (a stopped broker, a one-off fetch), so the map stays
+        as small as the set of live observers."""
+        for observer_id in [i for i, r in self.observers.items() if not is_active_observer(r, now_ms)]:
+            del self.observers[observer_id]
 
 
 @dataclass(slots=True)

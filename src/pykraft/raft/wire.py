@@ -12,7 +12,13 @@ Versions (what a Kafka 3.7+/4.x controller of a static quorum accepts, KIP-595/K
 
 Requests leave as header + body (no size prefix: the RPC channel frames them); responses to peers
 leave framed, as every response of the shell's servers does. Bytes a peer sent that do not parse
-raise ``RemoteProtocolError``.
+raise ``RemoteProtocolError``, and so does a raft RPC for any partition but ``__cluster_metadata-0``
+(Kafka answers INVALID_REQUEST; the core's messages have no partition to carry that answer).
+
+The server side: ``decode_raft_request`` (header parsed by ``messages.parse_request_header``) and
+``encode_raft_response``; ``decode_describe_quorum_request`` and ``encode_describe_quorum_response``.
+The client side: ``encode_raft_request`` and ``decode_raft_response``; ``encode_describe_quorum_request``
+and ``decode_describe_quorum_response`` for the quorum tool.
 """
 
 from __future__ import annotations
@@ -42,6 +48,7 @@ from pykraft.raft.messages import (
     RaftMessage,
     RaftRequest,
     RaftResponse,
+    ReplicaDescription,
     VoteRequest,
     VoteResponse,
 )
@@ -104,40 +111,26 @@ def encode_raft_request(message: RaftRequest, correlation_id: int, client_id: st
 def _request_body(cls: Any, message: RaftRequest) -> Any:
     match message:
         case VoteRequest():
-            partition = cls.TopicData.PartitionData(
-                partition_index=METADATA_PARTITION,
+            return _quorum_request(
+                cls,
+                message.cluster_id,
                 candidate_epoch=message.candidate_epoch,
                 candidate_id=message.candidate_id,
                 last_offset_epoch=message.last_offset_epoch,
                 last_offset=message.last_offset,
             )
-            return cls(
-                cluster_id=message.cluster_id,
-                topics=[cls.TopicData(topic_name=METADATA_TOPIC_NAME, partitions=[partition])],
-            )
         case BeginQuorumEpochRequest():
-            partition = cls.TopicData.PartitionData(
-                partition_index=METADATA_PARTITION,
-                leader_id=message.leader_id,
-                leader_epoch=message.leader_epoch,
-            )
-            return cls(
-                cluster_id=message.cluster_id,
-                topics=[cls.TopicData(topic_name=METADATA_TOPIC_NAME, partitions=[partition])],
-                leader_endpoints=[],
+            return _quorum_request(
+                cls, message.cluster_id, leader_id=message.leader_id, leader_epoch=message.leader_epoch
             )
         case EndQuorumEpochRequest():
-            partition = cls.TopicData.PartitionData(
-                partition_index=METADATA_PARTITION,
+            return _quorum_request(
+                cls,
+                message.cluster_id,
                 leader_id=message.leader_id,
                 leader_epoch=message.leader_epoch,
                 preferred_successors=list(message.preferred_successors),
                 preferred_candidates=[],
-            )
-            return cls(
-                cluster_id=message.cluster_id,
-                topics=[cls.TopicData(topic_name=METADATA_TOPIC_NAME, partitions=[partition])],
-                leader_endpoints=[],
             )
         case FetchRequest():
             partition = cls.FetchTopic.FetchPartition(
@@ -182,6 +175,15 @@ def _request_body(cls: Any, message: RaftRequest) -> Any:
     raise AssertionError(f"not a raft request: {message!r}")
 
 
+def _quorum_request(cls: Any, cluster_id: str | None, **partition_fields: Any) -> Any:
+    """Vote / BeginQuorumEpoch / EndQuorumEpoch: the metadata partition's fields under one topic."""
+    partition = cls.TopicData.PartitionData(partition_index=METADATA_PARTITION, **partition_fields)
+    topics = [cls.TopicData(topic_name=METADATA_TOPIC_NAME, partitions=[partition])]
+    if cls.API_KEY == ApiKey.VOTE:
+        return cls(cluster_id=cluster_id, topics=topics)
+    return cls(cluster_id=cluster_id, topics=topics, leader_endpoints=[])
+
+
 def _only_partition(topics: Any, what: str) -> tuple[Any, Any]:
     if not topics or len(topics) != 1:
         raise RemoteProtocolError(f"{what}: expected one topic, got {len(topics or [])}")
@@ -191,6 +193,16 @@ def _only_partition(topics: Any, what: str) -> tuple[Any, Any]:
     return topic, topic.partitions[0]
 
 
+def _expect_metadata_partition(what: str, topic: str | uuid.UUID | None, partition_index: int) -> None:
+    """KafkaRaftClient answers a raft RPC for any other partition INVALID_REQUEST ("until we support
+    multi-raft", RaftUtil.hasValidTopicPartition). The core's messages have no partition to carry that
+    into, so such bytes fail here: the connection closes instead of the request being served as if it
+    named ``__cluster_metadata-0`` (a consumer Fetch of topic X would get metadata records back).
+    ``topic`` is the name, or the id where the schema has one (Fetch v13+, ``Uuid.METADATA_TOPIC_ID``)."""
+    if topic not in (METADATA_TOPIC_NAME, METADATA_TOPIC_ID) or partition_index != METADATA_PARTITION:
+        raise RemoteProtocolError(f"{what} for {topic}-{partition_index}: only the metadata partition")
+
+
 def decode_raft_request(header: RequestHeader, frame: memoryview) -> RaftRequest:
     """A raft request that arrived on the controller listener (its header already parsed)."""
     if header.api_key not in RAFT_API_KEYS:
@@ -198,15 +210,18 @@ def decode_raft_request(header: RequestHeader, frame: memoryview) -> RaftRequest
     request = messages.decode_request(header, frame)
     key = ApiKey(header.api_key)
     if key == ApiKey.VOTE:
-        _, p = _only_partition(request.topics, "Vote")
+        topic, p = _only_partition(request.topics, "Vote")
+        _expect_metadata_partition("Vote", topic.topic_name, p.partition_index)
         return VoteRequest(
             request.cluster_id, p.candidate_epoch, p.candidate_id, p.last_offset_epoch, p.last_offset
         )
     if key == ApiKey.BEGIN_QUORUM_EPOCH:
-        _, p = _only_partition(request.topics, "BeginQuorumEpoch")
+        topic, p = _only_partition(request.topics, "BeginQuorumEpoch")
+        _expect_metadata_partition("BeginQuorumEpoch", topic.topic_name, p.partition_index)
         return BeginQuorumEpochRequest(request.cluster_id, p.leader_id, p.leader_epoch)
     if key == ApiKey.END_QUORUM_EPOCH:
-        _, p = _only_partition(request.topics, "EndQuorumEpoch")
+        topic, p = _only_partition(request.topics, "EndQuorumEpoch")
+        _expect_metadata_partition("EndQuorumEpoch", topic.topic_name, p.partition_index)
         successors = (
             p.preferred_successors
             if header.api_version == 0
@@ -214,7 +229,11 @@ def decode_raft_request(header: RequestHeader, frame: memoryview) -> RaftRequest
         )
         return EndQuorumEpochRequest(request.cluster_id, p.leader_id, p.leader_epoch, tuple(successors or ()))
     if key == ApiKey.FETCH:
-        _, p = _only_partition(request.topics, "Fetch")
+        topic, p = _only_partition(request.topics, "Fetch")
+        # Fetch names its topic by id from v13 (KIP-516), by name before.
+        _expect_metadata_partition(
+            "Fetch", topic.topic_id if header.api_version >= 13 else topic.topic, p.partition
+        )
         if header.api_version >= 15:  # tagged ReplicaState; absent = a consumer's fetch (-1)
             replica_id = request.replica_state.replica_id if request.replica_state is not None else UNKNOWN_ID
         else:
@@ -349,7 +368,12 @@ def decode_raft_response(request_type: type, frame: bytes) -> tuple[int, RaftRes
         topics = response.topics
     if top_error != ErrorCode.NONE and not topics:
         return correlation_id, _error_response(key, top_error)
-    _, p = _only_partition(topics, key.name)
+    topic, p = _only_partition(topics, key.name)
+    if key != ApiKey.FETCH_SNAPSHOT:  # FetchSnapshot's partition is the core's to judge (see requests)
+        # KafkaRaftClient.handle*Response: an answer for another partition is not handled.
+        _expect_metadata_partition(
+            key.name, topic.topic_id if key == ApiKey.FETCH else topic.topic_name, p.partition_index
+        )
     match key:
         case ApiKey.VOTE:
             return correlation_id, VoteResponse(
@@ -444,10 +468,7 @@ def decode_describe_quorum_request(header: RequestHeader, frame: memoryview) -> 
     """Validate a DescribeQuorum request: it must ask for ``__cluster_metadata-0``."""
     request = messages.decode_request(header, frame)
     topic, p = _only_partition(request.topics, "DescribeQuorum")
-    if topic.topic_name != METADATA_TOPIC_NAME or p.partition_index != METADATA_PARTITION:
-        raise RemoteProtocolError(
-            f"DescribeQuorum of {topic.topic_name}-{p.partition_index}: only the metadata partition"
-        )
+    _expect_metadata_partition("DescribeQuorum", topic.topic_name, p.partition_index)
 
 
 def encode_describe_quorum_response(
@@ -500,3 +521,55 @@ def encode_describe_quorum_response(
         nodes=[],
     )
     return messages.encode_response(header, body)
+
+
+# --- DescribeQuorum, the tool's side (pykraft metadata quorum, like kafka-metadata-quorum) --------------
+
+
+def encode_describe_quorum_request(correlation_id: int, client_id: str) -> bytes:
+    """DescribeQuorum of ``__cluster_metadata-0`` at ``VERSIONS`` (header + body, no size prefix), as
+    QuorumCommand sends it through Admin.describeMetadataQuorum."""
+    cls: Any = messages.request_class(ApiKey.DESCRIBE_QUORUM)
+    request = cls(
+        topics=[
+            cls.TopicData(
+                topic_name=METADATA_TOPIC_NAME,
+                partitions=[cls.TopicData.PartitionData(partition_index=METADATA_PARTITION)],
+            )
+        ]
+    )
+    request.API_VERSION = VERSIONS[ApiKey.DESCRIBE_QUORUM]
+    request.with_header(correlation_id=correlation_id, client_id=client_id)
+    return bytes(request.encode(header=True, framed=False))
+
+
+def decode_describe_quorum_response(frame: bytes | memoryview) -> tuple[int, ErrorCode, QuorumDescription]:
+    """A controller's DescribeQuorum answer (response header + body at ``VERSIONS``, no size prefix):
+    its correlation id, its error (the top-level one first, as DescribeQuorumResponse.getPartitionData
+    reads it, then the partition's), and the partition's content. On an error the description holds
+    whatever leader the controller named (NOT_LEADER_OR_FOLLOWER: the one it knows, or -1) and no
+    replicas."""
+    correlation_id, response = _decode_response(ApiKey.DESCRIBE_QUORUM, frame)
+    top_error = _error(response.error_code)
+    if top_error != ErrorCode.NONE and not response.topics:
+        return correlation_id, top_error, QuorumDescription(UNKNOWN_ID, UNKNOWN_EPOCH, UNKNOWN_OFFSET, (), ())
+    topic, p = _only_partition(response.topics, "DescribeQuorum")
+    _expect_metadata_partition("DescribeQuorum", topic.topic_name, p.partition_index)
+
+    def replicas(items: Any) -> tuple[ReplicaDescription, ...]:
+        return tuple(
+            ReplicaDescription(
+                r.replica_id, r.log_end_offset, r.last_fetch_timestamp, r.last_caught_up_timestamp
+            )
+            for r in items or ()
+        )
+
+    error = top_error if top_error != ErrorCode.NONE else _error(p.error_code)
+    description = QuorumDescription(
+        leader_id=p.leader_id,
+        leader_epoch=p.leader_epoch,
+        high_watermark=p.high_watermark,
+        current_voters=replicas(p.current_voters),
+        observers=replicas(p.observers),
+    )
+    return correlation_id, error, description
