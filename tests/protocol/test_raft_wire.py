@@ -1,11 +1,16 @@
 """The raft RPCs on the wire (``pykraft.raft.wire``): every message round-trips, every decoder is fed
 whole, one byte at a time (every truncation fails cleanly), with trailing bytes, and fuzzed; our
-DescribeQuorum answer decodes with kafka-python's own schema. Then a few of Kafka's raft scenarios
+DescribeQuorum answer decodes with kafka-python's own schema. Golden bytes assembled by hand from
+Kafka's schema layouts check the encoders and decoders independently of kafka-python; a Kafka peer's
+Fetch decodes at every version from 12; a raft RPC for another partition is refused; DescribeQuorum is
+checked from both sides (the controller's and the quorum tool's). Then a few of Kafka's raft scenarios
 (kafka-facts.md §8.10, §8.12) against a real node's controller listener over TCP."""
 
 from __future__ import annotations
 
+import dataclasses
 import struct
+import uuid
 from typing import Any
 
 import pytest
@@ -185,14 +190,14 @@ def test_fuzzed_requests_decode_or_raise_remote_protocol_error(
 def test_fuzzed_responses_decode_or_raise_remote_protocol_error(
     request_type: type, noise: bytes, at: int
 ) -> None:
-    response = {
+    samples: dict[type, RaftResponse] = {
         VoteRequest: VoteResponse(ErrorCode.NONE, 1, 3, True),
         BeginQuorumEpochRequest: BeginQuorumEpochResponse(ErrorCode.NONE, 1, 3),
         EndQuorumEpochRequest: EndQuorumEpochResponse(ErrorCode.NONE, 1, 3),
         FetchRequest: FetchResponse(ErrorCode.NONE, 1, 3, 10, 0, b"abc"),
         FetchSnapshotRequest: FetchSnapshotResponse(ErrorCode.NONE, 1, 3, OffsetAndEpoch(7, 2), 9, 0, b"xyz"),
-    }[request_type]
-    frame = bytearray(_response_frame(request_type, response))
+    }
+    frame = bytearray(_response_frame(request_type, samples[request_type]))
     at = min(at, len(frame))
     mutated = bytes(frame[:at] + noise + frame[at + len(noise) :])
     try:
@@ -299,3 +304,430 @@ def test_over_tcp__fetch_snapshot_scenarios(node) -> None:  # type: ignore[no-un
     # §8.10 item 111: a last fetched epoch above the leader's is an invalid request.
     invalid = _call(address, FetchRequest(None, 7, epoch, 1, epoch + 5, max_wait_ms=0))
     assert invalid.error_code == ErrorCode.INVALID_REQUEST
+
+
+# --- golden bytes: the layouts of Kafka's JSON schemas, assembled by hand -----------------------------------
+# Independent of kafka-python's encoder and of our copies of the schemas (protocol/schemas/*.json): field
+# order, flexible/non-flexible encodings and tag numbers as in clients/src/main/resources/common/message.
+
+TOPIC = "__cluster_metadata"
+
+
+def _uvarint(n: int) -> bytes:
+    out = bytearray()
+    while n >= 0x80:
+        out.append((n & 0x7F) | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out)
+
+
+def _compact_string(s: str | None) -> bytes:
+    return b"\x00" if s is None else _uvarint(len(s.encode()) + 1) + s.encode()
+
+
+def _string(s: str | None) -> bytes:
+    return struct.pack(">h", -1) if s is None else struct.pack(">h", len(s.encode())) + s.encode()
+
+
+def _tags(fields: dict[int, bytes]) -> bytes:
+    return _uvarint(len(fields)) + b"".join(
+        _uvarint(tag) + _uvarint(len(value)) + value for tag, value in sorted(fields.items())
+    )
+
+
+NO_TAGS = _tags({})
+
+
+def _request_header(api_key: int, version: int, correlation_id: int, flexible: bool) -> bytes:
+    # Request header v1, or v2 (v1 + tagged fields) for a flexible version; client_id "t".
+    return (
+        struct.pack(">hhi", api_key, version, correlation_id) + _string("t") + (NO_TAGS if flexible else b"")
+    )
+
+
+def _vote_v0(topic: str = TOPIC, partition: int = 0) -> bytes:
+    return (
+        _request_header(52, 0, 7, flexible=True)
+        + _compact_string("c")  # ClusterId, nullable
+        + _uvarint(2)  # Topics: one
+        + _compact_string(topic)
+        + _uvarint(2)  # Partitions: one
+        + struct.pack(
+            ">iiiiq", partition, 3, 1, 2, 10
+        )  # index, CandidateEpoch, CandidateId, LastOffsetEpoch, LastOffset
+        + NO_TAGS
+        + NO_TAGS
+        + NO_TAGS
+    )
+
+
+def _begin_quorum_epoch_v0(topic: str = TOPIC) -> bytes:  # v0 is not flexible
+    return (
+        _request_header(53, 0, 7, flexible=False)
+        + _string("c")
+        + struct.pack(">i", 1)
+        + _string(topic)
+        + struct.pack(">i", 1)
+        + struct.pack(">iii", 0, 1, 3)  # index, LeaderId, LeaderEpoch
+    )
+
+
+def _end_quorum_epoch_v0() -> bytes:
+    return (
+        _request_header(54, 0, 7, flexible=False)
+        + _string("c")
+        + struct.pack(">i", 1)
+        + _string(TOPIC)
+        + struct.pack(">i", 1)
+        + struct.pack(">iii", 0, 1, 3)
+        + struct.pack(">iii", 2, 2, 3)  # PreferredSuccessors (v0 only): [2, 3]
+    )
+
+
+def _fetch_snapshot_v0() -> bytes:
+    return (
+        _request_header(59, 0, 7, flexible=True)
+        + struct.pack(">ii", 2, 100)  # ReplicaId, MaxBytes
+        + _uvarint(2)
+        + _compact_string(TOPIC)
+        + _uvarint(2)
+        + struct.pack(">ii", 0, 3)  # Partition, CurrentLeaderEpoch
+        + struct.pack(">qi", 10, 2)  # SnapshotId: EndOffset, Epoch
+        + NO_TAGS
+        + struct.pack(">q", 5)  # Position
+        + NO_TAGS
+        + NO_TAGS
+        + _tags({0: _compact_string("c")})  # ClusterId is tag 0 here
+    )
+
+
+def _fetch(version: int, topic: str | uuid.UUID = wire.METADATA_TOPIC_ID, partition: int = 0) -> bytes:
+    """The raft Fetch of SAMPLE_REQUESTS[FetchRequest] at ``version`` (12..18), as a Kafka peer sends it."""
+    if version >= 13:
+        assert isinstance(topic, uuid.UUID)
+        topic_bytes = topic.bytes
+    else:
+        assert isinstance(topic, str)
+        topic_bytes = _compact_string(topic)
+    partition_tags = {1: struct.pack(">q", 7)} if version >= 18 else {}  # HighWatermark (KIP-1166)
+    top_tags = {0: _compact_string("c")}  # ClusterId
+    if version >= 15:
+        top_tags[1] = struct.pack(">iq", 2, -1) + NO_TAGS  # ReplicaState: ReplicaId, ReplicaEpoch
+    return (
+        _request_header(1, version, 7, flexible=True)
+        + (struct.pack(">i", 2) if version < 15 else b"")  # ReplicaId until v14
+        + struct.pack(
+            ">iiibii", 500, 0, 1000, 0, 0, -1
+        )  # MaxWait, MinBytes, MaxBytes, Isolation, Session(Epoch)
+        + _uvarint(2)
+        + topic_bytes
+        + _uvarint(2)
+        + struct.pack(
+            ">iiqiqi", partition, 3, 10, 2, -1, 1000
+        )  # CurrentLeaderEpoch, FetchOffset, LastFetchedEpoch
+        + _tags(partition_tags)
+        + NO_TAGS
+        + _uvarint(1)  # ForgottenTopicsData: none
+        + _compact_string("")  # RackId
+        + _tags(top_tags)
+    )
+
+
+def _describe_quorum_v1(topic: str = TOPIC) -> bytes:
+    return (
+        _request_header(55, 1, 7, flexible=True)
+        + _uvarint(2)
+        + _compact_string(topic)
+        + _uvarint(2)
+        + struct.pack(">i", 0)
+        + NO_TAGS
+        + NO_TAGS
+        + NO_TAGS
+    )
+
+
+@pytest.mark.parametrize(
+    ("request_type", "golden"),
+    [
+        (VoteRequest, _vote_v0()),
+        (BeginQuorumEpochRequest, _begin_quorum_epoch_v0()),
+        (EndQuorumEpochRequest, _end_quorum_epoch_v0()),
+        (FetchRequest, _fetch(18)),
+        (FetchSnapshotRequest, _fetch_snapshot_v0()),
+    ],
+    ids=["Vote-v0", "BeginQuorumEpoch-v0", "EndQuorumEpoch-v0", "Fetch-v18", "FetchSnapshot-v0"],
+)
+def test_golden_bytes__requests_encode_and_decode_as_kafkas_schemas_lay_them_out(
+    request_type: type, golden: bytes
+) -> None:
+    assert wire.encode_raft_request(SAMPLE_REQUESTS[request_type], 7, "t") == golden
+    assert _decode_request(golden) == SAMPLE_REQUESTS[request_type]
+
+
+def _response_header(correlation_id: int = 42) -> bytes:
+    return struct.pack(">i", correlation_id) + NO_TAGS  # response header v1 (every raft response is flexible)
+
+
+def _fetch_response_v18(tags: dict[int, bytes], topic_id: uuid.UUID = wire.METADATA_TOPIC_ID) -> bytes:
+    return (
+        _response_header()
+        + struct.pack(">ihi", 0, 0, 0)  # ThrottleTimeMs, ErrorCode, SessionId
+        + _uvarint(2)
+        + topic_id.bytes
+        + _uvarint(2)
+        + struct.pack(
+            ">ihqqq", 0, 0, 10, -1, 4
+        )  # index, ErrorCode, HighWatermark, LastStableOffset, LogStartOffset
+        + b"\x00"  # AbortedTransactions: null
+        + struct.pack(">i", -1)  # PreferredReadReplica
+        + _uvarint(4)
+        + b"abc"  # Records
+        + _tags(tags)
+        + NO_TAGS
+        + NO_TAGS
+    )
+
+
+RAFT_FETCH_TAGS = {
+    0: struct.pack(">iq", 2, 5) + NO_TAGS,  # DivergingEpoch: Epoch, EndOffset
+    1: struct.pack(">ii", 1, 3) + NO_TAGS,  # CurrentLeader: LeaderId, LeaderEpoch
+    2: struct.pack(">qi", 7, 2) + NO_TAGS,  # SnapshotId: EndOffset, Epoch
+}
+
+
+@pytest.mark.parametrize(
+    ("request_type", "golden", "expected"),
+    [
+        (
+            VoteRequest,
+            _response_header()
+            + struct.pack(">h", 0)
+            + _uvarint(2)
+            + _compact_string(TOPIC)
+            + _uvarint(2)
+            + struct.pack(">ihii?", 0, 0, 1, 3, True)
+            + NO_TAGS * 3,
+            VoteResponse(ErrorCode.NONE, 1, 3, True),
+        ),
+        (
+            BeginQuorumEpochRequest,  # v0: not flexible, response header v0
+            struct.pack(">i", 42)
+            + struct.pack(">h", 0)
+            + struct.pack(">i", 1)
+            + _string(TOPIC)
+            + struct.pack(">i", 1)
+            + struct.pack(">ihii", 0, ErrorCode.FENCED_LEADER_EPOCH, 2, 4),
+            BeginQuorumEpochResponse(ErrorCode.FENCED_LEADER_EPOCH, 2, 4),
+        ),
+        (
+            FetchRequest,
+            _fetch_response_v18(RAFT_FETCH_TAGS),
+            FetchResponse(ErrorCode.NONE, 1, 3, 10, 4, b"abc", OffsetAndEpoch(5, 2), OffsetAndEpoch(7, 2)),
+        ),
+        (
+            FetchRequest,  # Kafka leaves default tagged fields out: no leader known, nothing to do
+            _fetch_response_v18({}),
+            FetchResponse(ErrorCode.NONE, -1, -1, 10, 4, b"abc", None, None),
+        ),
+        (
+            FetchSnapshotRequest,
+            _response_header()
+            + struct.pack(">ih", 0, 0)
+            + _uvarint(2)
+            + _compact_string(TOPIC)
+            + _uvarint(2)
+            + struct.pack(">ih", 0, 0)
+            + struct.pack(">qi", 7, 2)
+            + NO_TAGS
+            + struct.pack(">qq", 9, 0)  # Size, Position
+            + _uvarint(4)
+            + b"xyz"  # UnalignedRecords
+            + _tags({0: struct.pack(">ii", 1, 3) + NO_TAGS})  # CurrentLeader is tag 0 here
+            + NO_TAGS
+            + NO_TAGS,
+            FetchSnapshotResponse(ErrorCode.NONE, 1, 3, OffsetAndEpoch(7, 2), 9, 0, b"xyz"),
+        ),
+    ],
+    ids=["Vote", "BeginQuorumEpoch", "Fetch", "Fetch-no-tags", "FetchSnapshot"],
+)
+def test_golden_bytes__responses_decode(request_type: type, golden: bytes, expected: RaftResponse) -> None:
+    assert wire.decode_raft_response(request_type, golden) == (42, expected)
+
+
+@pytest.mark.parametrize("version", range(12, 19))
+def test_fetch_from_a_kafka_peer__every_version_from_12__decodes(version: int) -> None:
+    # v12 names the topic, v13+ uses its id; ReplicaId moves into the tagged ReplicaState at v15 (KIP-903);
+    # HighWatermark arrives at v18. The controller listener serves Fetch at any version.
+    expected = SAMPLE_REQUESTS[FetchRequest]
+    assert isinstance(expected, FetchRequest)
+    if version < 18:
+        expected = dataclasses.replace(expected, high_watermark=-1)
+    assert _decode_request(_fetch(version, TOPIC if version < 13 else wire.METADATA_TOPIC_ID)) == expected
+
+
+@pytest.mark.parametrize(
+    "frame",
+    [
+        _vote_v0(topic="__cluster_metadatb"),
+        _vote_v0(partition=1),
+        _begin_quorum_epoch_v0(topic="other"),
+        _fetch(18, topic=uuid.UUID(int=2)),
+        _fetch(18, partition=3),
+        _fetch(12, topic="other"),
+        _fetch(12, topic=TOPIC, partition=1),
+    ],
+    ids=[
+        "vote-topic",
+        "vote-partition",
+        "bqe-topic",
+        "fetch-topic-id",
+        "fetch-partition",
+        "fetch-v12-topic",
+        "fetch-v12-partition",
+    ],
+)
+def test_raft_request_for_another_partition__refused(frame: bytes) -> None:
+    # KafkaRaftClient answers INVALID_REQUEST; this codec cannot serve it as __cluster_metadata-0.
+    with pytest.raises(RemoteProtocolError, match="only the metadata partition"):
+        _decode_request(frame)
+
+
+def test_raft_response_for_another_partition__refused() -> None:
+    with pytest.raises(RemoteProtocolError, match="only the metadata partition"):
+        wire.decode_raft_response(FetchRequest, _fetch_response_v18({}, topic_id=uuid.UUID(int=2)))
+    other = _response_frame(VoteRequest, VoteResponse(ErrorCode.NONE, 1, 3, True)).replace(
+        TOPIC.encode(), b"__cluster_metadatb"
+    )
+    with pytest.raises(RemoteProtocolError, match="only the metadata partition"):
+        wire.decode_raft_response(VoteRequest, other)
+
+
+# --- DescribeQuorum: both sides ------------------------------------------------------------------------------
+
+
+def _kafka_python_describe_quorum_request() -> bytes:
+    # How pykraft.io.metadata_cli (and any kafka-python admin) asks.
+    cls = messages.DescribeQuorumRequest
+    request = cls(
+        topics=[cls.TopicData(topic_name=TOPIC, partitions=[cls.TopicData.PartitionData(partition_index=0)])]
+    )
+    request.API_VERSION = 1
+    request.with_header(correlation_id=7, client_id="t")
+    return bytes(request.encode(header=True, framed=False))
+
+
+def test_describe_quorum_request__golden_and_kafka_python_agree() -> None:
+    assert (
+        wire.encode_describe_quorum_request(7, "t")
+        == _describe_quorum_v1()
+        == _kafka_python_describe_quorum_request()
+    )
+
+
+def _decode_describe_quorum_request(frame: bytes) -> None:
+    view = memoryview(frame)
+    wire.decode_describe_quorum_request(messages.parse_request_header(view), view)
+
+
+def test_describe_quorum_request__truncations_fail__trailing_bytes_tolerated__other_partition_refused() -> (
+    None
+):
+    frame = wire.encode_describe_quorum_request(7, "t")
+    for cut in range(len(frame)):
+        with pytest.raises(RemoteProtocolError):
+            _decode_describe_quorum_request(frame[:cut])
+    _decode_describe_quorum_request(frame + b"\x00\x01")
+    with pytest.raises(RemoteProtocolError, match="only the metadata partition"):
+        _decode_describe_quorum_request(_describe_quorum_v1(topic="other"))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.binary(max_size=40), st.integers(0, 60))
+def test_describe_quorum_request__fuzzed__decodes_or_raises_remote_protocol_error(
+    noise: bytes, at: int
+) -> None:
+    frame = bytearray(wire.encode_describe_quorum_request(7, "t"))
+    at = min(at, len(frame))
+    try:
+        _decode_describe_quorum_request(bytes(frame[:at] + noise + frame[at + len(noise) :]))
+    except RemoteProtocolError:
+        pass
+
+
+replica_descriptions = st.builds(ReplicaDescription, int32, int64, int64, int64)
+descriptions = st.builds(
+    QuorumDescription,
+    int32,
+    int32,
+    int64,
+    st.lists(replica_descriptions, max_size=5).map(tuple),
+    st.lists(replica_descriptions, max_size=5).map(tuple),
+)
+DESCRIPTION = QuorumDescription(
+    2,
+    7,
+    40,
+    (ReplicaDescription(1, 38, 1000, 900), ReplicaDescription(2, 40, 1001, 1001)),
+    (ReplicaDescription(9, 12, 990, -1),),
+)
+
+
+def _describe_quorum_answer(
+    description: QuorumDescription | None, leader_id: int = 3, leader_epoch: int = 8
+) -> bytes:
+    frame = wire.encode_describe_quorum_request(42, "t")
+    header = messages.parse_request_header(memoryview(frame))
+    return bytes(wire.encode_describe_quorum_response(header, description, leader_id, leader_epoch)[4:])
+
+
+@settings(max_examples=200, deadline=None)
+@given(descriptions)
+def test_describe_quorum_response__round_trips(description: QuorumDescription) -> None:
+    assert wire.decode_describe_quorum_response(_describe_quorum_answer(description)) == (
+        42,
+        ErrorCode.NONE,
+        description,
+    )
+
+
+def test_describe_quorum_response__not_leader__names_the_known_leader() -> None:
+    assert wire.decode_describe_quorum_response(_describe_quorum_answer(None, 3, 8)) == (
+        42,
+        ErrorCode.NOT_LEADER_OR_FOLLOWER,
+        QuorumDescription(3, 8, -1, (), ()),
+    )
+
+
+def test_describe_quorum_response__top_level_error_from_kafka_python__decodes() -> None:
+    # DescribeQuorumResponse.singletonErrorResponse-style answers with no partition at all.
+    response = DescribeQuorumResponse(error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED, topics=[])
+    response.API_VERSION = 1
+    response.with_header(correlation_id=5)
+    frame = bytes(response.encode(header=True, framed=False))
+    assert wire.decode_describe_quorum_response(frame) == (
+        5,
+        ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+        QuorumDescription(-1, -1, -1, (), ()),
+    )
+
+
+def test_describe_quorum_response__truncations_fail__trailing_bytes_tolerated() -> None:
+    frame = _describe_quorum_answer(DESCRIPTION)
+    for cut in range(len(frame)):
+        with pytest.raises(RemoteProtocolError):
+            wire.decode_describe_quorum_response(frame[:cut])
+    assert wire.decode_describe_quorum_response(frame + b"\x00\x00") == (42, ErrorCode.NONE, DESCRIPTION)
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.binary(max_size=120), st.integers(0, 150))
+def test_describe_quorum_response__fuzzed__decodes_or_raises_remote_protocol_error(
+    noise: bytes, at: int
+) -> None:
+    frame = bytearray(_describe_quorum_answer(DESCRIPTION))
+    at = min(at, len(frame))
+    try:
+        wire.decode_describe_quorum_response(bytes(frame[:at] + noise + frame[at + len(noise) :]))
+    except RemoteProtocolError:
+        pass

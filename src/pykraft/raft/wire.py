@@ -545,7 +545,7 @@ def encode_describe_quorum_request(correlation_id: int, client_id: str) -> bytes
 
 def decode_describe_quorum_response(frame: bytes | memoryview) -> tuple[int, ErrorCode, QuorumDescription]:
     """A controller's DescribeQuorum answer (response header + body at ``VERSIONS``, no size prefix):
-    its correlation id, its error (the top-level one first, as DescribeQuorumResponse.getPartitionData
+    its correlation id, its error (the top-level one first, as KafkaAdminClient.describeMetadataQuorum
     reads it, then the partition's), and the partition's content. On an error the description holds
     whatever leader the controller named (NOT_LEADER_OR_FOLLOWER: the one it knows, or -1) and no
     replicas."""
