@@ -731,3 +731,16 @@ def test_describe_quorum_response__fuzzed__decodes_or_raises_remote_protocol_err
         wire.decode_describe_quorum_response(bytes(frame[:at] + noise + frame[at + len(noise) :]))
     except RemoteProtocolError:
         pass
+
+
+def test_over_tcp__controller_listener_advertises_the_raft_rpcs(node) -> None:  # type: ignore[no-untyped-def]
+    from kafka.protocol.metadata import ApiVersionsRequest, ApiVersionsResponse
+
+    with RawClient(node.controller_address) as client:
+        response = client.request(
+            ApiVersionsRequest(client_software_name="t", client_software_version="1"), ApiVersionsResponse, 3
+        )
+    keys = {k.api_key: (k.min_version, k.max_version) for k in response.api_keys}
+    assert keys[52] == (0, 0) and keys[53] == (0, 0) and keys[54] == (0, 0) and keys[59] == (0, 0)
+    assert keys[1] == (12, 18) and keys[55] == (1, 1) and keys[62] == (0, 4)
+    assert 0 not in keys  # no Produce on the controller listener

@@ -23,6 +23,13 @@ Invariants, checked after every event (Kafka's RaftEventSimulationTest plus Raft
   follower downloaded it), equals the state every node reached by applying the log up to N. With
   ``snapshot_every_records`` set, every node snapshots and cleans its log at once, so a lagging or
   restarted follower catches up through FetchSnapshot.
+
+Scripted scenarios (test_sim_scenarios.py) also steer the world by hand: ``hold`` a link so what is
+sent on it waits until ``release`` (optionally delivered twice), and ``stall_fsync`` a leader so its
+background fsync never finishes before it crashes.
+
+Every failure names its seed (``SEED=n``) and replays exactly: ``World._fail`` puts it first in the
+message, and ``replay_hint`` adds it to any other failure of a test.
 """
 
 from __future__ import annotations
@@ -30,6 +37,8 @@ from __future__ import annotations
 import hashlib
 import heapq
 import random
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -46,10 +55,25 @@ from pykraft.raft.state import Role
 from .metadata_layer import MetadataInvariants, MetadataViolation, NodeMetadata
 
 READY_LOOP_MAX = 100
+# A swarm seed's safety phase: 1000 seeds of it keep tests/sim within about a minute on 2 cores (CI
+# runs more seeds rather than longer ones; ``make sim SEEDS=N`` runs more still).
+SWARM_SAFETY_DURATION_MS = 8000
 
 
 class InvariantViolation(AssertionError):
     pass
+
+
+@contextmanager
+def replay_hint(seed: int, replay: str = "pytest tests/sim") -> Iterator[None]:
+    """Any failure inside names the seed and how to replay it; ``World._fail`` already names it, a
+    core assert or a test's own check does not."""
+    try:
+        yield
+    except Exception as e:
+        if str(e).startswith(f"SEED={seed} "):
+            raise
+        raise AssertionError(f"SEED={seed} (replay: SEED={seed} {replay})\n{type(e).__name__}: {e}") from e
 
 
 @dataclass(frozen=True)
@@ -101,6 +125,7 @@ class SimOptions:
             crash_in_ready_rate=rng.choice([0.0, 0.0, 0.002, 0.01]),
             snapshot_every_records=rng.choice([0, 0, 8, 30]),
             leader_sends_before_flush=rng.random() < 0.5,
+            safety_duration_ms=SWARM_SAFETY_DURATION_MS,
         )
 
 
@@ -160,6 +185,11 @@ class World:
         self.proposal_counter = 0
         self.metadata_invariants = MetadataInvariants()
         self.refusals_delivered = 0
+        # Scripted scenarios only: links whose messages wait for ``release`` (with the destination's
+        # incarnation when sent), and nodes whose background fsync hangs until they crash.
+        self.held_links: set[tuple[int, int]] = set()
+        self.held: list[tuple[int, Outbound, int]] = []
+        self.stalled_fsync_node_ids: set[int] = set()
         for sim_node in self.nodes.values():
             self._start(sim_node)
         self._schedule(self.options.propose_interval_ms, "propose", None)
@@ -292,6 +322,44 @@ class World:
     def _on_heal(self, _payload: None) -> None:
         self.blocked.clear()
 
+    # --- scripted steering ---------------------------------------------------------------------
+
+    def hold(self, source_id: int, destination_id: int) -> None:
+        """From now on, what ``source_id`` sends to ``destination_id`` waits until ``release``."""
+        self.held_links.add((source_id, destination_id))
+
+    def hold_all(self) -> None:
+        for a in self.nodes:
+            for b in self.nodes:
+                if a != b:
+                    self.hold(a, b)
+
+    def release(self, source_id: int, destination_id: int, *, copies: int = 1) -> int:
+        """Stop holding the link and send what waited on it, in order, each message ``copies`` times;
+        returns how many messages were released. A request reaches the destination's current process
+        (the sender's channel queued it until it connected); a response meant for an earlier process
+        of the destination is lost with that process's connection."""
+        self.held_links.discard((source_id, destination_id))
+        released = 0
+        kept: list[tuple[int, Outbound, int]] = []
+        for source, outbound, incarnation in self.held:
+            if source != source_id or outbound.destination_id != destination_id:
+                kept.append((source, outbound, incarnation))
+                continue
+            destination = self.nodes[destination_id]
+            if is_request(outbound.message):
+                incarnation = destination.incarnation
+            if destination.node is not None and destination.incarnation == incarnation:
+                self._transmit(source_id, outbound, copies)
+                released += 1
+        self.held = kept
+        return released
+
+    def stall_fsync(self, node_id: int) -> None:
+        """The node's background fsyncs (``leader_sends_before_flush``) never finish: a hung disk. The
+        node keeps running and sending from its page cache until it crashes."""
+        self.stalled_fsync_node_ids.add(node_id)
+
     # --- nodes ---------------------------------------------------------------------------------
 
     def _start(self, sim_node: SimNode) -> None:
@@ -326,6 +394,7 @@ class World:
         """Lose everything not flushed or persisted."""
         self.trace.append(f"{self.now_ms}: crash node {sim_node.node_id}")
         sim_node.node = None
+        self.stalled_fsync_node_ids.discard(sim_node.node_id)
         sim_node.log.lose_unflushed()
         self._check_log_matching(sim_node)
 
@@ -337,6 +406,9 @@ class World:
     def heal_and_restart_all(self) -> None:
         self.faults_enabled = False
         self.blocked.clear()
+        self.held_links.clear()
+        self.held.clear()
+        self.stalled_fsync_node_ids.clear()
         self.drop_rate = 0.0
         self.duplicate_rate = 0.0
         for sim_node in self.nodes.values():
@@ -391,7 +463,7 @@ class World:
                 # comes first.
                 for outbound in ready.messages:
                     self._send(sim_node.node_id, outbound)
-                if ready.flush_to_offset is not None:
+                if ready.flush_to_offset is not None and sim_node.node_id not in self.stalled_fsync_node_ids:
                     fsync_ms = self.rng.randint(1, max(1, self.options.drive_delay_ms_max))
                     payload = (sim_node.node_id, sim_node.incarnation, ready.flush_to_offset)
                     self._schedule(fsync_ms, "flushed", payload)
@@ -420,6 +492,9 @@ class World:
 
     def _send(self, source_id: int, outbound: Outbound) -> None:
         destination_id = outbound.destination_id
+        if (source_id, destination_id) in self.held_links:
+            self.held.append((source_id, outbound, self.nodes[destination_id].incarnation))
+            return
         if destination_id not in self.nodes or (source_id, destination_id) in self.blocked:
             return
         if self.nodes[destination_id].node is None and is_request(outbound.message):
@@ -433,6 +508,10 @@ class World:
         copies = 0 if self.rng.random() < self.drop_rate else 1
         if copies and self.rng.random() < self.duplicate_rate:
             copies = 2
+        self._transmit(source_id, outbound, copies)
+
+    def _transmit(self, source_id: int, outbound: Outbound, copies: int) -> None:
+        destination_id = outbound.destination_id
         inbound = Inbound(source_id, outbound.message, outbound.correlation_id)
         incarnation = self.nodes[destination_id].incarnation
         for _ in range(copies):

@@ -10,7 +10,7 @@ import os
 
 import pytest
 
-from .harness import run_seed
+from .harness import replay_hint, run_seed
 
 SEED_COUNT_DEFAULT = 1000
 
@@ -24,7 +24,5 @@ def _seeds() -> list[int]:
 
 @pytest.mark.parametrize("seed", _seeds())
 def test_swarm__random_faults__invariants_hold_and_healed_cluster_converges(seed: int) -> None:
-    try:
+    with replay_hint(seed, "pytest tests/sim/test_sim_swarm.py"):
         run_seed(seed)
-    except AssertionError as e:
-        raise AssertionError(f"SEED={seed} (replay: SEED={seed} pytest tests/sim)\n{e}") from e

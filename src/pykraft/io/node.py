@@ -396,7 +396,7 @@ class Node:
         metadata = self.metadata
         assert metadata is not None
         if key == ApiKey.API_VERSIONS:
-            return [messages.api_versions_response(header)]
+            return [messages.api_versions_response(header, CONTROLLER_API_VERSIONS)]
         if key in wire.RAFT_API_KEYS:
             if header.api_version != wire.VERSIONS[ApiKey(key)] and key != ApiKey.FETCH:
                 raise RemoteProtocolError(f"raft api key {key} at version {header.api_version} is not served")
@@ -464,6 +464,19 @@ class Node:
                 break
             await self._wait_for_data(remaining_s)
         return encode_fetch_response(header.correlation_id, header.api_version, outcome.response)
+
+
+# What the controller listener serves (Kafka's ControllerApis subset): the raft RPCs at the versions
+# raft.wire speaks (Fetch from a Kafka peer decodes from v12), DescribeQuorum, and the active
+# controller's CreateTopics/DeleteTopics/BrokerRegistration.
+CONTROLLER_API_VERSIONS: dict[ApiKey, tuple[int, int]] = {
+    ApiKey.API_VERSIONS: messages.SUPPORTED_VERSIONS[ApiKey.API_VERSIONS],
+    **{key: (version, version) for key, version in wire.VERSIONS.items() if key != ApiKey.FETCH},
+    ApiKey.FETCH: (12, wire.VERSIONS[ApiKey.FETCH]),
+    ApiKey.CREATE_TOPICS: messages.SUPPORTED_VERSIONS[ApiKey.CREATE_TOPICS],
+    ApiKey.DELETE_TOPICS: messages.SUPPORTED_VERSIONS[ApiKey.DELETE_TOPICS],
+    ApiKey.BROKER_REGISTRATION: (0, 4),
+}
 
 
 def _connections_left(server: KafkaServer) -> str:

@@ -382,16 +382,18 @@ def encode_response(header: RequestHeader, response: Any) -> bytearray:
     return encoded
 
 
-def _api_versions_entries(only: ApiKey | None = None) -> list[Any]:
+def _api_versions_entries(table: dict[ApiKey, tuple[int, int]], only: ApiKey | None = None) -> list[Any]:
     api_version = ApiVersionsResponse.ApiVersion
     return [
         api_version(api_key=int(key), min_version=low, max_version=high)
-        for key, (low, high) in sorted(SUPPORTED_VERSIONS.items())
+        for key, (low, high) in sorted(table.items())
         if only is None or key == only
     ]
 
 
-def api_versions_response(header: RequestHeader) -> bytearray:
+def api_versions_response(
+    header: RequestHeader, table: dict[ApiKey, tuple[int, int]] | None = None
+) -> bytearray:
     """The full framed ApiVersions response for ``header``.
 
     For a version we support: error NONE, the :data:`SUPPORTED_VERSIONS` table, throttle 0, and no
@@ -404,14 +406,14 @@ def api_versions_response(header: RequestHeader) -> bytearray:
         response = ApiVersionsResponse(
             version=header.api_version,
             error_code=ErrorCode.NONE,
-            api_keys=_api_versions_entries(),
+            api_keys=_api_versions_entries(SUPPORTED_VERSIONS if table is None else table),
             throttle_time_ms=0,
         )
         return encode_response(header, response)
     response = ApiVersionsResponse(
         version=0,
         error_code=ErrorCode.UNSUPPORTED_VERSION,
-        api_keys=_api_versions_entries(only=ApiKey.API_VERSIONS),
+        api_keys=_api_versions_entries(SUPPORTED_VERSIONS, only=ApiKey.API_VERSIONS),
     )
     return encode_response(dataclasses.replace(header, api_version=0, flexible=False), response)
 
