@@ -17,9 +17,11 @@ import hashlib
 import random
 import uuid
 from dataclasses import dataclass, field
+from typing import Any
 
 from pykraft.controller.quorum_controller import QuorumController
 from pykraft.controller.replication import CreatableTopic
+from pykraft.controller.result import ControllerResult
 from pykraft.metadata.delta import MetadataDelta
 from pykraft.metadata.image import BrokerEndpoint, MetadataImage
 from pykraft.metadata.records import ProducerIdsRecord, decode_metadata_record, encode_metadata_record
@@ -98,6 +100,7 @@ class NodeMetadata:
 
     def generate(self, node: RaftNode, choice: random.Random, cluster_id: str) -> list[bytes]:
         """The records the active controller writes next (activation first), already replayed."""
+        result: ControllerResult[Any]
         if not self.active:
             self.active = True
             self.controller.note_log_end_offset(node.log.end_offset)

@@ -1,41 +1,57 @@
-"""Fault switches: three raft bugs put back into the core, one at a time, and the simulation must
-catch each within its CI seed budget. A swarm that cannot see these bugs proves nothing.
+"""Fault switches: three raft bugs put back into the core, one at a time (pytest monkeypatch on
+RaftNode internals; nothing in src knows about them), and the simulation must catch each within its
+CI budget. A swarm that cannot see these bugs proves nothing.
 
 * ``unflushed_high_watermark``: a leader counts its unflushed log toward the high watermark (Ready
   contract step 2; Kafka's LeaderState counts the leader's flushed end only);
-* ``unpersisted_vote``: a vote is sent without being persisted first (step 1: a voter that crashes
-  and restarts may vote again in the same epoch);
+* ``unpersisted_vote``: a vote is sent without being persisted first (Ready contract step 1; it
+  reaches disk only with the node's next role change, so a voter that crashes and restarts in
+  between may vote again in the same epoch);
 * ``double_counted_vote``: a duplicated VoteResponse is counted as a second vote.
 
-Each switch has a targeted crash scenario (fixed options that provoke the bug's window: crashes
-inside the Ready sequence, slow fsyncs, duplicated messages) searched over a bounded number of
-seeds; the test fails if no seed shows a violation. ``SEED=n`` replays one seed of every scenario.
+Each switch is caught two ways: by its scripted crash scenario (test_sim_scenarios.py; every scripted
+seed must fail, with the invariant named below), and by a bounded search over random runs with fixed
+options that open the bug's window (crashes inside the Ready sequence, slow fsyncs, duplicated
+messages). A catch prints ``SEED=n``; ``SEED=n pytest tests/sim/test_sim_fault_switches.py -s``
+replays it (a seed that does not catch a switch skips that switch's search).
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 
 import pytest
 
 from pykraft.raft.messages import Inbound, VoteRequest, VoteResponse
 from pykraft.raft.node import RaftNode
-from pykraft.raft.state import Candidate, Leader, Voted, majority_end_offset
+from pykraft.raft.state import Candidate, Leader, Voted
 
-from .harness import InvariantViolation, SimOptions, run_seed
+from .harness import SimOptions, World, run_seed
+from .test_sim_scenarios import (
+    SCRIPTED_SEEDS,
+    duplicated_vote_response,
+    leader_crashes_before_its_fsync,
+    voter_restarts_after_granting,
+)
 
-# Seeds each targeted scenario may use to find its bug.
+# Seeds each random search may use to find its bug.
 SEARCH_SEEDS = 150
 
 
-def _unflushed_high_watermark(self: RaftNode, state: Leader) -> None:
-    end_offsets = [self.log.end_offset]  # the bug: not min(flushed end, log end)
-    end_offsets += [r.end_offset for r in state.replicas.values() if r.end_offset is not None]
-    majority_offset = majority_end_offset(end_offsets, len(self.voter_ids))
-    if majority_offset > state.epoch_start_offset and majority_offset > self._high_watermark:
-        self._high_watermark = majority_offset
-        self._complete_parked_fetches()
+def _unflushed_high_watermark(
+    original: Callable[[RaftNode, Leader], None],
+) -> Callable[[RaftNode, Leader], None]:
+    def update(self: RaftNode, state: Leader) -> None:
+        flushed_end_offset = self._flushed_end_offset
+        self._flushed_end_offset = self.log.end_offset  # the bug: the unflushed tail counts
+        try:
+            original(self, state)
+        finally:
+            self._flushed_end_offset = flushed_end_offset
+
+    return update
 
 
 def _unpersisted_vote(original: Callable[..., None]) -> Callable[..., None]:
@@ -53,6 +69,7 @@ def _double_counted_vote(original: Callable[..., None]) -> Callable[..., None]:
         if (
             response.vote_granted
             and isinstance(state, Candidate)
+            and response.leader_epoch == state.epoch
             and inbound.source_id in state.granting_voters
         ):
             state.granting_voters.add(-1000 - len(state.granting_voters))  # the bug: a duplicate counts again
@@ -61,9 +78,25 @@ def _double_counted_vote(original: Callable[..., None]) -> Callable[..., None]:
     return handle
 
 
-SWITCHES: dict[str, tuple[Callable[[pytest.MonkeyPatch], None], SimOptions]] = {
-    "unflushed_high_watermark": (
-        lambda mp: mp.setattr(RaftNode, "_maybe_update_high_watermark", _unflushed_high_watermark),
+@dataclass(frozen=True)
+class Switch:
+    install: Callable[[pytest.MonkeyPatch], None]
+    scenario: Callable[[int], World]
+    # The invariant the scripted scenario must report.
+    violation: str
+    # Random runs that open the bug's window.
+    search_options: SimOptions
+
+
+SWITCHES: dict[str, Switch] = {
+    "unflushed_high_watermark": Switch(
+        lambda mp: mp.setattr(
+            RaftNode,
+            "_maybe_update_high_watermark",
+            _unflushed_high_watermark(RaftNode._maybe_update_high_watermark),
+        ),
+        leader_crashes_before_its_fsync,
+        "lacks committed batch",
         SimOptions(
             voter_count=3,
             delay_ms_max=5,
@@ -76,10 +109,12 @@ SWITCHES: dict[str, tuple[Callable[[pytest.MonkeyPatch], None], SimOptions]] = {
             safety_duration_ms=6000,
         ),
     ),
-    "unpersisted_vote": (
+    "unpersisted_vote": Switch(
         lambda mp: mp.setattr(
             RaftNode, "_handle_vote_request", _unpersisted_vote(RaftNode._handle_vote_request)
         ),
+        voter_restarts_after_granting,
+        "two leaders in epoch",
         SimOptions(
             voter_count=3,
             drop_rate=0.1,
@@ -91,10 +126,12 @@ SWITCHES: dict[str, tuple[Callable[[pytest.MonkeyPatch], None], SimOptions]] = {
             safety_duration_ms=6000,
         ),
     ),
-    "double_counted_vote": (
+    "double_counted_vote": Switch(
         lambda mp: mp.setattr(
             RaftNode, "_handle_vote_response", _double_counted_vote(RaftNode._handle_vote_response)
         ),
+        duplicated_vote_response,
+        "two leaders in epoch",
         SimOptions(
             voter_count=5,
             drop_rate=0.1,
@@ -110,7 +147,7 @@ SWITCHES: dict[str, tuple[Callable[[pytest.MonkeyPatch], None], SimOptions]] = {
 }
 
 
-def _seeds() -> Iterator[int]:
+def _search_seeds() -> Iterator[int]:
     if "SEED" in os.environ:
         yield int(os.environ["SEED"])
         return
@@ -118,30 +155,50 @@ def _seeds() -> Iterator[int]:
 
 
 def _first_violation(options: SimOptions) -> tuple[int, str] | None:
-    for seed in _seeds():
+    for seed in _search_seeds():
         try:
             run_seed(seed, options)
-        except InvariantViolation as exc:
+        except AssertionError as exc:  # an invariant, or one of the core's own asserts
             return seed, str(exc).splitlines()[0]
     return None
 
 
 @pytest.mark.parametrize("switch", sorted(SWITCHES))
-def test_scenario__passes_on_the_real_core(switch: str) -> None:
-    """The targeted scenario itself is sound: without the bug, no seed of it fails."""
-    _install, options = SWITCHES[switch]
-    for seed in list(_seeds())[:20]:
-        try:
-            run_seed(seed, options)
-        except AssertionError as e:
-            raise AssertionError(f"SEED={seed} (scenario {switch})\n{e}") from e
+def test_fault_switch__caught_by_its_scripted_crash_scenario(
+    switch: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    spec = SWITCHES[switch]
+    spec.install(monkeypatch)
+    for seed in SCRIPTED_SEEDS:
+        with pytest.raises(AssertionError) as caught:
+            spec.scenario(seed)
+        message = str(caught.value)
+        assert spec.violation in message, (
+            f"SEED={seed} {switch}: caught, but not as {spec.violation!r}:\n{message}"
+        )
+        print(f"{switch}: {spec.scenario.__name__} SEED={seed}: {message.splitlines()[0]}")
 
 
 @pytest.mark.parametrize("switch", sorted(SWITCHES))
-def test_fault_switch__is_caught_within_the_seed_budget(switch: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    install, options = SWITCHES[switch]
-    install(monkeypatch)
-    found = _first_violation(options)
-    assert found is not None, f"{switch}: no violation in {SEARCH_SEEDS} seeds of {options}"
+def test_search_options__pass_on_the_real_core(switch: str) -> None:
+    """The random search is sound: without the bug, none of its first seeds fails."""
+    options = SWITCHES[switch].search_options
+    for seed in list(_search_seeds())[:20]:
+        try:
+            run_seed(seed, options)
+        except AssertionError as e:
+            raise AssertionError(f"SEED={seed} (search of {switch})\n{e}") from e
+
+
+@pytest.mark.parametrize("switch", sorted(SWITCHES))
+def test_fault_switch__caught_by_random_runs_within_the_seed_budget(
+    switch: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    spec = SWITCHES[switch]
+    spec.install(monkeypatch)
+    found = _first_violation(spec.search_options)
+    if found is None and "SEED" in os.environ:
+        pytest.skip(f"SEED={os.environ['SEED']} does not catch {switch}")
+    assert found is not None, f"{switch}: no violation in {SEARCH_SEEDS} seeds of {spec.search_options}"
     seed, message = found
     print(f"{switch}: caught by SEED={seed}: {message}")
