@@ -120,3 +120,32 @@ class ProducerIdControlManager:
         )
         self._broker_epoch = record.broker_epoch
         assert self._next_producer_block.first_producer_id >= current.first_producer_id
+
+
+# KIP-730: "the controller can throttle brokers that request too many blocks (ThrottleTimeMs)". A block
+# is 1000 ids, so 10 blocks a second with a burst of 10 is 10,000 new producers a second per broker.
+PRODUCER_ID_BLOCKS_PER_SECOND = 10
+PRODUCER_ID_BLOCK_BURST = 10
+
+
+class ProducerIdAllocationLimiter:
+    """Per-broker token bucket for AllocateProducerIds on the active controller (in memory, as
+    Kafka's quotas are: a new active controller starts every broker with a full bucket)."""
+
+    def __init__(
+        self, blocks_per_second: int = PRODUCER_ID_BLOCKS_PER_SECOND, burst: int = PRODUCER_ID_BLOCK_BURST
+    ) -> None:
+        assert blocks_per_second > 0 and burst > 0
+        self.blocks_per_second = blocks_per_second
+        self.burst = burst
+        self._tokens: dict[int, tuple[float, int]] = {}  # broker id -> (tokens, as of now_ms)
+
+    def throttle_time_ms(self, broker_id: int, now_ms: int) -> int:
+        """0 and one token taken when ``broker_id`` may have a block now; else how long to wait."""
+        tokens, as_of_ms = self._tokens.get(broker_id, (float(self.burst), now_ms))
+        tokens = min(float(self.burst), tokens + (now_ms - as_of_ms) * self.blocks_per_second / 1000)
+        if tokens >= 1.0:
+            self._tokens[broker_id] = (tokens - 1.0, now_ms)
+            return 0
+        self._tokens[broker_id] = (tokens, now_ms)
+        return max(1, int((1.0 - tokens) * 1000 / self.blocks_per_second + 0.999))

@@ -24,6 +24,7 @@ from typing import Any
 from kafka.protocol.admin import CreateTopicsResponse, DeleteTopicsResponse
 
 from pykraft.broker.handlers import BrokerView, ClusterView, PartitionView, TopicView
+from pykraft.controller.producer_ids import ProducerIdAllocationLimiter
 from pykraft.controller.quorum_controller import QuorumController
 from pykraft.controller.replication import CreatableReplicaAssignment, CreatableTopic
 from pykraft.controller.result import ControllerResult
@@ -39,7 +40,7 @@ from pykraft.log.partition_log import PartitionLog
 from pykraft.metadata.delta import MetadataDelta
 from pykraft.metadata.image import BrokerEndpoint, MetadataImage
 from pykraft.metadata.records import ApiMessageAndVersion, decode_metadata_record, encode_metadata_record
-from pykraft.protocol.messages import BrokerRegistrationResponse
+from pykraft.protocol.messages import AllocateProducerIdsResponse, BrokerRegistrationResponse
 from pykraft.raft import wire
 from pykraft.raft.messages import (
     BeginQuorumEpochRequest,
@@ -135,6 +136,7 @@ class MetadataPlane:
         self._activation: asyncio.Future[None] | None = None
         self._applied_end_offset = 0
         self._last_append_ms = 0
+        self.allocation_limiter = ProducerIdAllocationLimiter()
         self._wakeup = asyncio.Event()
         self._active = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
@@ -660,6 +662,32 @@ class MetadataPlane:
         return BrokerRegistrationResponse(
             version=version, throttle_time_ms=0, error_code=reply.error_code, broker_epoch=reply.broker_epoch
         )
+
+    async def handle_allocate_producer_ids(self, request: Any, version: int) -> Any:
+        """AllocateProducerIds (67) from a broker over the network (KIP-730), on the active controller:
+        only a registered broker gets a block (else CLUSTER_AUTHORIZATION_FAILED), with its current
+        epoch (else STALE_BROKER_EPOCH), at most PRODUCER_ID_BLOCKS_PER_SECOND (else
+        THROTTLING_QUOTA_EXCEEDED with the throttle time); the answer is sent once the ProducerIdsRecord
+        is committed."""
+
+        def answer(error: ErrorCode, start: int = -1, length: int = 0, throttle_ms: int = 0) -> Any:
+            return AllocateProducerIdsResponse(
+                version=version,
+                throttle_time_ms=throttle_ms,
+                error_code=error,
+                producer_id_start=start,
+                producer_id_len=length,
+            )
+
+        if not self._controller_active or self._stopping:
+            return answer(ErrorCode.NOT_CONTROLLER)
+        if self.controller.cluster_control.registration(request.broker_id) is None:
+            return answer(ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
+        throttle_ms = self.allocation_limiter.throttle_time_ms(request.broker_id, now_ms())
+        if throttle_ms:
+            return answer(ErrorCode.THROTTLING_QUOTA_EXCEEDED, throttle_ms=throttle_ms)
+        error, start, length = await self.allocate_producer_ids(request.broker_id, request.broker_epoch)
+        return answer(ErrorCode(error), start, length)
 
     async def update_advertised_port(self, port: int) -> None:
         assert self._advertised is not None

@@ -364,6 +364,9 @@ class Node:
         key, version = header.api_key, header.api_version
         if key == ApiKey.API_VERSIONS:
             return [messages.api_versions_response(header)]
+        if key == ApiKey.ALLOCATE_PRODUCER_IDS:
+            # A controller RPC (KIP-730): a client listener refuses it rather than serve it.
+            return [messages.encode_response(header, _allocate_producer_ids_refusal(version))]
         if not messages.is_supported(key, version):
             # Kafka's answer to an API or version it does not serve: close the connection.
             raise RemoteProtocolError(f"unsupported api key {key} version {version}")
@@ -413,6 +416,7 @@ class Node:
             ApiKey.CREATE_TOPICS: metadata.handle_create_topics,
             ApiKey.DELETE_TOPICS: metadata.handle_delete_topics,
             ApiKey.BROKER_REGISTRATION: metadata.handle_broker_registration,
+            ApiKey.ALLOCATE_PRODUCER_IDS: metadata.handle_allocate_producer_ids,
         }
         handler = handlers_by_key.get(key)
         if handler is not None:
@@ -476,7 +480,18 @@ CONTROLLER_API_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     ApiKey.CREATE_TOPICS: messages.SUPPORTED_VERSIONS[ApiKey.CREATE_TOPICS],
     ApiKey.DELETE_TOPICS: messages.SUPPORTED_VERSIONS[ApiKey.DELETE_TOPICS],
     ApiKey.BROKER_REGISTRATION: (0, 4),
+    ApiKey.ALLOCATE_PRODUCER_IDS: (0, 0),
 }
+
+
+def _allocate_producer_ids_refusal(version: int) -> Any:
+    return messages.AllocateProducerIdsResponse(
+        version=version,
+        throttle_time_ms=0,
+        error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+        producer_id_start=-1,
+        producer_id_len=0,
+    )
 
 
 def _connections_left(server: KafkaServer) -> str:

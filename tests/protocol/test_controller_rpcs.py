@@ -1,0 +1,91 @@
+"""Controller RPCs on a real node's controller listener: AllocateProducerIds (67) over the network
+(KIP-730) — only to registered brokers with their current epoch, rate-limited per broker — and
+refused on the client listener."""
+
+from __future__ import annotations
+
+import os
+import uuid
+
+import pytest
+
+from pykraft.controller.producer_ids import PRODUCER_ID_BLOCK_BURST, ProducerIdAllocationLimiter
+from pykraft.core.errors import ErrorCode
+from pykraft.protocol.messages import (
+    AllocateProducerIdsRequest,
+    AllocateProducerIdsResponse,
+    BrokerRegistrationRequest,
+    BrokerRegistrationResponse,
+)
+from pykraft.storage.meta_properties import parse_meta_properties
+from pykraft.testing import running_node
+from tests.raw_client import RawClient
+
+
+@pytest.fixture(scope="module")
+def node():  # type: ignore[no-untyped-def]
+    with running_node() as running:
+        yield running
+
+
+def _allocate(address: str, broker_id: int, broker_epoch: int) -> AllocateProducerIdsResponse:
+    with RawClient(address) as client:
+        return client.request(
+            AllocateProducerIdsRequest(broker_id=broker_id, broker_epoch=broker_epoch),
+            AllocateProducerIdsResponse,
+            0,
+        )
+
+
+def test_allocate_producer_ids__registered_broker_gets_increasing_blocks(node) -> None:  # type: ignore[no-untyped-def]
+    with open(os.path.join(node.data_dir, "meta.properties"), encoding="utf-8") as fh:
+        cluster_id = parse_meta_properties(fh.read()).cluster_id
+    address = node.controller_address
+    with RawClient(address) as client:
+        registered = client.request(
+            BrokerRegistrationRequest(
+                broker_id=100,
+                cluster_id=cluster_id,
+                incarnation_id=uuid.uuid4(),
+                listeners=[
+                    BrokerRegistrationRequest.Listener(
+                        name="PLAINTEXT", host="127.0.0.1", port=1, security_protocol=0
+                    )
+                ],
+                features=[],
+                rack=None,
+            ),
+            BrokerRegistrationResponse,
+            0,
+        )
+    assert registered.error_code == ErrorCode.NONE
+    epoch = registered.broker_epoch
+    first = _allocate(address, 100, epoch)
+    second = _allocate(address, 100, epoch)
+    assert (first.error_code, second.error_code) == (ErrorCode.NONE, ErrorCode.NONE)
+    assert first.producer_id_len == second.producer_id_len == 1000
+    assert second.producer_id_start >= first.producer_id_start + first.producer_id_len  # never overlap
+    # A stale epoch: STALE_BROKER_EPOCH (77); an unregistered id: CLUSTER_AUTHORIZATION_FAILED (31).
+    assert _allocate(address, 100, epoch - 1).error_code == ErrorCode.STALE_BROKER_EPOCH
+    assert _allocate(address, 4242, 0).error_code == ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+    # Over the per-broker rate: refused with a throttle time, no block handed out.
+    answers = [_allocate(address, 100, epoch) for _ in range(PRODUCER_ID_BLOCK_BURST + 2)]
+    throttled = [a for a in answers if a.error_code == ErrorCode.THROTTLING_QUOTA_EXCEEDED]
+    assert throttled and all(a.throttle_time_ms > 0 and a.producer_id_len == 0 for a in throttled)
+
+
+def test_allocate_producer_ids__on_the_client_listener_is_refused(node) -> None:  # type: ignore[no-untyped-def]
+    response = _allocate(node.bootstrap_servers, 1, 0)
+    assert response.error_code == ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+
+
+def test_limiter__burst_then_refill_at_the_rate() -> None:
+    limiter = ProducerIdAllocationLimiter(blocks_per_second=10, burst=3)
+    assert [limiter.throttle_time_ms(1, 0) for _ in range(3)] == [0, 0, 0]
+    assert limiter.throttle_time_ms(1, 0) == 100  # one token takes 100 ms to come back
+    assert limiter.throttle_time_ms(2, 0) == 0  # per broker
+    assert limiter.throttle_time_ms(1, 50) == 50
+    assert limiter.throttle_time_ms(1, 100) == 0
+    assert limiter.throttle_time_ms(1, 10_000) == 0  # refilled, capped at the burst
+    assert [limiter.throttle_time_ms(1, 10_000) for _ in range(2)] == [0, 0]
+    assert limiter.throttle_time_ms(1, 10_000) > 0
