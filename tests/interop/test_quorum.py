@@ -267,3 +267,46 @@ def test_dev_cluster_starts_three_controllers_and_stops_them_on_ctrl_c(tmp_path)
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+def test_metadata_quorum_cli_prints_status_and_replication(cluster: ProcessCluster) -> None:
+    leader = cluster.wait_for_leader().leader_id
+    follower = next(n for n in cluster.nodes if n != leader)
+    for flag, first_word in (("--status", "LeaderId:"), ("--replication", "NodeId")):
+        out = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "pykraft.cli",
+                "metadata",
+                "quorum",
+                "--bootstrap-controller",
+                cluster.nodes[leader].address,
+                "describe",
+                flag,
+            ],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=True,
+        ).stdout
+        assert out.split()[0] == first_word, out
+    refused = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pykraft.cli",
+            "metadata",
+            "quorum",
+            "--bootstrap-controller",
+            cluster.nodes[follower].address,
+            "describe",
+            "--status",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert refused.returncode == 1
+    assert "NOT_LEADER_OR_FOLLOWER" in refused.stderr and f"leader id {leader}" in refused.stderr
+    assert len(refused.stderr.strip().splitlines()) == 1  # one line, no traceback
