@@ -268,7 +268,8 @@ class MetadataPlane:
         itself when the driver does not stop in time)."""
         self.fail_pending_writes()
         raft = self.raft
-        if raft is not None and self._task is not None and raft.role == Role.LEADER and self.channels:
+        has_peers = len(self.config.controller_quorum_voters) > 1
+        if raft is not None and self._task is not None and raft.role == Role.LEADER and has_peers:
             # Graceful resignation: EndQuorumEpoch tells the voters to elect a successor now rather
             # than after their fetch timeout (KafkaRaftClient.shutdown).
             raft.resign(now_ms())
@@ -386,9 +387,11 @@ class MetadataPlane:
         for _, fut in waiters:
             if not fut.done():
                 fut.set_exception(NotControllerError("this controller lost the leadership"))
+        raft = self.raft
+        if self._stopping:
+            return  # resigned on shutdown: nothing will write through this controller again
         self.controller = QuorumController(rng=self.rng, default_num_partitions=self.config.num_partitions)
         self.controller.load_image(self.image, self._applied_end_offset)
-        raft = self.raft
         assert raft is not None
         log.info(
             "node %d is no longer the active controller (epoch %d, leader %d)",
