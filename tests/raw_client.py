@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import struct
+import uuid
+from typing import Any
 
 from kafka.protocol.consumer import FetchRequest
 
@@ -59,3 +61,37 @@ class RawClient(BrokerConnection):
             return self.sock.recv(1) == b""
         except (ConnectionResetError, BrokenPipeError):
             return True
+
+
+def register_broker(address: str, broker_id: int, cluster_id: str | None) -> Any:
+    """BrokerRegistration (62) as a broker process sends it, to a controller listener."""
+    from pykraft.protocol.messages import BrokerRegistrationRequest, BrokerRegistrationResponse
+
+    listener = BrokerRegistrationRequest.Listener(
+        name="PLAINTEXT", host="127.0.0.1", port=1, security_protocol=0
+    )
+    request = BrokerRegistrationRequest(
+        broker_id=broker_id,
+        cluster_id=cluster_id,
+        incarnation_id=uuid.uuid4(),
+        listeners=[listener],
+        features=[],
+        rack=None,
+    )
+    with RawClient(address) as client:
+        return client.request(request, BrokerRegistrationResponse, 0)
+
+
+def broker_heartbeat(address: str, broker_id: int, broker_epoch: int, current_metadata_offset: int) -> Any:
+    """BrokerHeartbeat (63) to a controller listener."""
+    from pykraft.protocol.messages import BrokerHeartbeatRequest, BrokerHeartbeatResponse
+
+    request = BrokerHeartbeatRequest(
+        broker_id=broker_id,
+        broker_epoch=broker_epoch,
+        current_metadata_offset=current_metadata_offset,
+        want_fence=False,
+        want_shut_down=False,
+    )
+    with RawClient(address) as client:
+        return client.request(request, BrokerHeartbeatResponse, 0)

@@ -16,7 +16,6 @@ import socket
 import subprocess
 import sys
 import time
-import uuid
 from collections.abc import Iterator
 
 import pytest
@@ -30,10 +29,9 @@ from pykraft.io.metadata_cli import (
     quorum_status_lines,
 )
 from pykraft.io.raft_log import METADATA_PARTITION_DIR
-from pykraft.protocol.messages import BrokerRegistrationRequest, BrokerRegistrationResponse
 from pykraft.storage.meta_properties import parse_meta_properties
 from pykraft.testing import ProcessCluster, process_cluster
-from tests.raw_client import RawClient
+from tests.raw_client import RawClient, broker_heartbeat, register_broker
 
 # Snapshots and log cleaning every few hundred ms, so a voter that is down for a second falls below
 # the leader's log start (KIP-630 catch-up by snapshot); a NoOpRecord every 50 ms keeps the log moving.
@@ -59,21 +57,11 @@ def cluster(tmp_path) -> Iterator[ProcessCluster]:  # type: ignore[no-untyped-de
 
 
 def _register_broker(address: str, cluster_id: str, broker_id: int = 100) -> tuple[int, int]:
-    """BrokerRegistration (62) as a broker process sends it: (error code, broker epoch)."""
-    request = BrokerRegistrationRequest(
-        broker_id=broker_id,
-        cluster_id=cluster_id,
-        incarnation_id=uuid.uuid4(),
-        listeners=[
-            BrokerRegistrationRequest.Listener(
-                name="PLAINTEXT", host="127.0.0.1", port=9092, security_protocol=0
-            )
-        ],
-        features=[],
-        rack=None,
-    )
-    with RawClient(address) as client:
-        response = client.request(request, BrokerRegistrationResponse, 0)
+    """Register a broker the way a broker process does, and heartbeat it unfenced: (error, epoch)."""
+    response = register_broker(address, broker_id, cluster_id)
+    if response.error_code == ErrorCode.NONE:
+        beat = broker_heartbeat(address, broker_id, response.broker_epoch, response.broker_epoch)
+        assert (beat.error_code, beat.is_fenced) == (ErrorCode.NONE, False), beat
     return int(response.error_code), int(response.broker_epoch)
 
 

@@ -5,21 +5,21 @@ refused on the client listener."""
 from __future__ import annotations
 
 import os
-import uuid
+import time
 
 import pytest
+from kafka.protocol.admin import CreateTopicsRequest, CreateTopicsResponse
+from kafka.protocol.metadata import MetadataRequest, MetadataResponse
 
 from pykraft.controller.producer_ids import PRODUCER_ID_BLOCK_BURST, ProducerIdAllocationLimiter
 from pykraft.core.errors import ErrorCode
 from pykraft.protocol.messages import (
     AllocateProducerIdsRequest,
     AllocateProducerIdsResponse,
-    BrokerRegistrationRequest,
-    BrokerRegistrationResponse,
 )
 from pykraft.storage.meta_properties import parse_meta_properties
 from pykraft.testing import running_node
-from tests.raw_client import RawClient
+from tests.raw_client import RawClient, broker_heartbeat, register_broker
 
 
 @pytest.fixture(scope="module")
@@ -41,23 +41,7 @@ def test_allocate_producer_ids__registered_broker_gets_increasing_blocks(node) -
     with open(os.path.join(node.data_dir, "meta.properties"), encoding="utf-8") as fh:
         cluster_id = parse_meta_properties(fh.read()).cluster_id
     address = node.controller_address
-    with RawClient(address) as client:
-        registered = client.request(
-            BrokerRegistrationRequest(
-                broker_id=100,
-                cluster_id=cluster_id,
-                incarnation_id=uuid.uuid4(),
-                listeners=[
-                    BrokerRegistrationRequest.Listener(
-                        name="PLAINTEXT", host="127.0.0.1", port=1, security_protocol=0
-                    )
-                ],
-                features=[],
-                rack=None,
-            ),
-            BrokerRegistrationResponse,
-            0,
-        )
+    registered = register_broker(address, 100, cluster_id)
     assert registered.error_code == ErrorCode.NONE
     epoch = registered.broker_epoch
     first = _allocate(address, 100, epoch)
@@ -89,3 +73,59 @@ def test_limiter__burst_then_refill_at_the_rate() -> None:
     assert limiter.throttle_time_ms(1, 10_000) == 0  # refilled, capped at the burst
     assert [limiter.throttle_time_ms(1, 10_000) for _ in range(2)] == [0, 0]
     assert limiter.throttle_time_ms(1, 10_000) > 0
+
+
+def _cluster_id(node) -> str:  # type: ignore[no-untyped-def]
+    with open(os.path.join(node.data_dir, "meta.properties"), encoding="utf-8") as fh:
+        cluster_id = parse_meta_properties(fh.read()).cluster_id
+    assert cluster_id is not None
+    return cluster_id
+
+
+def _create_on(address: str, name: str, broker_id: int) -> int:
+    topic = CreateTopicsRequest.CreatableTopic(
+        name=name,
+        num_partitions=-1,
+        replication_factor=-1,
+        assignments=[
+            CreateTopicsRequest.CreatableTopic.CreatableReplicaAssignment(
+                partition_index=0, broker_ids=[broker_id]
+            )
+        ],
+        configs=[],
+    )
+    with RawClient(address) as client:
+        response = client.request(
+            CreateTopicsRequest(topics=[topic], timeout_ms=10000, validate_only=False),
+            CreateTopicsResponse,
+            5,
+        )
+    return int(response.topics[0].error_code)
+
+
+def test_broker_heartbeats__unfence_when_caught_up__fence_when_the_session_expires() -> None:
+    with running_node(overrides={"broker.session.timeout.ms": "1000"}) as node:
+        address = node.controller_address
+        registered = register_broker(address, 200, _cluster_id(node))
+        epoch = registered.broker_epoch
+        # A broker process registers fenced: nothing is placed on it yet.
+        behind = broker_heartbeat(address, 200, epoch, epoch - 1)
+        assert (behind.error_code, behind.is_caught_up, behind.is_fenced) == (ErrorCode.NONE, False, True)
+        assert _create_on(address, "too-early", 200) != ErrorCode.NONE
+        # Caught up with its own registration: unfenced.
+        caught_up = broker_heartbeat(address, 200, epoch, epoch)
+        assert (caught_up.is_caught_up, caught_up.is_fenced) == (True, False)
+        assert _create_on(address, "on-200", 200) == ErrorCode.NONE
+        assert broker_heartbeat(address, 200, epoch - 1, epoch).error_code == ErrorCode.STALE_BROKER_EPOCH
+        # No heartbeat for broker.session.timeout.ms: fenced, and its partition has no leader.
+        deadline = time.monotonic() + 10
+        while _create_on(address, f"probe-{time.monotonic_ns()}", 200) == ErrorCode.NONE:
+            assert time.monotonic() < deadline, "broker 200 was never fenced"
+            time.sleep(0.2)
+        with RawClient(node.bootstrap_servers) as client:
+            metadata = client.request(
+                MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(name="on-200")]),
+                MetadataResponse,
+                9,
+            )
+        assert metadata.topics[0].partitions[0].leader_id == -1

@@ -36,6 +36,7 @@ from pykraft.metadata.image import (
 )
 from pykraft.metadata.records import (
     ApiMessageAndVersion,
+    FenceBrokerRecord,
     MetadataReplayError,
     MetadataVersion,
     UnfenceBrokerRecord,
@@ -50,6 +51,34 @@ class BrokerRegistrationReply:
     error_code: ErrorCode
     broker_epoch: int = -1
     error_message: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerHeartbeatReply:
+    """BrokerHeartbeatResponse's fields (KIP-631)."""
+
+    error_code: ErrorCode
+    is_caught_up: bool = False
+    is_fenced: bool = True
+    should_shut_down: bool = False
+
+
+class BrokerHeartbeatTracker:
+    """When each broker last heartbeated (Kafka's BrokerHeartbeatManager): soft state of the active
+    controller, never in the metadata log; a new active controller gives every broker a fresh session."""
+
+    def __init__(self) -> None:
+        self._last_contact_ms: dict[int, int] = {}
+
+    def touch(self, broker_id: int, now_ms: int) -> None:
+        self._last_contact_ms[broker_id] = now_ms
+
+    def forget(self, broker_id: int) -> None:
+        self._last_contact_ms.pop(broker_id, None)
+
+    def expired(self, now_ms: int, session_timeout_ms: int) -> list[int]:
+        """Brokers whose last heartbeat is older than ``session_timeout_ms``."""
+        return sorted(b for b, t in self._last_contact_ms.items() if now_ms - t > session_timeout_ms)
 
 
 class ClusterControlManager:
@@ -113,8 +142,11 @@ class ClusterControlManager:
         new_broker_epoch: int,
         log_dirs: Sequence[uuid.UUID] = (),
         supported_features: Sequence[BrokerFeature] = (),
+        unfence: bool | None = None,
     ) -> ControllerResult[BrokerRegistrationReply]:
-        """Records that register (or amend) broker ``broker_id``; the reply carries its broker epoch."""
+        """Records that register (or amend) broker ``broker_id``; the reply carries its broker epoch.
+        ``unfence``: unfence at once (the in-process broker of a single node) or wait for a heartbeat
+        that shows it caught up (a broker process, as Kafka); None = this manager's default."""
         assert now_ms >= 0  # reserved for heartbeat sessions (rule 2)
         assert new_broker_epoch >= 0
         if broker_id < 0:
@@ -151,10 +183,47 @@ class ClusterControlManager:
             log_dirs=tuple(log_dirs),
         )
         records = [registration.to_record(metadata_version)]
-        if self._unfence_on_register and registration.fenced:
+        if (self._unfence_on_register if unfence is None else unfence) and registration.fenced:
             unfence = UnfenceBrokerRecord(id=broker_id, epoch=registration.broker_epoch)
             records.append(ApiMessageAndVersion.of(unfence))
         return ControllerResult(records, BrokerRegistrationReply(ErrorCode.NONE, registration.broker_epoch))
+
+    def broker_heartbeat(
+        self,
+        broker_id: int,
+        broker_epoch: int,
+        current_metadata_offset: int,
+        *,
+        want_fence: bool,
+        want_shut_down: bool,
+    ) -> tuple[list[ApiMessageAndVersion], BrokerHeartbeatReply]:
+        """BrokerHeartbeat (63): the fencing records it calls for and the reply (before replay).
+
+        A fenced broker is unfenced once it is caught up: its metadata offset has reached its own
+        registration record (whose offset is its broker epoch). ``want_fence`` fences it; a broker
+        that wants to shut down is fenced and told it may (pykraft has no replicas to move leadership
+        to yet, so controlled shutdown is immediate)."""
+        error = self.check_broker_epoch(broker_id, broker_epoch)
+        if error is not ErrorCode.NONE:
+            return [], BrokerHeartbeatReply(error)
+        registration = self._brokers[broker_id]
+        caught_up = current_metadata_offset >= broker_epoch
+        records: list[ApiMessageAndVersion] = []
+        fenced = registration.fenced
+        if (want_fence or want_shut_down) and not fenced:
+            records.append(ApiMessageAndVersion.of(FenceBrokerRecord(id=broker_id, epoch=broker_epoch)))
+            fenced = True
+        elif fenced and caught_up and not want_fence and not want_shut_down:
+            records.append(ApiMessageAndVersion.of(UnfenceBrokerRecord(id=broker_id, epoch=broker_epoch)))
+            fenced = False
+        return records, BrokerHeartbeatReply(ErrorCode.NONE, caught_up, fenced, want_shut_down)
+
+    def fence(self, broker_id: int) -> list[ApiMessageAndVersion]:
+        """A FenceBrokerRecord for a registered, unfenced broker (its session expired); [] otherwise."""
+        registration = self._brokers.get(broker_id)
+        if registration is None or registration.fenced:
+            return []
+        return [ApiMessageAndVersion.of(FenceBrokerRecord(id=broker_id, epoch=registration.broker_epoch))]
 
     def restore(self, brokers: dict[int, BrokerRegistration], cluster_id: str | None) -> None:
         """Set the saved state (AbortTransactionRecord, and QuorumController.load_image)."""

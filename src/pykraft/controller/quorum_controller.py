@@ -28,7 +28,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from pykraft.controller.cluster import BrokerRegistrationReply, ClusterControlManager
+from pykraft.controller.cluster import BrokerHeartbeatReply, BrokerRegistrationReply, ClusterControlManager
 from pykraft.controller.configs import ConfigurationControlManager
 from pykraft.controller.features import FeatureControlManager
 from pykraft.controller.producer_ids import (
@@ -214,6 +214,7 @@ class QuorumController:
         *,
         log_dirs: Sequence[uuid.UUID] = (),
         supported_features: Sequence[BrokerFeature] = (),
+        unfence: bool | None = None,
     ) -> ControllerResult[BrokerRegistrationReply]:
         # Kafka: the new broker epoch is the offset the RegisterBrokerRecord is written at.
         endpoints = [
@@ -231,6 +232,7 @@ class QuorumController:
             new_broker_epoch=self._next_write_offset,
             log_dirs=log_dirs,
             supported_features=supported_features,
+            unfence=unfence,
         )
         return self._write(result)
 
@@ -257,6 +259,42 @@ class QuorumController:
     ) -> ControllerResult[AllocateProducerIdsResult]:
         """AllocateProducerIds (api key 67), KIP-730 (kafka-facts.md §1.4)."""
         return self._write(self.producer_id_control.generate_next_producer_id(broker_id, broker_epoch))
+
+    def broker_heartbeat(
+        self,
+        broker_id: int,
+        broker_epoch: int,
+        current_metadata_offset: int,
+        *,
+        want_fence: bool = False,
+        want_shut_down: bool = False,
+    ) -> ControllerResult[BrokerHeartbeatReply]:
+        """BrokerHeartbeat (63, KIP-631): unfence a caught-up broker, fence one that asks; a fenced
+        broker's partitions move their leadership off it."""
+        records, reply = self.cluster_control.broker_heartbeat(
+            broker_id,
+            broker_epoch,
+            current_metadata_offset,
+            want_fence=want_fence,
+            want_shut_down=want_shut_down,
+        )
+        if any(isinstance(r.message, FenceBrokerRecord) for r in records):
+            records += self.replication_control.leave_fenced_broker(broker_id)
+        return self._write(ControllerResult(records, reply))
+
+    def fence_brokers(self, broker_ids: Sequence[int]) -> ControllerResult[list[int]]:
+        """Fence brokers whose heartbeat session expired (broker.session.timeout.ms); returns the ids
+        actually fenced (registered and unfenced ones)."""
+        fenced: list[int] = []
+        written: list[ApiMessageAndVersion] = []
+        for broker_id in broker_ids:
+            records = self.cluster_control.fence(broker_id)
+            if records:
+                records += self.replication_control.leave_fenced_broker(broker_id)
+                # Replayed broker by broker: the next broker's leader choice sees this one fenced.
+                written += self._write(ControllerResult(records, None)).records
+                fenced.append(broker_id)
+        return ControllerResult(written, fenced)
 
     def no_op(self) -> ControllerResult[None]:
         """KIP-835: the NoOpRecord an idle active controller writes so followers see a live leader."""

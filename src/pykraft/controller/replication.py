@@ -34,10 +34,11 @@ from pykraft.controller.features import FeatureControlManager
 from pykraft.controller.result import ControllerResult
 from pykraft.core.errors import ErrorCode
 from pykraft.core.uuid import ZERO_UUID, random_uuid
-from pykraft.metadata.image import PartitionRegistration
+from pykraft.metadata.image import NO_LEADER, NO_LEADER_CHANGE, PartitionRegistration
 from pykraft.metadata.records import (
     ApiMessageAndVersion,
     MetadataReplayError,
+    PartitionChangeRecord,
     RemoveTopicRecord,
     TopicRecord,
     uuid_or_zero,
@@ -413,6 +414,31 @@ class ReplicationControlManager:
     def replay_partition(self, record: Any) -> None:
         info = self._topic_or_raise(uuid_or_zero(record.topic_id), "create partition")
         info.partitions[record.partition_id] = PartitionRegistration.from_record(record)
+
+    def leave_fenced_broker(self, broker_id: int) -> list[ApiMessageAndVersion]:
+        """Kafka ReplicationControlManager.handleBrokerFenced: ``broker_id`` leaves every ISR and its
+        partitions get another usable ISR member as leader, or none (-1) when no other is left; the
+        ISR keeps its last member (Kafka without ELR), so the partition stays offline until it
+        returns. One PartitionChangeRecord per partition that changes, fields unchanged left null."""
+        usable = set(self._cluster_control.usable_broker_ids()) - {broker_id}
+        records: list[ApiMessageAndVersion] = []
+        for info in sorted(self._topics.values(), key=lambda t: t.name):
+            for partition_id, part in sorted(info.partitions.items()):
+                if broker_id not in part.isr and part.leader != broker_id:
+                    continue
+                isr = [r for r in part.isr if r != broker_id] or list(part.isr)
+                leader = part.leader
+                if leader == broker_id or leader not in usable:
+                    leader = next((r for r in part.replicas if r in isr and r in usable), NO_LEADER)
+                new_isr = None if tuple(isr) == part.isr else isr
+                new_leader = NO_LEADER_CHANGE if leader == part.leader else leader
+                if new_isr is None and new_leader == NO_LEADER_CHANGE:
+                    continue
+                change = PartitionChangeRecord(
+                    partition_id=partition_id, topic_id=info.topic_id, isr=new_isr, leader=new_leader
+                )
+                records.append(ApiMessageAndVersion.of(change))
+        return records
 
     def replay_partition_change(self, record: Any) -> None:
         info = self._topic_or_raise(uuid_or_zero(record.topic_id), "change partition")

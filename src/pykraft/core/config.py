@@ -77,6 +77,9 @@ class NodeConfig:
     controller_quorum_retry_backoff_ms: int = 20
     controller_quorum_append_linger_ms: int = 25
     controller_quorum_bootstrap_servers: tuple[tuple[str, int], ...] = ()
+    # KIP-631 broker sessions: fenced when no heartbeat came for this long.
+    broker_session_timeout_ms: int = 9000
+    broker_heartbeat_interval_ms: int = 2000
     # KIP-835: the active controller writes a NoOpRecord when the log was idle this long (0 = never).
     metadata_max_idle_interval_ms: int = 500
     ignored: tuple[str, ...] = field(default=())
@@ -217,6 +220,8 @@ USED_PROPERTIES: Final[frozenset[str]] = frozenset(
         "controller.quorum.retry.backoff.ms",
         "controller.quorum.append.linger.ms",
         "metadata.max.idle.interval.ms",
+        "broker.session.timeout.ms",
+        "broker.heartbeat.interval.ms",
         "listener.security.protocol.map",
         "inter.broker.listener.name",
         "log.dirs",
@@ -392,5 +397,7 @@ def load_config(text: str, overrides: dict[str, str] | None = None) -> NodeConfi
         controller_quorum_append_linger_ms=_int(props, "controller.quorum.append.linger.ms", 25, minimum=0),
         controller_quorum_bootstrap_servers=tuple(bootstrap_servers),
         metadata_max_idle_interval_ms=_int(props, "metadata.max.idle.interval.ms", 500, minimum=0),
+        broker_session_timeout_ms=_int(props, "broker.session.timeout.ms", 9000, minimum=1),
+        broker_heartbeat_interval_ms=_int(props, "broker.heartbeat.interval.ms", 2000, minimum=1),
         ignored=ignored,
     )

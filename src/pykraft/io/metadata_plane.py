@@ -24,6 +24,7 @@ from typing import Any
 from kafka.protocol.admin import CreateTopicsResponse, DeleteTopicsResponse
 
 from pykraft.broker.handlers import BrokerView, ClusterView, PartitionView, TopicView
+from pykraft.controller.cluster import BrokerHeartbeatReply, BrokerHeartbeatTracker
 from pykraft.controller.producer_ids import ProducerIdAllocationLimiter
 from pykraft.controller.quorum_controller import QuorumController
 from pykraft.controller.replication import CreatableReplicaAssignment, CreatableTopic
@@ -40,7 +41,11 @@ from pykraft.log.partition_log import PartitionLog
 from pykraft.metadata.delta import MetadataDelta
 from pykraft.metadata.image import BrokerEndpoint, MetadataImage
 from pykraft.metadata.records import ApiMessageAndVersion, decode_metadata_record, encode_metadata_record
-from pykraft.protocol.messages import AllocateProducerIdsResponse, BrokerRegistrationResponse
+from pykraft.protocol.messages import (
+    AllocateProducerIdsResponse,
+    BrokerHeartbeatResponse,
+    BrokerRegistrationResponse,
+)
 from pykraft.raft import wire
 from pykraft.raft.messages import (
     BeginQuorumEpochRequest,
@@ -137,6 +142,7 @@ class MetadataPlane:
         self._applied_end_offset = 0
         self._last_append_ms = 0
         self.allocation_limiter = ProducerIdAllocationLimiter()
+        self.heartbeats = BrokerHeartbeatTracker()
         self._wakeup = asyncio.Event()
         self._active = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
@@ -306,6 +312,7 @@ class MetadataPlane:
                 await asyncio.sleep(0)
                 continue
             self._maybe_write_no_op()
+            self._maybe_fence_expired_brokers()
             wait_s = min(RAFT_TICK_S, max(0.0, (self.raft.next_deadline_ms() - now_ms()) / 1000))
             if wait_s > 0:
                 await wait_event(self._wakeup, wait_s)
@@ -374,6 +381,12 @@ class MetadataPlane:
             activation.set_result(None)
         self._activation = activation
         self._last_append_ms = now_ms()
+        # Every broker process gets a fresh session from a new active controller (Kafka: heartbeat
+        # state is not in the log). The embedded node's own broker never heartbeats: not tracked.
+        self.heartbeats = BrokerHeartbeatTracker()
+        if not self.waits_for_activation:
+            for broker_id in self.controller.cluster_control.registrations():
+                self.heartbeats.touch(broker_id, now_ms())
         log.info("node %d is the active controller at epoch %d", self.config.node_id, raft.epoch)
 
     def _lose_leadership(self) -> None:
@@ -655,7 +668,9 @@ class MetadataPlane:
             request.rack,
             now_ms(),
             log_dirs=tuple(request.log_dirs or ()) if version >= 2 else (),
+            unfence=False,  # a broker process is unfenced by a heartbeat that shows it caught up
         )
+        self.heartbeats.touch(request.broker_id, now_ms())
         try:
             reply = await self._write(result)
         except NotControllerError:
@@ -665,6 +680,59 @@ class MetadataPlane:
         return BrokerRegistrationResponse(
             version=version, throttle_time_ms=0, error_code=reply.error_code, broker_epoch=reply.broker_epoch
         )
+
+    async def handle_broker_heartbeat(self, request: Any, version: int) -> Any:
+        """BrokerHeartbeat (63) on the active controller (KIP-631): renews the broker's session;
+        unfences it once caught up, fences it when it asks (or wants to shut down). The answer is sent
+        once the fencing records are committed."""
+
+        def answer(reply: BrokerHeartbeatReply) -> Any:
+            return BrokerHeartbeatResponse(
+                version=version,
+                throttle_time_ms=0,
+                error_code=reply.error_code,
+                is_caught_up=reply.is_caught_up,
+                is_fenced=reply.is_fenced,
+                should_shut_down=reply.should_shut_down,
+            )
+
+        if not self._controller_active or self._stopping:
+            return answer(BrokerHeartbeatReply(ErrorCode.NOT_CONTROLLER))
+        result = self.controller.broker_heartbeat(
+            request.broker_id,
+            request.broker_epoch,
+            request.current_metadata_offset,
+            want_fence=bool(request.want_fence),
+            want_shut_down=bool(request.want_shut_down),
+        )
+        if result.response.error_code == ErrorCode.NONE:
+            self.heartbeats.touch(request.broker_id, now_ms())
+            if result.response.should_shut_down:
+                self.heartbeats.forget(request.broker_id)
+        try:
+            await self._write(result)
+        except NotControllerError:
+            return answer(BrokerHeartbeatReply(ErrorCode.NOT_CONTROLLER))
+        return answer(result.response)
+
+    def _maybe_fence_expired_brokers(self) -> None:
+        """Brokers whose heartbeats stopped for broker.session.timeout.ms are fenced, and their
+        partitions' leadership moves off them (Kafka's BrokerHeartbeatManager + handleBrokerFenced)."""
+        if not self._controller_active or self._stopping:
+            return
+        expired = self.heartbeats.expired(now_ms(), self.config.broker_session_timeout_ms)
+        if not expired:
+            return
+        for broker_id in expired:
+            self.heartbeats.forget(broker_id)
+        result = self.controller.fence_brokers(expired)
+        if result.records:
+            log.info(
+                "fencing broker(s) %s: no heartbeat for %d ms",
+                result.response,
+                self.config.broker_session_timeout_ms,
+            )
+            self._append(result)
 
     async def handle_allocate_producer_ids(self, request: Any, version: int) -> Any:
         """AllocateProducerIds (67) from a broker over the network (KIP-730), on the active controller:

@@ -417,6 +417,7 @@ class Node:
             ApiKey.DELETE_TOPICS: metadata.handle_delete_topics,
             ApiKey.BROKER_REGISTRATION: metadata.handle_broker_registration,
             ApiKey.ALLOCATE_PRODUCER_IDS: metadata.handle_allocate_producer_ids,
+            ApiKey.BROKER_HEARTBEAT: metadata.handle_broker_heartbeat,
         }
         handler = handlers_by_key.get(key)
         if handler is not None:
@@ -481,6 +482,7 @@ CONTROLLER_API_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     ApiKey.DELETE_TOPICS: messages.SUPPORTED_VERSIONS[ApiKey.DELETE_TOPICS],
     ApiKey.BROKER_REGISTRATION: (0, 4),
     ApiKey.ALLOCATE_PRODUCER_IDS: (0, 0),
+    ApiKey.BROKER_HEARTBEAT: (0, 1),
 }
 
 
