@@ -129,3 +129,12 @@ def test_broker_heartbeats__unfence_when_caught_up__fence_when_the_session_expir
                 9,
             )
         assert metadata.topics[0].partitions[0].leader_id == -1
+        # Back (caught up): unfenced, and it leads its partition again.
+        assert broker_heartbeat(address, 200, epoch, epoch).is_fenced is False
+        with RawClient(node.bootstrap_servers) as client:
+            metadata = client.request(
+                MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(name="on-200")]),
+                MetadataResponse,
+                9,
+            )
+        assert metadata.topics[0].partitions[0].leader_id == 200

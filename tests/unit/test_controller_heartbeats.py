@@ -95,3 +95,19 @@ def test_tracker_expires_brokers_past_the_session_timeout() -> None:
     assert tracker.expired(9_001, 9_000) == [1]
     tracker.forget(1)
     assert tracker.expired(20_000, 9_000) == [2]
+
+
+def test_an_unfenced_broker_leads_again_the_partitions_left_without_a_leader() -> None:
+    controller = _controller()
+    epoch = _register(controller, 1, unfence=True)
+    controller.create_topics([CreatableTopic("t", 2, 1)])
+    controller.fence_brokers([1])
+    assert {leader for leader, _ in _partitions(controller).values()} == {-1}
+    back = controller.broker_heartbeat(1, epoch, current_metadata_offset=controller.next_write_offset)
+    assert not back.response.is_fenced
+    assert [type(r.message) for r in back.records] == [
+        UnfenceBrokerRecord,
+        PartitionChangeRecord,
+        PartitionChangeRecord,
+    ]
+    assert {leader for leader, _ in _partitions(controller).values()} == {1}

@@ -280,6 +280,8 @@ class QuorumController:
         )
         if any(isinstance(r.message, FenceBrokerRecord) for r in records):
             records += self.replication_control.leave_fenced_broker(broker_id)
+        if any(isinstance(r.message, UnfenceBrokerRecord) for r in records):
+            records += self.replication_control.lead_again_after_unfence(broker_id)
         return self._write(ControllerResult(records, reply))
 
     def fence_brokers(self, broker_ids: Sequence[int]) -> ControllerResult[list[int]]:

@@ -440,6 +440,19 @@ class ReplicationControlManager:
                 records.append(ApiMessageAndVersion.of(change))
         return records
 
+    def lead_again_after_unfence(self, broker_id: int) -> list[ApiMessageAndVersion]:
+        """Kafka ReplicationControlManager.handleBrokerUnfenced: partitions left with no leader whose
+        ISR holds ``broker_id`` elect it (it is being unfenced by the records these follow)."""
+        records: list[ApiMessageAndVersion] = []
+        for info in sorted(self._topics.values(), key=lambda t: t.name):
+            for partition_id, part in sorted(info.partitions.items()):
+                if part.leader == NO_LEADER and broker_id in part.isr:
+                    change = PartitionChangeRecord(
+                        partition_id=partition_id, topic_id=info.topic_id, leader=broker_id
+                    )
+                    records.append(ApiMessageAndVersion.of(change))
+        return records
+
     def replay_partition_change(self, record: Any) -> None:
         info = self._topic_or_raise(uuid_or_zero(record.topic_id), "change partition")
         current = info.partitions.get(record.partition_id)
