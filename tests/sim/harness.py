@@ -278,8 +278,12 @@ class World:
                 return None  # not the active controller yet: nothing to write
             # KIP-1262: every activating leader offers its own freshly minted id; only the first sticks.
             minted = f"cluster-{self.rng.getrandbits(32):08x}"
-            records = meta.generate(sim_node.node, self.rng, minted)
-            if not records:
+            # Some operations write nothing (a heartbeat that changes no state): pick another.
+            for _ in range(20):
+                records = meta.generate(sim_node.node, self.rng, minted)
+                if records:
+                    break
+            else:
                 return None
         else:
             count = self.rng.randint(1, 3)

@@ -8,7 +8,10 @@ The world checks, after every apply (kafka-facts §1, KIP-730, KIP-1262, KIP-630
 * producer-ID blocks only move forward in the committed log, so no two blocks ever overlap, across
   any number of leader changes;
 * the cluster id, once committed, never changes, and no node's image ever holds another one;
-* the image any node builds at offset N (by applying the log or by loading a snapshot) is the same.
+* the image any node builds at offset N (by applying the log or by loading a snapshot) is the same;
+* KIP-631: every partition is led by a registered, unfenced broker of its ISR, or by nobody, through
+  registrations (in-process and broker processes), heartbeats that unfence or fence, expired sessions
+  and controlled shutdowns.
 """
 
 from __future__ import annotations
@@ -112,20 +115,40 @@ class NodeMetadata:
             )
             registered = [b for b in BROKER_IDS if self.controller.broker_epoch(b) >= 0]
             action = choice.random()
-            if not registered or action < 0.2:
+            if not registered or action < 0.15:
+                # In-process brokers are unfenced at once; broker processes wait for a heartbeat.
                 broker_id = choice.choice(BROKER_IDS)
                 endpoint = BrokerEndpoint("PLAINTEXT", "127.0.0.1", 9000 + broker_id, 0)
                 result = self.controller.register_broker(
-                    broker_id, uuid.UUID(int=choice.getrandbits(128)), [endpoint], None, 0
+                    broker_id,
+                    uuid.UUID(int=choice.getrandbits(128)),
+                    [endpoint],
+                    None,
+                    0,
+                    unfence=choice.random() < 0.5,
                 )
-            elif action < 0.7:
+            elif action < 0.45:
                 broker_id = choice.choice(registered)
                 result = self.controller.allocate_producer_ids(
                     broker_id, self.controller.broker_epoch(broker_id)
                 )
+            elif action < 0.6:
+                # KIP-631 heartbeats from a broker that is behind, just caught up, or ahead.
+                broker_id = choice.choice(registered)
+                epoch = self.controller.broker_epoch(broker_id)
+                result = self.controller.broker_heartbeat(
+                    broker_id,
+                    epoch,
+                    choice.choice([epoch - 1, epoch, self.applied_end_offset]),
+                    want_fence=choice.random() < 0.05,
+                    want_shut_down=choice.random() < 0.05,
+                )
+            elif action < 0.67:
+                result = self.controller.fence_brokers([choice.choice(registered)])  # a session expired
             else:
                 name = f"t{choice.randrange(40)}"
-                result = self.controller.create_topics([CreatableTopic(name, choice.randint(1, 3), 1)])
+                topic = CreatableTopic(name, choice.randint(1, 3), choice.choice([1, 1, 2]))
+                result = self.controller.create_topics([topic])
         return [encode_metadata_record(record) for record in result.records]
 
 
@@ -154,6 +177,22 @@ class MetadataInvariants:
                     )
         self.check_image(node_id, meta)
 
+    @staticmethod
+    def check_leaders(node_id: int, image: MetadataImage) -> None:
+        """KIP-631: a partition is led by an unfenced, registered broker of its ISR, or by nobody."""
+        brokers = image.cluster.brokers
+        for name, topic in image.topics.topics_by_name.items():
+            for partition_id, part in topic.partitions.items():
+                if part.leader == -1:
+                    continue
+                registration = brokers.get(part.leader)
+                if registration is None or registration.fenced or part.leader not in part.isr:
+                    raise MetadataViolation(
+                        f"node {node_id}: {name}-{partition_id} is led by {part.leader} "
+                        f"(registered={registration is not None}, fenced={registration.fenced if registration else None}, "
+                        f"isr={part.isr})"
+                    )
+
     def check_image(self, node_id: int, meta: NodeMetadata) -> None:
         cluster_id = meta.image.cluster_id
         if cluster_id is not None:
@@ -167,6 +206,7 @@ class MetadataInvariants:
             raise MetadataViolation(
                 f"KIP-1262: node {node_id} lost the cluster id at {meta.applied_end_offset}"
             )
+        self.check_leaders(node_id, meta.image)
         first = self.image_at.setdefault(meta.applied_end_offset, meta.image)
         # Structural equality first (cheap); the record digest decides, so provenance alone never differs.
         if (

@@ -115,13 +115,16 @@ SWITCHES: dict[str, Switch] = {
         ),
         voter_restarts_after_granting,
         "two leaders in epoch",
+        # Frequent crashes with quick restarts and short partitions: many elections, each a chance
+        # for a voter to forget its vote.
         SimOptions(
             voter_count=3,
-            drop_rate=0.1,
-            delay_ms_max=20,
-            crash_interval_ms=400,
-            restart_delay_ms_max=50,
-            partition_interval_ms=1500,
+            drop_rate=0.2,
+            delay_ms_max=30,
+            crash_interval_ms=200,
+            restart_delay_ms_max=20,
+            partition_interval_ms=800,
+            partition_duration_ms_max=1000,
             propose_interval_ms=50,
             safety_duration_ms=6000,
         ),

@@ -234,7 +234,17 @@ class QuorumController:
             supported_features=supported_features,
             unfence=unfence,
         )
-        return self._write(result)
+        existing = self.cluster_control.registration(broker_id)
+        restarted = existing is not None and existing.incarnation_id != incarnation_id and unfence is False
+        if not restarted or not result.records:
+            return self._write(result)
+        # A broker process came back as a new incarnation (an unclean restart): it is fenced until it
+        # heartbeats, so its leadership moves off it now (Kafka handleBrokerUncleanShutdown).
+        written = self._write(ControllerResult(result.records, None)).records
+        written += self._write(
+            ControllerResult(self.replication_control.leave_fenced_broker(broker_id), None)
+        ).records
+        return ControllerResult(written, result.response)
 
     def create_topics(
         self, topics: Sequence[CreatableTopic], validate_only: bool = False
