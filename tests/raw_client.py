@@ -7,8 +7,26 @@ import uuid
 from typing import Any
 
 from kafka.protocol.consumer import FetchRequest
+from kafka.protocol.producer import ProduceRequest
 
 from pykraft.io.kafka_connection import BrokerConnection, parse_host_port
+
+
+def produce_request(topic: str, records: bytes, acks: int = -1) -> ProduceRequest:
+    """A Produce of ``records`` (a RecordBatch) to partition 0 of ``topic``."""
+    return ProduceRequest(
+        transactional_id=None,
+        acks=acks,
+        timeout_ms=10000,
+        topic_data=[
+            ProduceRequest.TopicProduceData(
+                name=topic,
+                partition_data=[
+                    ProduceRequest.TopicProduceData.PartitionProduceData(index=0, records=records)
+                ],
+            )
+        ],
+    )
 
 
 def fetch_request(

@@ -34,7 +34,6 @@ from kafka.protocol.metadata import (
 from kafka.protocol.producer import (
     InitProducerIdRequest,
     InitProducerIdResponse,
-    ProduceRequest,
     ProduceResponse,
 )
 
@@ -43,7 +42,7 @@ from pykraft.io.node import SHUTDOWN_BUDGET_S
 from pykraft.io.waiting import wait_event
 from pykraft.protocol.records import Record, build_batch, decode_records
 from pykraft.testing import running_node
-from tests.raw_client import RawClient, fetch_request
+from tests.raw_client import RawClient, fetch_request, produce_request
 
 ACKED_TOPIC = "acked"
 # Offsets topic partitions kept small so creating it is quick; a long initial rebalance delay parks
@@ -56,23 +55,12 @@ ROUNDS_PER_DATA_DIR = 20
 AUTO_CREATED_TOPICS_PER_ROUND = 3
 
 
+def _batch(value: bytes) -> bytes:
+    return bytes(build_batch([Record(None, value)], timestamp_ms=1000))
+
+
 def _stops() -> int:
     return int(os.environ.get("SHUTDOWN_STOPS", "200"))
-
-
-def _produce_request(topic: str, value: bytes, acks: int = -1) -> ProduceRequest:
-    batch = bytes(build_batch([Record(None, value)], timestamp_ms=1000))
-    return ProduceRequest(
-        transactional_id=None,
-        acks=acks,
-        timeout_ms=10000,
-        topic_data=[
-            ProduceRequest.TopicProduceData(
-                name=topic,
-                partition_data=[ProduceRequest.TopicProduceData.PartitionProduceData(index=0, records=batch)],
-            )
-        ],
-    )
 
 
 class Load:
@@ -122,11 +110,11 @@ class Load:
             MetadataResponse,
             9,
         )
-        client.request(_produce_request(name, b"x"), ProduceResponse, 9)
+        client.request(produce_request(name, _batch(b"x")), ProduceResponse, 9)
 
     def _acked_producer(self, client: RawClient) -> None:
         value = f"{self.round_no}-{random.getrandbits(48)}".encode()
-        resp = client.request(_produce_request(ACKED_TOPIC, value), ProduceResponse, 9)
+        resp = client.request(produce_request(ACKED_TOPIC, _batch(value)), ProduceResponse, 9)
         partition = resp.responses[0].partition_responses[0]
         if partition.error_code == 0:
             with self.lock:

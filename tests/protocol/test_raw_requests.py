@@ -12,12 +12,11 @@ from kafka.protocol.metadata import ApiVersionsRequest, ApiVersionsResponse, Met
 from kafka.protocol.producer import (
     InitProducerIdRequest,
     InitProducerIdResponse,
-    ProduceRequest,
     ProduceResponse,
 )
 
 from pykraft.protocol.records import Record, build_batch
-from tests.raw_client import RawClient, fetch_request
+from tests.raw_client import RawClient, fetch_request, produce_request
 
 PRODUCE_VERSION = 9
 
@@ -33,19 +32,7 @@ def _create_topic(client: RawClient, name: str, partitions: int = 1) -> None:
 
 
 def _produce(client: RawClient, topic: str, records: bytes, acks: int = -1):
-    req = ProduceRequest(
-        transactional_id=None,
-        acks=acks,
-        timeout_ms=10000,
-        topic_data=[
-            ProduceRequest.TopicProduceData(
-                name=topic,
-                partition_data=[
-                    ProduceRequest.TopicProduceData.PartitionProduceData(index=0, records=records)
-                ],
-            )
-        ],
-    )
+    req = produce_request(topic, records, acks)
     resp = client.request(req, ProduceResponse, PRODUCE_VERSION)
     return resp.responses[0].partition_responses[0]
 
