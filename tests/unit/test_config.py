@@ -69,3 +69,35 @@ def test_bad_values_are_one_line_errors_naming_the_key(override: dict[str, str],
     message = str(excinfo.value)
     assert message.startswith(names + ":")
     assert "\n" not in message
+
+
+def test_quorum_properties_take_kafkas_names_and_defaults() -> None:
+    base = (
+        "node.id=2\nprocess.roles=controller\nlisteners=CONTROLLER://127.0.0.1:19094\n"
+        "controller.quorum.voters=1@127.0.0.1:19093,2@127.0.0.1:19094,3@127.0.0.1:19095\n"
+    )
+    config = load_config(base)
+    assert config.controller_quorum_voters[3] == ("127.0.0.1", 19095)
+    assert (config.controller_quorum_election_timeout_ms, config.controller_quorum_fetch_timeout_ms) == (
+        1000,
+        2000,
+    )
+    assert (config.controller_quorum_request_timeout_ms, config.metadata_max_idle_interval_ms) == (2000, 500)
+    assert config.broker_session_timeout_ms == 9000 and config.is_controller and not config.is_broker
+    tuned = load_config(base + "controller.quorum.election.timeout.ms=300\nbroker.session.timeout.ms=1500\n")
+    assert (tuned.controller_quorum_election_timeout_ms, tuned.broker_session_timeout_ms) == (300, 1500)
+    with pytest.raises(ConfigError, match=r"^controller.quorum.request.timeout.ms: 400 must be above"):
+        load_config(base + "controller.quorum.request.timeout.ms=400\n")
+
+
+def test_bootstrap_servers_without_voters__one_controller_is_standalone__several_are_refused() -> None:
+    lone = "node.id=1\nprocess.roles=controller\nlisteners=CONTROLLER://127.0.0.1:19093\n"
+    config = load_config(lone + "controller.quorum.bootstrap.servers=127.0.0.1:19093\n")
+    assert config.controller_quorum_voters == {1: ("127.0.0.1", 19093)}
+    assert config.controller_quorum_bootstrap_servers == (("127.0.0.1", 19093),)
+    with pytest.raises(ConfigError, match=r"^controller.quorum.bootstrap.servers lists 3 controllers"):
+        load_config(lone + "controller.quorum.bootstrap.servers=h1:1,h2:2,h3:3\n")
+    with pytest.raises(ConfigError, match=r"^controller.quorum.bootstrap.servers: 'nope' is not host:port"):
+        load_config(
+            lone + "controller.quorum.voters=1@127.0.0.1:19093\ncontroller.quorum.bootstrap.servers=nope\n"
+        )

@@ -301,6 +301,14 @@ def load_config(text: str, overrides: dict[str, str] | None = None) -> NodeConfi
         controller_endpoint = next((e for e in listeners if e.listener_name in controller_names), None)
         if controller_endpoint is None:
             raise ConfigError("controller.listener.names: none of them is in listeners")
+        servers = [s.strip() for s in props["controller.quorum.bootstrap.servers"].split(",") if s.strip()]
+        if len(servers) > 1:
+            # Several controllers and no static voter set: each would otherwise make itself a quorum
+            # of one and mint its own cluster id (KIP-853's dynamic quorum is not supported yet).
+            raise ConfigError(
+                f"controller.quorum.bootstrap.servers lists {len(servers)} controllers but "
+                "controller.quorum.voters is empty; list the voters as id@host:port in controller.quorum.voters"
+            )
         voters = {node_id: (controller_endpoint.host, controller_endpoint.port)}
     if not voters:
         raise ConfigError(
