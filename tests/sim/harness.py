@@ -79,6 +79,9 @@ def replay_hint(seed: int, replay: str = "pytest tests/sim") -> Iterator[None]:
 @dataclass(frozen=True)
 class SimOptions:
     voter_count: int = 3
+    # Non-voting replicas (brokers following the metadata log, KIP-595 observers): they find the
+    # leader through a voter, fetch and apply like followers, and never vote.
+    observer_count: int = 0
     drop_rate: float = 0.0
     duplicate_rate: float = 0.0
     delay_ms_min: int = 1
@@ -114,6 +117,7 @@ class SimOptions:
         """Pick every fault knob from the seed (swarm testing)."""
         return SimOptions(
             voter_count=rng.choice([1, 3, 3, 3, 5]),
+            observer_count=rng.choice([0, 0, 0, 1, 2]),
             drop_rate=rng.choice([0.0, 0.02, 0.1, 0.2]),
             duplicate_rate=rng.choice([0.0, 0.02, 0.1]),
             delay_ms_min=1,
@@ -165,7 +169,10 @@ class World:
         self._events: list[tuple[int, int, str, Any]] = []
         self._sequence = 0
         self.voter_ids = frozenset(range(1, self.options.voter_count + 1))
-        self.nodes = {node_id: SimNode(node_id) for node_id in sorted(self.voter_ids)}
+        observer_ids = range(
+            self.options.voter_count + 1, self.options.voter_count + 1 + self.options.observer_count
+        )
+        self.nodes = {node_id: SimNode(node_id) for node_id in [*sorted(self.voter_ids), *observer_ids]}
         self.blocked: set[tuple[int, int]] = set()
         self.drop_rate = self.options.drop_rate
         self.duplicate_rate = self.options.duplicate_rate

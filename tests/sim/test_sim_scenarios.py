@@ -8,6 +8,7 @@ names its seed; ``pytest tests/sim/test_sim_scenarios.py -k <name>`` replays it 
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import replace
 
@@ -318,3 +319,51 @@ def test_scripted_crash_scenario__invariants_hold(name: str, seed: int) -> None:
     test_id = f"tests/sim/test_sim_scenarios.py::test_scripted_crash_scenario__invariants_hold[{name}-{seed}]"
     with replay_hint(seed, f"pytest '{test_id}'"):
         SCRIPTED_SCENARIOS[name](seed)
+
+
+def test_observers__find_the_leader_follow_it_through_failover_and_never_vote() -> None:
+    """KIP-595 observers (brokers following the metadata log): no leader known at start, so each asks
+    a voter and follows the leader named in the answer; after the leader crashes they find the next
+    one; they apply everything, and never campaign (the invariants check election safety)."""
+    options = SimOptions(
+        voter_count=3,
+        observer_count=2,
+        drop_rate=0.05,
+        crash_interval_ms=0,
+        partition_interval_ms=0,
+        snapshot_every_records=20,
+    )
+    for seed in range(3):
+        with replay_hint(seed, "pytest tests/sim/test_sim_scenarios.py -k observers"):
+            world = World(seed, options)
+            observers = [world.nodes[4], world.nodes[5]]
+
+            def observers_follow(world: World = world, observers: list = observers) -> bool:  # type: ignore[type-arg]
+                current = world.current_leader()
+                return current is not None and all(
+                    o.node is not None and o.node.leader_id == current.node_id and o.applied_end_offset > 0
+                    for o in observers
+                )
+
+            assert world.run_until(10_000, observers_follow), "the observers never found the leader"
+            leader = _leader(world)
+            for observer in observers:
+                assert observer.node is not None and not observer.node.is_voter
+                assert observer.node.role == Role.FOLLOWER
+            world.crash(world.nodes[leader])
+
+            def observers_follow_a_new_leader(
+                world: World = world, old: int = leader, observers: list = observers
+            ) -> bool:  # type: ignore[type-arg]
+                current = world.current_leader()
+                return (
+                    current is not None
+                    and current.node_id != old
+                    and all(o.node is not None and o.node.leader_id == current.node_id for o in observers)
+                )
+
+            assert world.run_until(world.now_ms + 10_000, observers_follow_a_new_leader)
+            assert all(world.leader_by_epoch[e] in (1, 2, 3) for e in world.leader_by_epoch)
+            world.heal_and_restart_all()
+            target: list[tuple[int, int] | None] = [None]
+            assert world.run_until(world.now_ms + 20_000, functools.partial(world.converged, target))

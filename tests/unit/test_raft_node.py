@@ -269,3 +269,30 @@ def test_leader__background_flush__a_resigned_leader_flushes_again_before_it_fet
     assert node.role == Role.FOLLOWER
     follow = node.ready()
     assert follow.flush_to_offset == 1
+
+
+def test_observer__asks_a_voter_for_the_leader_then_follows_it() -> None:
+    node = _node(node_id=9, request_timeout_ms=1000)
+    assert not node.is_voter and node.role == Role.UNATTACHED
+    node.tick(node.next_deadline_ms())
+    _r, messages, _c = _drain(node, 2000)
+    (ask,) = [m for m in messages if isinstance(m.message, FetchRequest)]
+    assert ask.destination_id in VOTERS and ask.message.replica_id == 9  # type: ignore[union-attr]
+    # A follower voter answers with the leader it knows.
+    answer = FetchResponse(ErrorCode.NOT_LEADER_OR_FOLLOWER, 2, 5)
+    node.step(Inbound(ask.destination_id, answer, ask.correlation_id), 2001)
+    assert (node.role, node.leader_id, node.epoch) == (Role.FOLLOWER, 2, 5)
+    _r, messages, _c = _drain(node, 2001)
+    assert [m.destination_id for m in messages if isinstance(m.message, FetchRequest)] == [2]
+
+
+def test_observer__no_answer__asks_again_after_the_request_timeout() -> None:
+    node = _node(node_id=9, request_timeout_ms=1000)
+    first_deadline = node.next_deadline_ms()
+    node.tick(first_deadline)
+    _drain(node, first_deadline)
+    assert node.next_deadline_ms() == first_deadline + 1000
+    node.tick(first_deadline + 1000)
+    _r, messages, _c = _drain(node, first_deadline + 1000)
+    assert [type(m.message) for m in messages] == [FetchRequest]
+    assert node.role == Role.UNATTACHED  # an observer never campaigns

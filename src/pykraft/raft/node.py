@@ -232,7 +232,7 @@ class RaftNode:
         deadlines = [NEVER_MS] + [deadline for _inbound, deadline in self._parked_fetches.values()]
         match state:
             case Unattached() | Voted() | Resigned():
-                if self.is_voter:
+                if self.is_voter or isinstance(state, Unattached):
                     deadlines.append(state.election_deadline_ms)
             case Candidate():
                 deadlines.append(
@@ -291,8 +291,11 @@ class RaftNode:
         state = self._state
         match state:
             case Unattached() | Voted() | Resigned():
-                if self.is_voter and now_ms >= state.election_deadline_ms:
-                    self._become_candidate(now_ms)
+                if now_ms >= state.election_deadline_ms:
+                    if self.is_voter:
+                        self._become_candidate(now_ms)
+                    elif isinstance(state, Unattached):
+                        self._fetch_from_bootstrap(state, now_ms)
             case Candidate():
                 self._tick_candidate(state, now_ms)
             case Follower():
@@ -491,6 +494,24 @@ class RaftNode:
                 self._become_candidate(now_ms)
         elif now_ms >= state.election_deadline_ms:
             state.backoff_deadline_ms = now_ms + self._election_backoff_ms(state.retries)
+
+    def _fetch_from_bootstrap(self, state: Unattached, now_ms: int) -> None:
+        """An observer (a broker, KIP-595) that knows no leader asks a voter, chosen at random: the
+        answer names the leader and its epoch (FENCED_LEADER_EPOCH or NOT_LEADER_OR_FOLLOWER), and the
+        observer follows it. No answer in ``request_timeout_ms``: ask again (KafkaRaftClient's
+        fetch from the bootstrap servers)."""
+        voter_id = self._rng.choice(sorted(self.voter_ids))
+        request = FetchRequest(
+            cluster_id=self.cluster_id,
+            replica_id=self.node_id,
+            current_leader_epoch=state.epoch,
+            fetch_offset=self.log.end_offset,
+            last_fetched_epoch=self._last_fetched_epoch(),
+            max_wait_ms=0,
+            max_bytes=self.fetch_max_bytes,
+        )
+        self._send(voter_id, request)
+        state.election_deadline_ms = now_ms + self.request_timeout_ms
 
     def _tick_follower(self, state: Follower, now_ms: int) -> None:
         if now_ms >= state.fetch_deadline_ms:
