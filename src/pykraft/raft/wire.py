@@ -273,24 +273,16 @@ def encode_raft_response(header: RequestHeader, message: RaftResponse) -> bytear
     cls: Any = messages.response_class(key)
     assert api_key_of(message) == key, (message, key)
     match message:
-        case VoteResponse():
+        case VoteResponse() | BeginQuorumEpochResponse() | EndQuorumEpochResponse():
+            fields: dict[str, Any] = (
+                {"vote_granted": message.vote_granted} if isinstance(message, VoteResponse) else {}
+            )
             partition = cls.TopicData.PartitionData(
                 partition_index=METADATA_PARTITION,
                 error_code=message.error_code,
                 leader_id=message.leader_id,
                 leader_epoch=message.leader_epoch,
-                vote_granted=message.vote_granted,
-            )
-            body = cls(
-                error_code=ErrorCode.NONE,
-                topics=[cls.TopicData(topic_name=METADATA_TOPIC_NAME, partitions=[partition])],
-            )
-        case BeginQuorumEpochResponse() | EndQuorumEpochResponse():
-            partition = cls.TopicData.PartitionData(
-                partition_index=METADATA_PARTITION,
-                error_code=message.error_code,
-                leader_id=message.leader_id,
-                leader_epoch=message.leader_epoch,
+                **fields,
             )
             body = cls(
                 error_code=ErrorCode.NONE,
