@@ -80,9 +80,16 @@ def _server_start(args: argparse.Namespace) -> int:
                 node.controller_host,
                 node.controller_port,
             )
-        await stop.wait()
+        stopping = asyncio.ensure_future(stop.wait())
+        failing = asyncio.ensure_future(node.failed.wait())
+        await asyncio.wait({stopping, failing}, return_when=asyncio.FIRST_COMPLETED)
+        stopping.cancel()
+        failing.cancel()
         log.info("shutting down: flushing logs")
         await node.stop()
+        if node.failure is not None:
+            print(f"pykraft: {node.failure}", file=sys.stderr)
+            return 1
         return 0
 
     return asyncio.run(main())

@@ -1,5 +1,5 @@
-"""Real pykraft nodes for tests: in-process on ephemeral ports over a temp dir, or a KRaft quorum of
-controller processes (``process_cluster``: real processes, real kill -9).
+"""Real pykraft nodes for tests: in-process on ephemeral ports over a temp dir, or a cluster of
+controller and broker processes (``running_cluster``/``process_cluster``: real processes, real kill -9).
 
     from pykraft.testing import running_node
 
@@ -29,6 +29,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pykraft.core.config import NodeConfig, load_config
+
+# Broker processes of a ProcessCluster are numbered from here (controllers from 1), as Kafka's docs do.
+BROKER_ID_BASE = 100
 
 
 def free_port() -> int:
@@ -128,6 +131,16 @@ def running_node(
             shutil.rmtree(directory, ignore_errors=True)
 
 
+def _quorum_lines(voters: dict[int, int], data_dir: str, extra: dict[str, str] | None) -> list[str]:
+    lines = [
+        "controller.listener.names=CONTROLLER",
+        "controller.quorum.voters=" + ",".join(f"{i}@127.0.0.1:{p}" for i, p in sorted(voters.items())),
+        f"log.dirs={data_dir}",
+    ]
+    lines.extend(f"{key}={value}" for key, value in (extra or {}).items())
+    return lines
+
+
 def controller_properties(
     node_id: int,
     data_dir: str,
@@ -140,19 +153,36 @@ def controller_properties(
         f"node.id={node_id}",
         "process.roles=controller",
         f"listeners=CONTROLLER://127.0.0.1:{controller_port}",
-        "controller.listener.names=CONTROLLER",
         "listener.security.protocol.map=CONTROLLER:PLAINTEXT",
-        "controller.quorum.voters=" + ",".join(f"{i}@127.0.0.1:{p}" for i, p in sorted(voters.items())),
-        f"log.dirs={data_dir}",
+        *_quorum_lines(voters, data_dir, extra),
     ]
-    lines.extend(f"{key}={value}" for key, value in (extra or {}).items())
+    return "\n".join(lines) + "\n"
+
+
+def broker_properties(
+    node_id: int,
+    data_dir: str,
+    client_port: int,
+    voters: dict[int, int],
+    extra: dict[str, str] | None = None,
+) -> str:
+    """A broker-only node's server.properties: clients on ``client_port``, the quorum's voters to find
+    the active controller."""
+    lines = [
+        f"node.id={node_id}",
+        "process.roles=broker",
+        f"listeners=PLAINTEXT://127.0.0.1:{client_port}",
+        "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+        *_quorum_lines(voters, data_dir, extra),
+    ]
     return "\n".join(lines) + "\n"
 
 
 @dataclass
 class ClusterProcess:
     node_id: int
-    controller_port: int
+    role: str  # "controller" or "broker"
+    port: int  # the controller listener of a controller, the client listener of a broker
     config_path: str
     data_dir: str
     log_path: str
@@ -160,7 +190,7 @@ class ClusterProcess:
 
     @property
     def address(self) -> str:
-        return f"127.0.0.1:{self.controller_port}"
+        return f"127.0.0.1:{self.port}"
 
     @property
     def alive(self) -> bool:
@@ -169,27 +199,58 @@ class ClusterProcess:
 
 @dataclass
 class ProcessCluster:
-    """A quorum of controller processes (``pykraft server start --config``), one properties file and one
-    data dir per node under ``directory``. Used by the cluster tests and ``pykraft dev cluster``."""
+    """Controller and broker processes (``pykraft server start --config``), one properties file and one
+    data dir per node under ``directory``; controllers are nodes 1..C, brokers 101..100+B. Used by the
+    cluster tests, the benchmarks and ``pykraft dev cluster``."""
 
     directory: str
     nodes: dict[int, ClusterProcess] = field(default_factory=dict)
 
     @classmethod
     def create(
-        cls, directory: str, controllers: int = 3, overrides: dict[str, str] | None = None
+        cls,
+        directory: str,
+        controllers: int = 3,
+        overrides: dict[str, str] | None = None,
+        *,
+        brokers: int = 0,
+        broker_overrides: dict[str, str] | None = None,
     ) -> ProcessCluster:
         os.makedirs(directory, exist_ok=True)
-        ports = {node_id: free_port() for node_id in range(1, controllers + 1)}
+        voters = {node_id: free_port() for node_id in range(1, controllers + 1)}
         cluster = cls(directory)
-        for node_id, port in ports.items():
-            config_path = os.path.join(directory, f"controller-{node_id}.properties")
-            data_dir = os.path.join(directory, f"controller-{node_id}")
-            with open(config_path, "w", encoding="utf-8") as fh:
-                fh.write(controller_properties(node_id, data_dir, port, ports, overrides))
-            log_path = os.path.join(directory, f"controller-{node_id}.log")
-            cluster.nodes[node_id] = ClusterProcess(node_id, port, config_path, data_dir, log_path)
+        for node_id, port in voters.items():
+            text = controller_properties(node_id, "", port, voters, overrides)
+            cluster._add(node_id, "controller", port, text)
+        for node_id in range(BROKER_ID_BASE + 1, BROKER_ID_BASE + brokers + 1):
+            port = free_port()
+            text = broker_properties(
+                node_id, "", port, voters, {**(overrides or {}), **(broker_overrides or {})}
+            )
+            cluster._add(node_id, "broker", port, text)
         return cluster
+
+    def _add(self, node_id: int, role: str, port: int, properties: str) -> None:
+        name = f"{role}-{node_id}"
+        config_path = os.path.join(self.directory, f"{name}.properties")
+        data_dir = os.path.join(self.directory, name)
+        with open(config_path, "w", encoding="utf-8") as fh:
+            fh.write(properties.replace("log.dirs=\n", f"log.dirs={data_dir}\n"))
+        log_path = os.path.join(self.directory, f"{name}.log")
+        self.nodes[node_id] = ClusterProcess(node_id, role, port, config_path, data_dir, log_path)
+
+    @property
+    def controllers(self) -> dict[int, ClusterProcess]:
+        return {i: n for i, n in self.nodes.items() if n.role == "controller"}
+
+    @property
+    def brokers(self) -> dict[int, ClusterProcess]:
+        return {i: n for i, n in self.nodes.items() if n.role == "broker"}
+
+    @property
+    def bootstrap_servers(self) -> str:
+        """The brokers' client listeners, for ``bootstrap.servers``."""
+        return ",".join(n.address for n in self.brokers.values())
 
     def start(self, node_id: int | None = None) -> None:
         for node in self._select(node_id):
@@ -204,35 +265,40 @@ class ProcessCluster:
                 )
 
     def kill(self, node_id: int) -> None:
-        """kill -9: no flush, no EndQuorumEpoch."""
+        """kill -9: no flush, no EndQuorumEpoch, no controlled shutdown."""
         node = self.nodes[node_id]
         if node.process is not None and node.alive:
             node.process.send_signal(signal.SIGKILL)
             node.process.wait(timeout=30)
 
     def stop(self, node_id: int | None = None, timeout_s: float = 30.0) -> None:
-        """SIGTERM (a clean shutdown), then SIGKILL for a process still running after ``timeout_s``."""
+        """SIGTERM (a clean shutdown), then SIGKILL for a process still running after ``timeout_s``.
+        Brokers stop first (their controlled shutdown needs the controllers)."""
         selected = [n for n in self._select(node_id) if n.process is not None]
-        for node in selected:
-            if node.alive:
+        for group in (
+            [n for n in selected if n.role == "broker"],
+            [n for n in selected if n.role != "broker"],
+        ):
+            for node in group:
+                if node.alive:
+                    assert node.process is not None
+                    node.process.send_signal(signal.SIGTERM)
+            for node in group:
                 assert node.process is not None
-                node.process.send_signal(signal.SIGTERM)
-        for node in selected:
-            assert node.process is not None
-            try:
-                node.process.wait(timeout=timeout_s)
-            except subprocess.TimeoutExpired:
-                node.process.kill()
-                node.process.wait(timeout=30)
+                try:
+                    node.process.wait(timeout=timeout_s)
+                except subprocess.TimeoutExpired:
+                    node.process.kill()
+                    node.process.wait(timeout=30)
 
     def describe_quorum(self, node_id: int | None = None) -> Any:
-        """DescribeQuorum from ``node_id``, or from whichever live node is the leader."""
+        """DescribeQuorum from ``node_id``, or from whichever live controller answers."""
         from pykraft.io.metadata_cli import describe_quorum
 
         if node_id is not None:
             return describe_quorum(self.nodes[node_id].address, timeout_s=5.0)
         errors = []
-        for node in self.nodes.values():
+        for node in self.controllers.values():
             if node.alive:
                 try:
                     return describe_quorum(node.address, timeout_s=5.0)
@@ -264,11 +330,38 @@ class ProcessCluster:
             time.sleep(0.05)
         raise TimeoutError(f"no leader with caught-up voters within {timeout_s} s; last answer: {last!r}")
 
+    def wait_for_brokers(self, timeout_s: float = 60.0, *, expected: set[int] | None = None) -> list[int]:
+        """Poll Metadata through the live brokers until it lists ``expected`` (default: every live
+        broker) as unfenced; returns the broker ids listed."""
+        from kafka.protocol.metadata import MetadataRequest, MetadataResponse
+
+        from pykraft.io.kafka_connection import BrokerConnection
+
+        want = expected if expected is not None else {i for i, n in self.brokers.items() if n.alive}
+        deadline = time.monotonic() + timeout_s
+        last: object = None
+        while time.monotonic() < deadline:
+            for node in self.brokers.values():
+                if not node.alive:
+                    continue
+                try:
+                    with BrokerConnection.to(node.address, timeout_s=5.0) as conn:
+                        response = conn.request(MetadataRequest(topics=[]), MetadataResponse, 9)
+                except Exception as exc:
+                    last = exc
+                    continue
+                listed = sorted(b.node_id for b in response.brokers)
+                last = listed
+                if want <= set(listed):
+                    return listed
+            time.sleep(0.1)
+        raise TimeoutError(f"brokers {sorted(want)} not all unfenced within {timeout_s} s; last: {last!r}")
+
     def logs(self) -> str:
         out = []
         for node in self.nodes.values():
             with contextlib.suppress(OSError), open(node.log_path, encoding="utf-8", errors="replace") as fh:
-                out.append(f"--- controller {node.node_id} ---\n" + fh.read()[-4000:])
+                out.append(f"--- {node.role} {node.node_id} ---\n" + fh.read()[-4000:])
         return "\n".join(out)
 
     def _select(self, node_id: int | None) -> list[ClusterProcess]:
@@ -277,12 +370,20 @@ class ProcessCluster:
 
 @contextlib.contextmanager
 def process_cluster(
-    controllers: int = 3, *, directory: str | None = None, overrides: dict[str, str] | None = None
+    controllers: int = 3,
+    *,
+    brokers: int = 0,
+    directory: str | None = None,
+    overrides: dict[str, str] | None = None,
+    broker_overrides: dict[str, str] | None = None,
 ) -> Iterator[ProcessCluster]:
-    """Start ``controllers`` controller processes on 127.0.0.1; stop (then kill) all of them on exit."""
+    """Start ``controllers`` controller processes and ``brokers`` broker processes on 127.0.0.1; stop
+    (then kill) all of them on exit."""
     own_dir = directory is None
     path = tempfile.mkdtemp(prefix="pykraft-cluster-") if directory is None else directory
-    cluster = ProcessCluster.create(path, controllers, overrides)
+    cluster = ProcessCluster.create(
+        path, controllers, overrides, brokers=brokers, broker_overrides=broker_overrides
+    )
     try:
         cluster.start()
         yield cluster
@@ -292,6 +393,34 @@ def process_cluster(
             shutil.rmtree(path, ignore_errors=True)
 
 
+@contextlib.contextmanager
+def running_cluster(
+    controllers: int = 3,
+    brokers: int = 3,
+    *,
+    directory: str | None = None,
+    overrides: dict[str, str] | None = None,
+    broker_overrides: dict[str, str] | None = None,
+    timeout_s: float = 60.0,
+) -> Iterator[ProcessCluster]:
+    """A whole cluster of separate processes, returned once a controller leads and every broker is
+    registered and unfenced (Metadata lists it): ``cluster.bootstrap_servers`` is ready for clients."""
+    with process_cluster(
+        controllers,
+        brokers=brokers,
+        directory=directory,
+        overrides=overrides,
+        broker_overrides=broker_overrides,
+    ) as cluster:
+        try:
+            cluster.wait_for_leader(timeout_s)
+            if brokers:
+                cluster.wait_for_brokers(timeout_s)
+        except TimeoutError as exc:
+            raise TimeoutError(f"{exc}\n{cluster.logs()}") from None
+        yield cluster
+
+
 try:  # the pytest fixture, when pytest is present
     import pytest
 
@@ -299,6 +428,12 @@ try:  # the pytest fixture, when pytest is present
     def pykraft_node() -> Iterator[RunningNode]:
         with running_node() as node:
             yield node
+
+    @pytest.fixture
+    def pykraft_cluster() -> Iterator[ProcessCluster]:
+        """Three controller and three broker processes, ready for clients."""
+        with running_cluster(controllers=3, brokers=3) as cluster:
+            yield cluster
 
 except ImportError:  # pragma: no cover
     pass

@@ -81,6 +81,21 @@ class BrokerContext:
     offsets_topic_num_partitions: int = 50
 
 
+def led_partition(ctx: BrokerContext, topic: str, partition_index: int) -> tuple[Partition | None, ErrorCode]:
+    """The partition when this broker leads it, else why not (Kafka ReplicaManager.getPartitionOrError):
+    UNKNOWN_TOPIC_OR_PARTITION when the image has no such partition, NOT_LEADER_OR_FOLLOWER when another
+    broker leads it or none does (its leader was fenced), so the client refreshes its metadata."""
+    view = ctx.cluster.topics.get(topic)
+    if view is None or not 0 <= partition_index < len(view.partitions):
+        return None, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    if view.partitions[partition_index].leader_id != ctx.node_id:
+        return None, ErrorCode.NOT_LEADER_OR_FOLLOWER
+    part = ctx.replicas.get(topic, partition_index)
+    if part is None:
+        return None, ErrorCode.NOT_LEADER_OR_FOLLOWER
+    return part, ErrorCode.NONE
+
+
 # --- Metadata ---------------------------------------------------------------------------------
 
 
@@ -90,6 +105,7 @@ def handle_metadata(request: Any, version: int, ctx: BrokerContext) -> Any:
         MetadataResponse.MetadataResponseBroker(node_id=b.node_id, host=b.host, port=b.port, rack=b.rack)
         for b in cluster.brokers
     ]
+    live = {b.node_id for b in cluster.brokers}
     if request.topics is None:
         names = sorted(cluster.topics)
     else:
@@ -118,11 +134,13 @@ def handle_metadata(request: Any, version: int, ctx: BrokerContext) -> Any:
                 )
             )
             continue
+        # A partition whose leader is not a live (registered, unfenced) broker is unavailable: Kafka's
+        # KRaftMetadataCache answers LEADER_NOT_AVAILABLE with leader -1 until one is elected.
         partitions = [
             MetadataResponse.MetadataResponseTopic.MetadataResponsePartition(
-                error_code=ErrorCode.NONE,
+                error_code=ErrorCode.NONE if p.leader_id in live else ErrorCode.LEADER_NOT_AVAILABLE,
                 partition_index=p.partition_index,
-                leader_id=p.leader_id,
+                leader_id=p.leader_id if p.leader_id in live else -1,
                 leader_epoch=p.leader_epoch,
                 replica_nodes=list(p.replicas),
                 isr_nodes=list(p.isr),
@@ -185,14 +203,14 @@ def handle_produce(
             base_offset = -1
             log_start_offset = -1
             message: str | None = None
-            part = ctx.replicas.get(topic.name, pdata.index) if view is not None else None
+            part, lookup_error = led_partition(ctx, topic.name, pdata.index)
             if request.acks not in VALID_ACKS:
                 error = ErrorCode.INVALID_REQUIRED_ACKS
             elif request.transactional_id is not None:
                 error = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
                 message = "transactions are not supported yet"
             elif part is None:
-                error = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                error = lookup_error
             elif pdata.records is None or len(pdata.records) == 0:
                 error = ErrorCode.INVALID_RECORD
                 message = "produce request carries no record batch"
@@ -238,15 +256,14 @@ def handle_fetch(request: Any, ctx: BrokerContext) -> FetchOutcome:
     topics: list[FetchTopicResponse] = []
     for topic in request.topics:
         partitions: list[FetchPartitionResponse] = []
-        view = ctx.cluster.topics.get(topic.topic)
         for fp in topic.partitions:
-            part: Partition | None = ctx.replicas.get(topic.topic, fp.partition) if view is not None else None
+            part, lookup_error = led_partition(ctx, topic.topic, fp.partition)
             if part is None:
                 has_error = True
                 partitions.append(
                     FetchPartitionResponse(
                         partition_index=fp.partition,
-                        error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                        error_code=lookup_error,
                         high_watermark=-1,
                         last_stable_offset=-1,
                         log_start_offset=-1,
@@ -291,11 +308,9 @@ def handle_list_offsets(request: Any, version: int, ctx: BrokerContext) -> Any:
         partitions = []
         view = ctx.cluster.topics.get(topic.name)
         for lp in topic.partitions:
-            part = ctx.replicas.get(topic.name, lp.partition_index) if view is not None else None
-            error, ts, offset = ErrorCode.NONE, -1, -1
-            if part is None:
-                error = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-            else:
+            part, error = led_partition(ctx, topic.name, lp.partition_index)
+            ts, offset = -1, -1
+            if part is not None:
                 log = part.log
                 if lp.timestamp == LATEST_TIMESTAMP:
                     # read_uncommitted and read_committed agree while there are no transactions.
@@ -415,11 +430,9 @@ def handle_delete_records(request: Any, version: int, ctx: BrokerContext) -> Any
     for topic in request.topics:
         partitions = []
         for p in topic.partitions:
-            part = ctx.replicas.get(topic.name, p.partition_index)
-            error, low_watermark = ErrorCode.NONE, -1
-            if part is None:
-                error = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-            else:
+            part, error = led_partition(ctx, topic.name, p.partition_index)
+            low_watermark = -1
+            if part is not None:
                 target = part.log.high_watermark if p.offset == -1 else p.offset
                 if target < 0 or target > part.log.high_watermark:
                     error = ErrorCode.OFFSET_OUT_OF_RANGE

@@ -145,6 +145,7 @@ class MetadataPlane:
         self.heartbeats = BrokerHeartbeatTracker()
         self._wakeup = asyncio.Event()
         self._active = asyncio.Event()
+        self._image_published = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._removed_topics: list[tuple[str, list[int]]] = []
         self._incarnation_id = uuid.UUID(int=rng.getrandbits(128))
@@ -222,7 +223,7 @@ class MetadataPlane:
     def waits_for_activation(self) -> bool:
         """A single-voter quorum (the embedded node) starts only once its controller is active, so the
         broker in the same process can register at once."""
-        return len(self.config.controller_quorum_voters) == 1
+        return self.config.is_controller and len(self.config.controller_quorum_voters) == 1
 
     @property
     def is_active(self) -> bool:
@@ -486,6 +487,24 @@ class MetadataPlane:
             return None
         return fut.result()
 
+    def leader_id(self) -> int:
+        """The raft leader this node knows (the active controller), -1 if none."""
+        return self.raft.leader_id if self.raft is not None else -1
+
+    async def wait_for_image(
+        self, predicate: Callable[[MetadataImage], bool], timeout_s: float = 5.0
+    ) -> bool:
+        """Wait (bounded) until the published image satisfies ``predicate``: a broker answers a forwarded
+        CreateTopics once its own image has the topics."""
+        deadline = time.monotonic() + timeout_s
+        while not predicate(self.image):
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return False
+            self._image_published.clear()
+            await wait_event(self._image_published, remaining)
+        return True
+
     def describe_quorum(self) -> tuple[QuorumDescription | None, int, int]:
         """DescribeQuorum: the leader's description, or None with the leader this node knows."""
         raft = self.raft
@@ -548,6 +567,7 @@ class MetadataPlane:
     def _publish(self) -> None:
         self._publish_cluster_id()
         self.on_image()
+        self._image_published.set()
         hw = self.raft.high_watermark if self.raft is not None else 0
         waiting = []
         for offset, fut in self._commit_waiters:
@@ -870,9 +890,14 @@ class MetadataPlane:
             )
             for name, topic in image.topics.topics_by_name.items()
         }
+        # KRaft: clients cannot reach the controllers; a broker process names itself (or another live
+        # broker) as the controller, and forwards what the client sends it (Kafka KRaftMetadataCache).
+        controller_id = self.config.node_id
+        if not self.config.is_controller and brokers and all(b.node_id != controller_id for b in brokers):
+            controller_id = brokers[0].node_id
         return ClusterView(
             cluster_id=self.cluster_id,
-            controller_id=self.config.node_id,
+            controller_id=controller_id,
             brokers=tuple(brokers),
             topics=topics,
         )

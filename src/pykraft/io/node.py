@@ -24,6 +24,7 @@ from pykraft.broker.producer_id_manager import AllocateProducerIdsResponseData, 
 from pykraft.broker.replica_manager import ReplicaManager
 from pykraft.core.config import NodeConfig
 from pykraft.core.errors import ErrorCode, RemoteProtocolError
+from pykraft.io.controller_link import ControllerLink, ControllerUnavailable
 from pykraft.io.file_store import FileSegmentStore
 from pykraft.io.group_service import CURRENT_CLIENT, GroupService
 from pykraft.io.meta_properties_files import prepare_log_dirs
@@ -44,6 +45,9 @@ log = logging.getLogger("pykraft.node")
 # How long a clean stop (SIGTERM, RunningNode.stop) may wait for in-flight work before it gives up on
 # it, logs what it was still waiting for in one line, and closes the logs anyway.
 SHUTDOWN_BUDGET_S = 10.0
+# The part of it a broker process spends on controlled shutdown (the controller moving leadership off
+# it); past it the broker stops anyway and the controller fences it when its session expires.
+CONTROLLED_SHUTDOWN_BUDGET_S = 5.0
 
 # A request handler of the dispatch table: (decoded request, version) -> response object.
 RequestHandler = Callable[[Any, int], Awaitable[Any]]
@@ -106,6 +110,11 @@ class Node:
         self._tasks: set[asyncio.Task[Any]] = set()
         self._stopped = False
         self._request_handlers: dict[int, RequestHandler] = {}
+        # A broker process's session with the active controller (None on a node with a controller).
+        self.link: ControllerLink | None = None
+        # Set (with one line in ``failure``) when the node cannot go on: the CLI stops it and exits 1.
+        self.failure: str | None = None
+        self.failed = asyncio.Event()
 
     # --- lifecycle --------------------------------------------------------------------------------
 
@@ -114,18 +123,13 @@ class Node:
         if config.is_broker and config.is_controller and len(config.controller_quorum_voters) > 1:
             raise StartupError(
                 f"process.roles=broker,controller with {len(config.controller_quorum_voters)} voters in "
-                "controller.quorum.voters: a broker registers with the active controller over the network, "
-                "which pykraft does not do yet; run the voters with process.roles=controller"
+                "controller.quorum.voters: pykraft runs a combined node only as a single-node cluster; run "
+                "the voters with process.roles=controller and the brokers with process.roles=broker"
             )
         if config.is_controller and config.controller_listener is None:
             raise StartupError(
                 f"controller.listener.names={','.join(config.controller_listener_names)}: none of them is in "
                 "listeners; a controller needs a listener for its quorum"
-            )
-        if not config.is_controller:
-            raise StartupError(
-                "process.roles=broker: a broker-only node follows a remote controller quorum, which pykraft "
-                "does not do yet; use process.roles=broker,controller (one node) or controller"
             )
         try:
             # KIP-1262: check every meta.properties (and the metadata log's cluster id) before anything
@@ -146,7 +150,8 @@ class Node:
             await self.metadata.start()
         except SnapshotStateError as exc:
             raise StartupError(str(exc)) from None
-        await self._start_controller_listener()
+        if config.is_controller:
+            await self._start_controller_listener()
         if config.is_broker:
             await self._start_broker()
 
@@ -174,29 +179,35 @@ class Node:
 
     async def _start_broker(self) -> None:
         config = self.config
-        assert self.metadata is not None
+        metadata = self.metadata
+        assert metadata is not None
+        if not config.is_controller:
+            # A broker process: its controller is the quorum's active one, over the network (KIP-631).
+            self.link = ControllerLink(
+                config,
+                self.rng,
+                leader_id=metadata.leader_id,
+                cluster_id=lambda: metadata.cluster_id,
+                metadata_offset=lambda: metadata.image.offset,
+                listeners=self._registration_listeners,
+                on_change=self._on_session_change,
+            )
+        link = self.link
         self.ctx = handlers.BrokerContext(
             node_id=config.node_id,
-            cluster=self.metadata.cluster_view(),
+            cluster=metadata.cluster_view(),
             replicas=self.replicas,
             producer_ids=self.producer_ids,
             auto_create_topics_enable=config.auto_create_topics_enable,
             request_topic_creation=self._request_topic_creation,
             offsets_topic_num_partitions=config.offsets_topic_num_partitions,
         )
-        self.groups = GroupService(config, self.ctx, self.metadata.create_topics_by_name, self.rng)
+        create_topics = link.create_topics_by_name if link is not None else metadata.create_topics_by_name
+        self.groups = GroupService(config, self.ctx, create_topics, self.rng)
         self._on_image()
         self._request_handlers = self._build_request_handlers()
-        advertised = config.advertised_for(config.client_listener.listener_name)
-        broker_epoch = await self.metadata.register_broker(
-            # advertised.listeners wins (a proxy or NAT in front of the node), as in Kafka.
-            advertised.host,
-            advertised.port or self.client_port,
-        )
-        self.producer_ids.broker_epoch = broker_epoch
-        # Ask for the first producer-id block now so the first InitProducerId rarely waits (KIP-730).
-        self.producer_ids.maybe_request_next_block(now_ms())
-        self._pump_producer_ids()
+        if link is None:
+            await self._register_in_process()
         self.server = KafkaServer(
             self._handle,
             host=self.client_host,
@@ -210,11 +221,71 @@ class Node:
             raise StartupError(
                 f"listeners: cannot listen on {self.client_host}:{self.client_port}: {exc.strerror}"
             ) from None
-        if advertised.port == 0 or self.config.client_listener.port == 0:
-            # Ephemeral port (tests): advertise the port actually bound.
-            await self.metadata.update_advertised_port(self.client_port)
+        if link is None:
+            advertised = config.advertised_for(config.client_listener.listener_name)
+            if advertised.port == 0 or config.client_listener.port == 0:
+                # Ephemeral port (tests): advertise the port actually bound.
+                await metadata.update_advertised_port(self.client_port)
+        else:
+            # Registered with the port actually bound; served from the first image on (a fenced broker
+            # answers NOT_LEADER_OR_FOLLOWER and is absent from Metadata until the controller unfences it).
+            self._spawn(link.run_session())
         self._spawn(self._housekeeping())
         self._spawn(self.groups.run_timers())
+
+    async def _register_in_process(self) -> None:
+        """The single-node cluster's broker registers with its own controller, in process."""
+        config = self.config
+        assert self.metadata is not None
+        advertised = config.advertised_for(config.client_listener.listener_name)
+        broker_epoch = await self.metadata.register_broker(
+            # advertised.listeners wins (a proxy or NAT in front of the node), as in Kafka.
+            advertised.host,
+            advertised.port or self.client_port,
+        )
+        self.producer_ids.broker_epoch = broker_epoch
+        # Ask for the first producer-id block now so the first InitProducerId rarely waits (KIP-730).
+        self.producer_ids.maybe_request_next_block(now_ms())
+        self._pump_producer_ids()
+
+    def _registration_listeners(self) -> list[Any]:
+        """The client listener as BrokerRegistration names it: advertised host, the port actually bound
+        when the configured one is 0 (tests)."""
+        listener = self.config.client_listener
+        advertised = self.config.advertised_for(listener.listener_name)
+        port = self.client_port if advertised.port == 0 or listener.port == 0 else advertised.port
+        return [
+            messages.BrokerRegistrationRequest.Listener(
+                # PLAINTEXT is security protocol 0 (SecurityProtocol.java).
+                name=listener.listener_name,
+                host=advertised.host,
+                port=port,
+                security_protocol=0,
+            )
+        ]
+
+    def _on_session_change(self) -> None:
+        """The broker's session changed (registered, fenced/unfenced, refused): new producer-id requests
+        carry the new broker epoch, and a refusal stops the process with one line."""
+        link = self.link
+        assert link is not None
+        lifecycle = link.lifecycle
+        if lifecycle.fatal_error is not None:
+            self._fail(lifecycle.fatal_error)
+            return
+        if lifecycle.broker_epoch != self.producer_ids.broker_epoch:
+            self.producer_ids.broker_epoch = lifecycle.broker_epoch
+            if lifecycle.broker_epoch >= 0:
+                # Ask for the first producer-id block now so the first InitProducerId rarely waits.
+                self.producer_ids.maybe_request_next_block(now_ms())
+                self._pump_producer_ids()
+
+    def _fail(self, reason: str) -> None:
+        """A condition the process cannot serve through: the CLI stops the node and exits with it."""
+        if self.failure is None:
+            self.failure = reason
+            log.error("%s", reason)
+            self.failed.set()
 
     async def stop(self, budget_s: float = SHUTDOWN_BUDGET_S) -> None:
         """Stop promptly whatever is in flight: pending controller writes fail with NOT_CONTROLLER,
@@ -235,6 +306,13 @@ class Node:
             elif not task.cancelled() and task.exception() is not None:
                 log.warning("shutdown: %s failed: %r", what(), task.exception())
 
+        if self.link is not None:
+            # Controlled shutdown (KIP-631 want_shut_down): the controller moves leadership off this
+            # broker before it stops serving.
+            await bounded(
+                self.link.controlled_shutdown(min(CONTROLLED_SHUTDOWN_BUDGET_S, budget_s)),
+                lambda: "controlled shutdown",
+            )
         if self.metadata is not None:
             self.metadata.fail_pending_writes()
         for server in (self.server, self.controller_server):
@@ -252,6 +330,8 @@ class Node:
             )
         self.replicas.flush_all()
         self.replicas.close_all()
+        if self.link is not None:
+            await bounded(self.link.close(), lambda: "the channel to the controller")
         if self.metadata is not None:
             metadata = self.metadata
             await bounded(metadata.stop(), lambda: "the metadata log driver")
@@ -311,12 +391,12 @@ class Node:
 
     def _request_topic_creation(self, names: list[str]) -> None:
         assert self.metadata is not None
-        metadata = self.metadata
+        create_topics = self.link.create_topics_by_name if self.link else self.metadata.create_topics_by_name
 
         async def create() -> None:
             try:
-                await metadata.create_topics_by_name(names, self.config.num_partitions)
-            except NotControllerError as exc:
+                await create_topics(names, self.config.num_partitions)
+            except (NotControllerError, ControllerUnavailable) as exc:
                 log.info("auto-creating %s: %s", ", ".join(names), exc)
 
         self._spawn(create())
@@ -325,13 +405,13 @@ class Node:
         request = self.producer_ids.take_request()
         if request is None or self.metadata is None:
             return
-        metadata = self.metadata
+        allocate_producer_ids = (
+            self.link.allocate_producer_ids if self.link is not None else self.metadata.allocate_producer_ids
+        )
 
         async def allocate() -> None:
             try:
-                error, start, length = await metadata.allocate_producer_ids(
-                    request.broker_id, request.broker_epoch
-                )
+                error, start, length = await allocate_producer_ids(request.broker_id, request.broker_epoch)
             except asyncio.CancelledError:
                 self.producer_ids.on_timeout()
                 raise
@@ -447,8 +527,12 @@ class Node:
             ApiKey.METADATA: sync(handlers.handle_metadata),
             ApiKey.LIST_OFFSETS: sync(handlers.handle_list_offsets),
             ApiKey.INIT_PRODUCER_ID: init_producer_id,
-            ApiKey.CREATE_TOPICS: metadata.handle_create_topics,
-            ApiKey.DELETE_TOPICS: metadata.handle_delete_topics,
+            ApiKey.CREATE_TOPICS: metadata.handle_create_topics
+            if self.link is None
+            else self._forward_create,
+            ApiKey.DELETE_TOPICS: metadata.handle_delete_topics
+            if self.link is None
+            else self._forward_delete,
             ApiKey.DELETE_RECORDS: sync(handlers.handle_delete_records),
             ApiKey.DESCRIBE_PRODUCERS: sync(handle_describe_producers),
             ApiKey.DESCRIBE_CONFIGS: sync(
@@ -457,6 +541,24 @@ class Node:
             # FindCoordinator, the group APIs and committed offsets (io/group_service.py).
             **(self.groups.request_handlers() if self.groups is not None else {}),
         }
+
+    async def _forward_create(self, request: Any, version: int) -> Any:
+        """CreateTopics on a broker process: forwarded to the active controller; answered once this
+        broker's own image shows the created topics (bounded), so the client's next Metadata finds them."""
+        assert self.link is not None and self.metadata is not None
+        response = await self.link.forward_create_topics(request, version)
+        if not request.validate_only:
+            created = {t.name for t in response.topics if t.error_code == ErrorCode.NONE}
+            await self.metadata.wait_for_image(lambda image: all(image.topics.get_topic(n) for n in created))
+        return response
+
+    async def _forward_delete(self, request: Any, version: int) -> Any:
+        """DeleteTopics on a broker process: forwarded to the active controller (as CreateTopics)."""
+        assert self.link is not None and self.metadata is not None
+        response = await self.link.forward_delete_topics(request, version)
+        deleted = {t.name for t in response.responses if t.error_code == ErrorCode.NONE and t.name}
+        await self.metadata.wait_for_image(lambda image: not any(image.topics.get_topic(n) for n in deleted))
+        return response
 
     async def _fetch(self, header: RequestHeader, request: Any) -> list[bytes | bytearray | memoryview]:
         ctx = self.ctx

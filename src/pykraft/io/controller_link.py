@@ -1,0 +1,348 @@
+"""A broker process's link to the active controller (KIP-631, KIP-730): the shell around
+``broker.lifecycle`` and the requests a broker forwards.
+
+One ``RpcChannels`` to the controllers' listeners (the addresses in ``controller.quorum.voters``) carries
+every broker-to-controller request: BrokerRegistration and BrokerHeartbeat (the session), AllocateProducerIds
+(KIP-730: blocks of producer ids), and CreateTopics/DeleteTopics (clients' and auto-creation's, which a
+broker forwards). The active controller is whoever the metadata log's raft leader is, as this broker's
+observer sees it; a request that finds no controller, or gets NOT_CONTROLLER, is asked again of the
+current leader until its deadline.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+import random
+import time
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+from kafka.protocol.admin import CreateTopicsRequest, CreateTopicsResponse, DeleteTopicsResponse
+
+from pykraft.broker.lifecycle import BrokerLifecycle, BrokerState, RegisterBroker, SendHeartbeat
+from pykraft.core.config import NodeConfig
+from pykraft.core.errors import ErrorCode
+from pykraft.io.rpc_channel import Answered, ChannelEvent, RpcChannels
+from pykraft.io.waiting import wait_event
+from pykraft.protocol import messages
+from pykraft.protocol.messages import (
+    AllocateProducerIdsRequest,
+    AllocateProducerIdsResponse,
+    BrokerHeartbeatRequest,
+    BrokerHeartbeatResponse,
+    BrokerRegistrationRequest,
+    BrokerRegistrationResponse,
+)
+
+log = logging.getLogger("pykraft.broker")
+
+# The versions a broker sends (the controller listener serves them; see node.CONTROLLER_API_VERSIONS).
+BROKER_REGISTRATION_VERSION = 0
+BROKER_HEARTBEAT_VERSION = 0
+ALLOCATE_PRODUCER_IDS_VERSION = 0
+# How long a forwarded CreateTopics/DeleteTopics keeps looking for the active controller.
+FORWARD_TIMEOUT_MS = 10_000
+# After a forwarded CreateTopics succeeds, how long the answer waits for this broker's own image to show
+# the topics (so the client's next Metadata through this broker finds them, as on a single node).
+IMAGE_CATCH_UP_WAIT_S = 5.0
+RETRY_SLEEP_S = 0.05
+
+
+def now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+class ControllerUnavailable(Exception):
+    """No controller answered (none known, timeout, disconnect): retriable."""
+
+
+class ControllerChannel:
+    """Request/response over ``RpcChannels`` to the controllers: ``await call(id, request, version)``."""
+
+    def __init__(self, config: NodeConfig, rng: random.Random) -> None:
+        self.client_id = f"broker-{config.node_id}"
+        self.channels = RpcChannels(
+            dict(config.controller_quorum_voters),
+            self._on_event,
+            request_timeout_ms=config.controller_quorum_request_timeout_ms,
+            rng=rng,
+        )
+        self._correlation_ids = itertools.count(1)
+        self._waiting: dict[int, asyncio.Future[ChannelEvent]] = {}
+
+    async def call(self, controller_id: int, request: Any, version: int) -> Any:
+        correlation_id = next(self._correlation_ids) & 0x7FFFFFFF
+        request._header = None  # a forwarded request still carries its client's header
+        request.API_VERSION = version
+        request.with_header(correlation_id=correlation_id, client_id=self.client_id)
+        frame = bytes(request.encode(header=True, framed=False))
+        fut: asyncio.Future[ChannelEvent] = asyncio.get_running_loop().create_future()
+        self._waiting[correlation_id] = fut
+        try:
+            self.channels.send(controller_id, correlation_id, frame)
+            event = await fut
+        finally:
+            self._waiting.pop(correlation_id, None)
+        if not isinstance(event, Answered):
+            raise ControllerUnavailable(f"controller {controller_id}: {event.reason}")
+        response_class: Any = messages.response_class(request.API_KEY)
+        return response_class.decode(event.frame, version=version, header=True)
+
+    def _on_event(self, event: ChannelEvent) -> None:
+        fut = self._waiting.get(event.correlation_id)
+        if fut is not None and not fut.done():
+            fut.set_result(event)
+
+    async def close(self) -> None:
+        await self.channels.close()
+
+
+class ControllerLink:
+    """The broker side of the session and the forwarded requests. ``leader_id`` reads the raft leader
+    the node's observer knows; ``metadata_offset`` the last offset in its image."""
+
+    def __init__(
+        self,
+        config: NodeConfig,
+        rng: random.Random,
+        *,
+        leader_id: Callable[[], int],
+        cluster_id: Callable[[], str | None],
+        metadata_offset: Callable[[], int],
+        listeners: Callable[[], list[Any]],
+        on_change: Callable[[], None],
+    ) -> None:
+        self.config = config
+        self.channel = ControllerChannel(config, rng)
+        self.lifecycle = BrokerLifecycle(
+            config.node_id,
+            uuid.UUID(int=rng.getrandbits(128)),
+            heartbeat_interval_ms=config.broker_heartbeat_interval_ms,
+            now_ms=now_ms(),
+        )
+        self._leader_id = leader_id
+        self._cluster_id = cluster_id
+        self._metadata_offset = metadata_offset
+        self._listeners = listeners
+        # Called when the session changes (registered, unfenced, fenced, shut down, refused).
+        self._on_change = on_change
+        self._wakeup = asyncio.Event()
+        self._changed = asyncio.Event()
+
+    def wake(self) -> None:
+        self._wakeup.set()
+
+    # --- the session (KIP-631) -----------------------------------------------------------------------
+
+    async def run_session(self) -> None:
+        """Register, then heartbeat, until controlled shutdown completes or the controller refuses us."""
+        lifecycle = self.lifecycle
+        while lifecycle.state is not BrokerState.SHUT_DOWN and lifecycle.fatal_error is None:
+            request = lifecycle.poll(now_ms(), self._leader_id(), self._cluster_id(), self._metadata_offset())
+            if request is None:
+                wait_s = max(0.0, (lifecycle.next_deadline_ms() - now_ms()) / 1000)
+                if wait_s > 0:
+                    await wait_event(self._wakeup, min(wait_s, 0.5))
+                self._wakeup.clear()
+                continue
+            before = (lifecycle.state, lifecycle.is_fenced, lifecycle.broker_epoch)
+            try:
+                if isinstance(request, RegisterBroker):
+                    await self._register(request)
+                else:
+                    await self._heartbeat(request)
+            except ControllerUnavailable as exc:
+                log.debug("broker %d: %s", self.config.node_id, exc)
+                lifecycle.on_failure(now_ms())
+            after = (lifecycle.state, lifecycle.is_fenced, lifecycle.broker_epoch)
+            if after != before or lifecycle.fatal_error is not None:
+                self._log_change(before, after)
+                self._changed.set()
+                self._on_change()
+        self._changed.set()
+
+    def _log_change(self, before: tuple[Any, ...], after: tuple[Any, ...]) -> None:
+        lifecycle = self.lifecycle
+        if lifecycle.fatal_error is not None:
+            log.error("%s", lifecycle.fatal_error)
+        elif before[2] != after[2] and after[2] >= 0:
+            log.info("broker %d registered with broker epoch %d", self.config.node_id, after[2])
+        if before[1] != after[1]:
+            log.info(
+                "broker %d is %s (broker epoch %d)",
+                self.config.node_id,
+                "fenced" if after[1] else "unfenced",
+                lifecycle.broker_epoch,
+            )
+
+    async def _register(self, request: RegisterBroker) -> None:
+        body = BrokerRegistrationRequest(
+            broker_id=request.broker_id,
+            cluster_id=request.cluster_id,
+            incarnation_id=request.incarnation_id,
+            listeners=self._listeners(),
+            features=[],
+            rack=None,
+        )
+        response = await self.channel.call(request.controller_id, body, BROKER_REGISTRATION_VERSION)
+        assert isinstance(response, BrokerRegistrationResponse)
+        self.lifecycle.on_registration_response(response.error_code, response.broker_epoch, now_ms())
+
+    async def _heartbeat(self, request: SendHeartbeat) -> None:
+        body = BrokerHeartbeatRequest(
+            broker_id=request.broker_id,
+            broker_epoch=request.broker_epoch,
+            current_metadata_offset=request.current_metadata_offset,
+            want_fence=request.want_fence,
+            want_shut_down=request.want_shut_down,
+        )
+        response = await self.channel.call(request.controller_id, body, BROKER_HEARTBEAT_VERSION)
+        assert isinstance(response, BrokerHeartbeatResponse)
+        self.lifecycle.on_heartbeat_response(
+            response.error_code,
+            is_caught_up=bool(response.is_caught_up),
+            is_fenced=bool(response.is_fenced),
+            should_shut_down=bool(response.should_shut_down),
+            now_ms=now_ms(),
+        )
+
+    async def controlled_shutdown(self, budget_s: float) -> bool:
+        """want_shut_down heartbeats until the controller says we may stop (it has moved leadership
+        away), at most ``budget_s``; True if it did."""
+        self.lifecycle.begin_controlled_shutdown(now_ms())
+        self.wake()
+        deadline = time.monotonic() + budget_s
+        while self.lifecycle.state is not BrokerState.SHUT_DOWN and self.lifecycle.fatal_error is None:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return False
+            self._changed.clear()
+            await wait_event(self._changed, remaining)
+        return self.lifecycle.state is BrokerState.SHUT_DOWN
+
+    # --- AllocateProducerIds (KIP-730) ----------------------------------------------------------------
+
+    async def allocate_producer_ids(self, broker_id: int, broker_epoch: int) -> tuple[int, int, int]:
+        """(error, start, length) from the active controller; errors (none known, no answer, throttled,
+        stale epoch) go back to the ProducerIdManager, which backs off 50 ms and asks again."""
+        controller_id = self._leader_id()
+        if controller_id < 0 or broker_epoch < 0:
+            return int(ErrorCode.NOT_CONTROLLER), -1, 0
+        body = AllocateProducerIdsRequest(broker_id=broker_id, broker_epoch=broker_epoch)
+        try:
+            response = await self.channel.call(controller_id, body, ALLOCATE_PRODUCER_IDS_VERSION)
+        except ControllerUnavailable:
+            return int(ErrorCode.NOT_CONTROLLER), -1, 0
+        assert isinstance(response, AllocateProducerIdsResponse)
+        return int(response.error_code), int(response.producer_id_start), int(response.producer_id_len)
+
+    # --- forwarded admin requests ------------------------------------------------------------------------
+
+    async def forward(self, request: Any, version: int, *, topic_errors: Callable[[Any], list[int]]) -> Any:
+        """Send a CreateTopics/DeleteTopics to the active controller and return its answer; asked again of
+        the current leader while no controller answers or every topic says NOT_CONTROLLER."""
+        deadline = time.monotonic() + FORWARD_TIMEOUT_MS / 1000
+        last_error = "no active controller known"
+        while True:
+            controller_id = self._leader_id()
+            if controller_id >= 0:
+                try:
+                    response = await self.channel.call(controller_id, request, version)
+                except ControllerUnavailable as exc:
+                    last_error = str(exc)
+                else:
+                    errors = topic_errors(response)
+                    if not errors or any(e != ErrorCode.NOT_CONTROLLER for e in errors):
+                        return response
+                    last_error = f"controller {controller_id} is not the active controller"
+            if time.monotonic() >= deadline:
+                raise ControllerUnavailable(last_error)
+            await asyncio.sleep(RETRY_SLEEP_S)
+
+    async def forward_create_topics(self, request: Any, version: int) -> Any:
+        """A client's CreateTopics, answered by the active controller (NOT_CONTROLLER per topic when none
+        answers in time: the client retries)."""
+        try:
+            return await self.forward(request, version, topic_errors=_create_topics_errors)
+        except ControllerUnavailable as exc:
+            return _not_controller_create_topics(request, version, str(exc))
+
+    async def forward_delete_topics(self, request: Any, version: int) -> Any:
+        try:
+            return await self.forward(request, version, topic_errors=_delete_topics_errors)
+        except ControllerUnavailable as exc:
+            return _not_controller_delete_topics(request, version, str(exc))
+
+    async def create_topics_by_name(self, names: list[str], num_partitions: int) -> None:
+        """Auto-creation (Metadata/Produce/FindCoordinator): a CreateTopics to the active controller."""
+        request = CreateTopicsRequest(  # v4: the first with replication_factor -1 (the default)
+            topics=[
+                CreateTopicsRequest.CreatableTopic(
+                    name=name,
+                    num_partitions=num_partitions,
+                    replication_factor=-1,
+                    assignments=[],
+                    configs=[],
+                )
+                for name in names
+            ],
+            timeout_ms=FORWARD_TIMEOUT_MS,
+            validate_only=False,
+        )
+        await self.forward(request, 4, topic_errors=_create_topics_errors)
+
+    async def close(self) -> None:
+        await self.channel.close()
+
+
+def _create_topics_errors(response: Any) -> list[int]:
+    return [t.error_code for t in response.topics]
+
+
+def _delete_topics_errors(response: Any) -> list[int]:
+    return [t.error_code for t in response.responses]
+
+
+def _not_controller_create_topics(request: Any, version: int, message: str) -> Any:
+    """The answer when no controller could be reached: NOT_CONTROLLER (retriable) for every topic."""
+    return CreateTopicsResponse(
+        version=version,
+        throttle_time_ms=0,
+        topics=[
+            CreateTopicsResponse.CreatableTopicResult(
+                name=t.name,
+                topic_id=uuid.UUID(int=0),
+                error_code=ErrorCode.NOT_CONTROLLER,
+                error_message=message,
+                num_partitions=-1,
+                replication_factor=-1,
+                configs=[],
+            )
+            for t in request.topics
+        ],
+    )
+
+
+def _not_controller_delete_topics(request: Any, version: int, message: str) -> Any:
+    names = [t.name for t in request.topics] if version >= 6 else list(request.topic_names)
+    ids = [t.topic_id for t in request.topics] if version >= 6 else [uuid.UUID(int=0)] * len(names)
+    return DeleteTopicsResponse(
+        version=version,
+        throttle_time_ms=0,
+        responses=[
+            DeleteTopicsResponse.DeletableTopicResult(
+                name=name, topic_id=topic_id, error_code=ErrorCode.NOT_CONTROLLER, error_message=message
+            )
+            for name, topic_id in zip(names, ids, strict=True)
+        ],
+    )
+
+
+__all__ = [
+    "ControllerChannel",
+    "ControllerLink",
+    "ControllerUnavailable",
+]
