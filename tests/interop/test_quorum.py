@@ -20,6 +20,7 @@ from collections.abc import Iterator
 
 import pytest
 from kafka.protocol.admin import CreateTopicsRequest, CreateTopicsResponse
+from kafka.protocol.metadata import MetadataRequest, MetadataResponse
 
 from pykraft.core.errors import ErrorCode
 from pykraft.io.metadata_cli import (
@@ -205,7 +206,7 @@ def test_sigterm_of_the_leader_resigns_and_another_leads(cluster: ProcessCluster
     assert second.leader_epoch > first.leader_epoch and second.high_watermark >= first.high_watermark
 
 
-def test_dev_cluster_starts_three_controllers_and_stops_them_on_ctrl_c(tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_dev_cluster_starts_controllers_and_a_broker_and_stops_them_on_ctrl_c(tmp_path) -> None:  # type: ignore[no-untyped-def]
     directory = tmp_path / "dev"
     proc = subprocess.Popen(
         [
@@ -216,6 +217,8 @@ def test_dev_cluster_starts_three_controllers_and_stops_them_on_ctrl_c(tmp_path)
             "cluster",
             "--controllers",
             "3",
+            "--brokers",
+            "1",
             "--dir",
             str(directory),
         ],
@@ -225,14 +228,16 @@ def test_dev_cluster_starts_three_controllers_and_stops_them_on_ctrl_c(tmp_path)
     )
     try:
         assert proc.stdout is not None
-        lines = [proc.stdout.readline() for _ in range(5)]
+        lines = [proc.stdout.readline() for _ in range(7)]
         addresses = [line.split()[2] for line in lines if line.startswith("controller ")]
         assert len(addresses) == 3, lines
         assert sorted(p.name for p in directory.glob("*.properties")) == [
+            "broker-101.properties",
             "controller-1.properties",
             "controller-2.properties",
             "controller-3.properties",
         ]
+        bootstrap = next(line.split("=", 1)[1].strip() for line in lines if line.startswith("clients:"))
 
         def has_leader() -> bool:
             for address in addresses:
@@ -243,11 +248,21 @@ def test_dev_cluster_starts_three_controllers_and_stops_them_on_ctrl_c(tmp_path)
             return False
 
         _wait(has_leader, 30, "the dev cluster to elect a leader")
+
+        def broker_serves() -> bool:
+            try:
+                with RawClient(bootstrap) as client:
+                    brokers = client.request(MetadataRequest(topics=[]), MetadataResponse, 9).brokers
+            except Exception:  # not up or not unfenced yet
+                return False
+            return [b.node_id for b in brokers] == [101]
+
+        _wait(broker_serves, 30, "the dev cluster's broker to be unfenced")
         proc.send_signal(signal.SIGINT)
         out, _ = proc.communicate(timeout=60)
         assert proc.returncode == 0, out
         assert "stopping the cluster" in out
-        for address in addresses:
+        for address in [*addresses, bootstrap]:
             host, port = address.rsplit(":", 1)
             with pytest.raises(OSError), socket.create_connection((host, int(port)), timeout=1):
                 pass

@@ -83,8 +83,10 @@ class BrokerLifecycle:
         self.broker_epoch = -1
         self.is_caught_up = False
         self.is_fenced = True
-        # Set when the controller refused the registration for good: one line for the operator.
+        # Set when the controller refused the registration for good: one line for the operator, and
+        # the error code it answered.
         self.fatal_error: str | None = None
+        self.fatal_error_code = ErrorCode.NONE
         self._in_flight = False
         self._next_send_ms = now_ms
         self._failures = 0
@@ -146,6 +148,7 @@ class BrokerLifecycle:
             self._next_send_ms = now_ms  # the first heartbeat at once
             return
         if error in FATAL_REGISTRATION_ERRORS:
+            self.fatal_error_code = error
             self.fatal_error = f"the controller refused broker {self.broker_id}'s registration: {error.name}"
             return
         self._back_off(now_ms)

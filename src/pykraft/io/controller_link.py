@@ -20,7 +20,12 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-from kafka.protocol.admin import CreateTopicsRequest, CreateTopicsResponse, DeleteTopicsResponse
+from kafka.protocol.admin import (
+    CreateTopicsRequest,
+    CreateTopicsResponse,
+    DeleteTopicsResponse,
+    DescribeClusterRequest,
+)
 
 from pykraft.broker.lifecycle import BrokerLifecycle, BrokerState, RegisterBroker, SendHeartbeat
 from pykraft.core.config import NodeConfig
@@ -129,6 +134,7 @@ class ControllerLink:
         self._listeners = listeners
         # Called when the session changes (registered, unfenced, fenced, shut down, refused).
         self._on_change = on_change
+        self._rng = rng
         self._wakeup = asyncio.Event()
         self._changed = asyncio.Event()
 
@@ -141,7 +147,9 @@ class ControllerLink:
         """Register, then heartbeat, until controlled shutdown completes or the controller refuses us."""
         lifecycle = self.lifecycle
         while lifecycle.state is not BrokerState.SHUT_DOWN and lifecycle.fatal_error is None:
-            request = lifecycle.poll(now_ms(), self._leader_id(), self._cluster_id(), self._metadata_offset())
+            request = lifecycle.poll(
+                now_ms(), self._controller_to_ask(), self._cluster_id(), self._metadata_offset()
+            )
             if request is None:
                 wait_s = max(0.0, (lifecycle.next_deadline_ms() - now_ms()) / 1000)
                 if wait_s > 0:
@@ -163,6 +171,24 @@ class ControllerLink:
                 self._changed.set()
                 self._on_change()
         self._changed.set()
+
+    def _controller_to_ask(self) -> int:
+        """The raft leader; while none is known, any voter: a controller that is not active answers
+        NOT_CONTROLLER (we ask again), and one of another cluster INCONSISTENT_CLUSTER_ID (KIP-1262:
+        a broker whose log is not followable still learns it is in the wrong cluster)."""
+        leader = self._leader_id()
+        if leader >= 0:
+            return leader
+        return self._rng.choice(sorted(self.config.controller_quorum_voters))
+
+    async def quorum_cluster_id(self) -> str | None:
+        """The controllers' cluster id (DescribeCluster to a voter, KIP-919), for the refusal's message."""
+        request = DescribeClusterRequest(include_cluster_authorized_operations=False, endpoint_type=2)
+        try:
+            response = await self.channel.call(self._controller_to_ask(), request, 1)
+        except ControllerUnavailable:
+            return None
+        return str(response.cluster_id) if response.error_code == ErrorCode.NONE else None
 
     def _log_change(self, before: tuple[Any, ...], after: tuple[Any, ...]) -> None:
         lifecycle = self.lifecycle

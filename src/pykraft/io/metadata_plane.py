@@ -21,7 +21,7 @@ import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from kafka.protocol.admin import CreateTopicsResponse, DeleteTopicsResponse
+from kafka.protocol.admin import CreateTopicsResponse, DeleteTopicsResponse, DescribeClusterResponse
 
 from pykraft.broker.handlers import BrokerView, ClusterView, PartitionView, TopicView
 from pykraft.controller.cluster import BrokerHeartbeatReply, BrokerHeartbeatTracker
@@ -122,10 +122,18 @@ def _write_atomically(path: str, data: bytes) -> None:
 
 
 class MetadataPlane:
-    def __init__(self, config: NodeConfig, rng: random.Random, on_image: Callable[[], None]) -> None:
+    def __init__(
+        self,
+        config: NodeConfig,
+        rng: random.Random,
+        on_image: Callable[[], None],
+        on_fatal: Callable[[str], None] = lambda reason: None,
+    ) -> None:
         self.config = config
         self.rng = rng
         self.on_image = on_image
+        # A condition this node cannot serve through (one line): the node stops and the process exits.
+        self.on_fatal = on_fatal
         self.image = MetadataImage.EMPTY
         self.controller = QuorumController(rng=rng, default_num_partitions=config.num_partitions)
         self.raft_log: FileRaftLog | None = None
@@ -588,8 +596,8 @@ class MetadataPlane:
             try:
                 self.cluster_id = self.cluster_id_publisher.publish(discovered)
             except ClusterIdConflictError as exc:
-                # Only a leader that ignored our cluster id can get here (multi-node); never expose it.
-                log.critical("%s", exc)
+                # KIP-1262: the log names another cluster than meta.properties does; never expose it.
+                self.on_fatal(f"INCONSISTENT_CLUSTER_ID: {exc}")
                 return
         else:
             self.cluster_id = discovered
@@ -779,6 +787,32 @@ class MetadataPlane:
             return answer(ErrorCode.THROTTLING_QUOTA_EXCEEDED, throttle_ms=throttle_ms)
         error, start, length = await self.allocate_producer_ids(request.broker_id, request.broker_epoch)
         return answer(ErrorCode(error), start, length)
+
+    async def handle_describe_cluster(self, request: Any, version: int) -> Any:
+        """DescribeCluster on the controller listener (KIP-919): the cluster id, the raft leader as
+        controller id, and the controllers (voters) as endpoints; brokers are described by brokers, so
+        EndpointType 1 gets UNSUPPORTED_ENDPOINT_TYPE, as Kafka's controller answers."""
+        endpoint_type = request.endpoint_type if version >= 1 else 1
+        error = ErrorCode.NONE if endpoint_type == 2 else ErrorCode.UNSUPPORTED_ENDPOINT_TYPE
+        voters = self.config.controller_quorum_voters if error == ErrorCode.NONE else {}
+        return DescribeClusterResponse(
+            version=version,
+            throttle_time_ms=0,
+            error_code=error,
+            error_message=None
+            if error == ErrorCode.NONE
+            else "a controller describes controllers (EndpointType 2)",
+            endpoint_type=endpoint_type,
+            cluster_id=self.cluster_id or "",
+            controller_id=self.leader_id(),
+            brokers=[
+                DescribeClusterResponse.DescribeClusterBroker(
+                    broker_id=voter_id, host=host, port=port, rack=None, is_fenced=False
+                )
+                for voter_id, (host, port) in sorted(voters.items())
+            ],
+            authorized_operations=None,  # not requested: Int.MIN on the wire
+        )
 
     async def update_advertised_port(self, port: int) -> None:
         assert self._advertised is not None

@@ -38,6 +38,7 @@ from pykraft.protocol.fetch import encode_fetch_response
 from pykraft.protocol.messages import ApiKey, RequestHeader
 from pykraft.protocol.produce import decode_produce_request, encode_produce_response
 from pykraft.raft import wire
+from pykraft.storage.ensemble import meta_properties_path
 from pykraft.storage.meta_properties import MetaPropertiesError
 
 log = logging.getLogger("pykraft.node")
@@ -144,7 +145,7 @@ class Node:
                 os.makedirs(directory, exist_ok=True)
             except OSError as exc:
                 raise StartupError(f"log.dirs: cannot create {directory}: {exc.strerror}") from None
-        self.metadata = MetadataPlane(config, self.rng, on_image=self._on_image)
+        self.metadata = MetadataPlane(config, self.rng, on_image=self._on_image, on_fatal=self._fail)
         self.metadata.cluster_id_publisher = publisher
         try:
             await self.metadata.start()
@@ -270,6 +271,9 @@ class Node:
         link = self.link
         assert link is not None
         lifecycle = link.lifecycle
+        if lifecycle.fatal_error_code == ErrorCode.INCONSISTENT_CLUSTER_ID:
+            self._spawn(self._fail_cluster_id_conflict(link))
+            return
         if lifecycle.fatal_error is not None:
             self._fail(lifecycle.fatal_error)
             return
@@ -279,6 +283,19 @@ class Node:
                 # Ask for the first producer-id block now so the first InitProducerId rarely waits.
                 self.producer_ids.maybe_request_next_block(now_ms())
                 self._pump_producer_ids()
+
+    async def _fail_cluster_id_conflict(self, link: ControllerLink) -> None:
+        """KIP-1262: a broker whose persisted cluster id is not the quorum's never serves; the one line
+        names both ids and the file that holds ours."""
+        assert self.metadata is not None
+        theirs = await link.quorum_cluster_id()
+        ours = self.metadata.cluster_id
+        where = meta_properties_path(self.config.metadata_log_dir)
+        self._fail(
+            f"INCONSISTENT_CLUSTER_ID: {where} has cluster.id {ours} but the controller quorum's cluster id is "
+            f"{theirs or 'unknown'}; this broker's log dirs belong to another cluster (give it empty log dirs "
+            "to join this one)"
+        )
 
     def _fail(self, reason: str) -> None:
         """A condition the process cannot serve through: the CLI stops the node and exits with it."""
@@ -498,6 +515,7 @@ class Node:
             ApiKey.BROKER_REGISTRATION: metadata.handle_broker_registration,
             ApiKey.ALLOCATE_PRODUCER_IDS: metadata.handle_allocate_producer_ids,
             ApiKey.BROKER_HEARTBEAT: metadata.handle_broker_heartbeat,
+            ApiKey.DESCRIBE_CLUSTER: metadata.handle_describe_cluster,
         }
         handler = handlers_by_key.get(key)
         if handler is not None:
@@ -585,6 +603,7 @@ CONTROLLER_API_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     ApiKey.BROKER_REGISTRATION: (0, 4),
     ApiKey.ALLOCATE_PRODUCER_IDS: (0, 0),
     ApiKey.BROKER_HEARTBEAT: (0, 1),
+    ApiKey.DESCRIBE_CLUSTER: (0, 2),
 }
 
 

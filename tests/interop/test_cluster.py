@@ -1,0 +1,462 @@
+"""A cluster of separate processes: three controllers (the KRaft quorum) and three brokers that follow
+the metadata log as observers, register and heartbeat with the active controller (KIP-631), and get
+producer-id blocks from it over the network (KIP-730). Real kill -9, real clients.
+
+One cluster for the module (six processes on a two-core machine); the tests run in file order and each
+leaves every node running again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import random
+import shutil
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+
+import pytest
+from kafka.protocol.metadata import MetadataRequest, MetadataResponse
+from kafka.protocol.producer import InitProducerIdRequest, InitProducerIdResponse
+
+from pykraft.core.errors import ErrorCode
+from pykraft.io.kafka_connection import BrokerConnectionError
+from pykraft.io.metadata_cli import iter_log
+from pykraft.io.raft_log import METADATA_PARTITION_DIR
+from pykraft.protocol.messages import AllocateProducerIdsRequest, AllocateProducerIdsResponse
+from pykraft.testing import ProcessCluster, broker_properties, running_cluster
+from tests.raw_client import RawClient, register_broker
+
+SESSION_TIMEOUT_MS = 3000
+OVERRIDES = {
+    "broker.session.timeout.ms": str(SESSION_TIMEOUT_MS),
+    "broker.heartbeat.interval.ms": "500",
+    "group.initial.rebalance.delay.ms": "0",
+    "offsets.topic.num.partitions": "6",
+}
+BROKERS = (101, 102, 103)
+PARTITIONS = 12
+PER_CLIENT = 60  # messages each producer client writes, spread over the partitions
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ProcessCluster]:
+    directory = str(tmp_path_factory.mktemp("cluster"))
+    with running_cluster(controllers=3, brokers=3, directory=directory, overrides=OVERRIDES) as running:
+        try:
+            yield running
+        except BaseException:
+            print(running.logs())
+            raise
+
+
+def _wait(condition: Callable[[], bool], timeout_s: float, what: str) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if condition():
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")
+
+
+def _metadata(address: str, topics: list[str] | None = None) -> MetadataResponse:
+    request = MetadataRequest(
+        topics=None if topics is None else [MetadataRequest.MetadataRequestTopic(name=t) for t in topics],
+        allow_auto_topic_creation=False,
+    )
+    with RawClient(address, timeout_s=5) as client:
+        return client.request(request, MetadataResponse, 9)
+
+
+def _leaders(cluster: ProcessCluster, topic: str, via: int) -> dict[int, int]:
+    response = _metadata(cluster.nodes[via].address, [topic])
+    return {p.partition_index: p.leader_id for p in response.topics[0].partitions}
+
+
+def _active_controller(cluster: ProcessCluster) -> int:
+    return int(cluster.wait_for_leader().leader_id)
+
+
+# --- clients --------------------------------------------------------------------------------------
+
+
+def test_three_clients_produce_idempotently_and_consume_in_groups_across_all_brokers(
+    cluster: ProcessCluster,
+) -> None:
+    import confluent_kafka
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    bootstrap = cluster.bootstrap_servers
+    topic = "spread"
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(topic, PARTITIONS, 1)])[topic].result(30)
+    # Placed round-robin over the unfenced brokers: every broker leads some partitions, and every
+    # broker's image already has the topic (CreateTopics answers once the answering broker sees it).
+    leaders = _leaders(cluster, topic, via=BROKERS[2])
+    assert sorted(leaders) == list(range(PARTITIONS)) and set(leaders.values()) == set(BROKERS)
+
+    expected: set[bytes] = set()
+
+    # confluent-kafka (librdkafka), idempotent.
+    producer = confluent_kafka.Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True})
+    failures: list[object] = []
+    for i in range(PER_CLIENT):
+        value = f"confluent-{i}".encode()
+        expected.add(value)
+        producer.produce(
+            topic, value, partition=i % PARTITIONS, on_delivery=lambda err, msg: err and failures.append(err)
+        )
+    assert producer.flush(30) == 0 and not failures
+
+    # kafka-python, idempotent.
+    from kafka import KafkaProducer
+
+    kp = KafkaProducer(bootstrap_servers=bootstrap, enable_idempotence=True, acks="all")
+    futures = []
+    for i in range(PER_CLIENT):
+        value = f"kafka-python-{i}".encode()
+        expected.add(value)
+        futures.append(kp.send(topic, value, partition=i % PARTITIONS))
+    for future in futures:
+        future.get(timeout=30)
+    kp.close()
+
+    # aiokafka, idempotent.
+    from aiokafka import AIOKafkaProducer
+
+    async def aio_produce() -> None:
+        aio = AIOKafkaProducer(bootstrap_servers=bootstrap, enable_idempotence=True, acks="all")
+        await aio.start()
+        try:
+            for i in range(PER_CLIENT):
+                value = f"aiokafka-{i}".encode()
+                expected.add(value)
+                await aio.send_and_wait(topic, value, partition=i % PARTITIONS)
+        finally:
+            await aio.stop()
+
+    asyncio.run(aio_produce())
+
+    # Each producer got its own id from a broker's block (KIP-730); the partitions' logs show them.
+    # Group consumers of each client read everything back, their coordinators on any broker.
+    assert _confluent_group(bootstrap, topic) == expected
+    assert _kafka_python_group(bootstrap, topic) == expected
+    assert _aiokafka_group(bootstrap, topic) == expected
+
+
+def _confluent_group(bootstrap: str, topic: str) -> set[bytes]:
+    import confluent_kafka
+
+    consumer = confluent_kafka.Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "g-confluent",
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+        }
+    )
+    consumer.subscribe([topic])
+    seen: set[bytes] = set()
+    deadline = time.monotonic() + 60
+    try:
+        while len(seen) < 3 * PER_CLIENT and time.monotonic() < deadline:
+            message = consumer.poll(0.2)
+            if message is not None and message.error() is None:
+                seen.add(message.value())
+        consumer.commit(asynchronous=False)
+    finally:
+        consumer.close()
+    return seen
+
+
+def _kafka_python_group(bootstrap: str, topic: str) -> set[bytes]:
+    from kafka import KafkaConsumer
+
+    consumer = KafkaConsumer(
+        topic,
+        bootstrap_servers=bootstrap,
+        group_id="g-kafka-python",
+        auto_offset_reset="earliest",
+        enable_auto_commit=False,
+    )
+    seen: set[bytes] = set()
+    deadline = time.monotonic() + 60
+    try:
+        while len(seen) < 3 * PER_CLIENT and time.monotonic() < deadline:
+            for records in consumer.poll(timeout_ms=200).values():
+                seen.update(r.value for r in records)
+        consumer.commit()
+    finally:
+        consumer.close()
+    return seen
+
+
+def _aiokafka_group(bootstrap: str, topic: str) -> set[bytes]:
+    from aiokafka import AIOKafkaConsumer
+
+    async def consume() -> set[bytes]:
+        consumer = AIOKafkaConsumer(
+            topic,
+            bootstrap_servers=bootstrap,
+            group_id="g-aiokafka",
+            auto_offset_reset="earliest",
+            enable_auto_commit=False,
+        )
+        await consumer.start()
+        seen: set[bytes] = set()
+        deadline = time.monotonic() + 60
+        try:
+            while len(seen) < 3 * PER_CLIENT and time.monotonic() < deadline:
+                for records in (await consumer.getmany(timeout_ms=200)).values():
+                    seen.update(r.value for r in records)
+            await consumer.commit()
+        finally:
+            await consumer.stop()
+        return seen
+
+    return asyncio.run(consume())
+
+
+# --- AllocateProducerIds (KIP-730) ---------------------------------------------------------------------
+
+
+def _allocate(address: str, broker_id: int, broker_epoch: int) -> AllocateProducerIdsResponse:
+    with RawClient(address) as client:
+        return client.request(
+            AllocateProducerIdsRequest(broker_id=broker_id, broker_epoch=broker_epoch),
+            AllocateProducerIdsResponse,
+            0,
+        )
+
+
+def test_allocate_producer_ids_checks_the_broker_and_its_epoch_and_rate(cluster: ProcessCluster) -> None:
+    controller = cluster.nodes[_active_controller(cluster)].address
+    cluster_id = _cluster_id(cluster)
+    registered = register_broker(controller, 150, cluster_id)
+    assert registered.error_code == ErrorCode.NONE
+    epoch = registered.broker_epoch
+    assert _allocate(controller, 150, epoch - 1).error_code == ErrorCode.STALE_BROKER_EPOCH
+    assert _allocate(controller, 4242, 0).error_code == ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+    # A broker's client listener never serves it, whoever asks.
+    assert _allocate(cluster.nodes[BROKERS[0]].address, 150, epoch).error_code == (
+        ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+    )
+    answers = [_allocate(controller, 150, epoch) for _ in range(15)]
+    granted = [a for a in answers if a.error_code == ErrorCode.NONE]
+    throttled = [a for a in answers if a.error_code == ErrorCode.THROTTLING_QUOTA_EXCEEDED]
+    assert granted and throttled and all(a.throttle_time_ms > 0 for a in throttled)
+    starts = [a.producer_id_start for a in granted]
+    assert starts == sorted(starts) and len(set(starts)) == len(starts)
+
+
+def _cluster_id(cluster: ProcessCluster) -> str:
+    response = _metadata(cluster.nodes[BROKERS[0]].address, [])
+    return str(response.cluster_id)
+
+
+# --- producer ids under controller failover ---------------------------------------------------------
+
+
+PRODUCERS = 300
+
+
+def _init_producer_id(addresses: list[str], rng: random.Random, deadline: float) -> tuple[int, list[int]]:
+    """InitProducerId (idempotent) through any broker until one answers with an id: (id, errors seen)."""
+    errors: list[int] = []
+    while time.monotonic() < deadline:
+        address = rng.choice(addresses)
+        try:
+            with RawClient(address, timeout_s=5) as client:
+                response = client.request(
+                    InitProducerIdRequest(
+                        transactional_id=None, transaction_timeout_ms=60000, producer_id=-1, producer_epoch=-1
+                    ),
+                    InitProducerIdResponse,
+                    4,
+                )
+        except (BrokerConnectionError, OSError):
+            errors.append(-1)  # that broker is down (killed): another one
+            time.sleep(0.02)
+            continue
+        if response.error_code == ErrorCode.NONE:
+            return int(response.producer_id), errors
+        errors.append(response.error_code)
+        time.sleep(0.05)
+    raise AssertionError(f"no producer id before the deadline; errors {errors[-10:]}")
+
+
+def test_300_producers_get_distinct_ids_while_the_active_controller_is_killed_twice(
+    cluster: ProcessCluster, tmp_path: object
+) -> None:
+    addresses = [cluster.nodes[b].address for b in BROKERS]
+    results: list[int] = []
+    errors_seen: list[int] = []
+    failures: list[BaseException] = []
+    lock = threading.Lock()
+    start = time.monotonic()
+
+    def producer(index: int) -> None:
+        rng = random.Random(index)
+        # Spread over ~4 s, so producers initialise before, during and after each kill.
+        time.sleep(rng.uniform(0, 4.0))
+        try:
+            producer_id, errors = _init_producer_id(addresses, rng, start + 90)
+        except BaseException as exc:
+            failures.append(exc)
+            return
+        with lock:
+            results.append(producer_id)
+            errors_seen.extend(errors)
+
+    threads = [threading.Thread(target=producer, args=(i,)) for i in range(PRODUCERS)]
+    for thread in threads:
+        thread.start()
+    try:
+        for round_no in range(2):
+            time.sleep(0.8)
+            leader = _active_controller(cluster)
+            cluster.kill(leader)
+            # A broker restarted now has no block: it must get one from the next active controller.
+            restarted = BROKERS[round_no]
+            cluster.kill(restarted)
+            cluster.start(restarted)
+            time.sleep(0.3)
+            cluster.start(leader)
+            cluster.wait_for_leader(exclude=frozenset({leader}))
+    finally:
+        for thread in threads:
+            thread.join(timeout=120)
+    assert not failures, failures[:3]
+    assert len(results) == PRODUCERS
+    assert len(set(results)) == PRODUCERS, "a producer id was handed out twice"
+    cluster.wait_for_brokers(expected=set(BROKERS))
+
+    # The metadata log: blocks never overlap and only grow, each naming a registered broker and the
+    # epoch it had (a broker's epoch is the offset of its RegisterBrokerRecord).
+    copy = _quiet_copy_of_a_controller_log(cluster, str(tmp_path))
+    registrations: set[tuple[int, int]] = set()
+    blocks: list[tuple[int, int, int]] = []
+    for record in iter_log(copy):
+        if record.record_type == "RegisterBrokerRecord":
+            registrations.add((record.fields["broker_id"], record.offset))
+        elif record.record_type == "ProducerIdsRecord":
+            fields = record.fields
+            blocks.append((fields["broker_id"], fields["broker_epoch"], fields["next_producer_id"]))
+    assert len(blocks) >= 5  # three first blocks, two more for the restarted brokers
+    next_ids = [b[2] for b in blocks]
+    assert next_ids == sorted(next_ids) and len(set(next_ids)) == len(next_ids)
+    assert all((broker_id, epoch) in registrations for broker_id, epoch, _ in blocks)
+    assert all(p < next_ids[-1] for p in results)
+
+    out = os.path.join(str(tmp_path), "audit")
+    audit = subprocess.run(
+        [sys.executable, "-m", "pykraft.cli", "pipeline", "pid-audit", "--metadata-dir", copy, "--out", out],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert audit.returncode == 0, audit.stdout + audit.stderr
+    assert "OK: no violations" in audit.stdout
+
+
+def _quiet_copy_of_a_controller_log(cluster: ProcessCluster, directory: str) -> str:
+    """A follower controller stopped cleanly (its log flushed and closed), its metadata log copied, and
+    the controller started again."""
+    leader = _active_controller(cluster)
+    follower = next(i for i in cluster.controllers if i != leader)
+    cluster.stop(follower)
+    copy = os.path.join(directory, "metadata")
+    shutil.copytree(os.path.join(cluster.nodes[follower].data_dir, METADATA_PARTITION_DIR), copy)
+    cluster.start(follower)
+    cluster.wait_for_leader()
+    return copy
+
+
+# --- broker failures ------------------------------------------------------------------------------------
+
+
+def _listed_brokers(address: str) -> list[int]:
+    return sorted(b.node_id for b in _metadata(address, []).brokers)
+
+
+def _broker_epochs(cluster: ProcessCluster, broker_id: int) -> list[int]:
+    with open(cluster.nodes[broker_id].log_path, encoding="utf-8") as fh:
+        return [int(line.rsplit(" ", 1)[1]) for line in fh if "registered with broker epoch" in line]
+
+
+def test_a_killed_broker_is_fenced_its_partitions_unavailable_and_it_returns_with_a_new_epoch(
+    cluster: ProcessCluster,
+) -> None:
+    topic = "spread"
+    victim, observer = BROKERS[2], BROKERS[0]
+    led = sorted(p for p, leader in _leaders(cluster, topic, observer).items() if leader == victim)
+    assert led
+    epochs_before = _broker_epochs(cluster, victim)
+    killed_at = time.monotonic()
+    cluster.kill(victim)
+    _wait(lambda: victim not in _listed_brokers(cluster.nodes[observer].address), 30, "the broker's fencing")
+    fenced_after_s = time.monotonic() - killed_at
+    # Fenced by its session expiring (not before: nothing told the controller), well within bounds.
+    assert fenced_after_s < SESSION_TIMEOUT_MS / 1000 + 5, fenced_after_s
+    response = _metadata(cluster.nodes[observer].address, [topic])
+    by_index = {p.partition_index: p for p in response.topics[0].partitions}
+    for index in led:
+        assert by_index[index].error_code == ErrorCode.LEADER_NOT_AVAILABLE
+        assert by_index[index].leader_id == -1
+
+    cluster.start(victim)
+    cluster.wait_for_brokers(expected=set(BROKERS))
+    epochs_after = _broker_epochs(cluster, victim)
+    assert len(epochs_after) > len(epochs_before) and epochs_after[-1] > epochs_before[-1]
+    _wait(lambda: all(_leaders(cluster, topic, observer)[p] == victim for p in led), 30, "leadership back")
+    import confluent_kafka
+
+    producer = confluent_kafka.Producer(
+        {"bootstrap.servers": cluster.bootstrap_servers, "enable.idempotence": True}
+    )
+    delivered: list[object] = []
+    for index in led:
+        producer.produce(topic, b"back", partition=index, on_delivery=lambda err, msg: delivered.append(err))
+    assert producer.flush(30) == 0 and delivered == [None] * len(led)
+
+
+def test_sigterm_of_a_broker_moves_leadership_off_it_before_it_stops(cluster: ProcessCluster) -> None:
+    victim, observer = BROKERS[1], BROKERS[0]
+    stopped_at = time.monotonic()
+    cluster.stop(victim)
+    # Controlled shutdown (want_shut_down): the controller fenced it before it exited, so it is gone
+    # from Metadata at once, not after its session timeout.
+    listed = _listed_brokers(cluster.nodes[observer].address)
+    took_s = time.monotonic() - stopped_at
+    assert victim not in listed, (listed, took_s)
+    with open(cluster.nodes[victim].log_path, encoding="utf-8") as fh:
+        assert "broker 102 is fenced" in fh.read()
+    cluster.start(victim)
+    cluster.wait_for_brokers(expected=set(BROKERS))
+
+
+def test_a_broker_from_another_cluster_is_refused_with_both_ids(
+    cluster: ProcessCluster, tmp_path: object
+) -> None:
+    data = os.path.join(str(tmp_path), "stranger")
+    os.makedirs(data)
+    with open(os.path.join(data, "meta.properties"), "w", encoding="utf-8") as fh:
+        fh.write("version=1\ncluster.id=AAAAAAAAAAAAAAAAAAAAAA\nnode.id=199\n")
+    voters = {i: n.port for i, n in cluster.controllers.items()}
+    config = os.path.join(str(tmp_path), "stranger.properties")
+    with open(config, "w", encoding="utf-8") as fh:
+        fh.write(broker_properties(199, data, 0, voters))
+    proc = subprocess.run(
+        [sys.executable, "-m", "pykraft.cli", "server", "start", "--config", config],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    ours = _cluster_id(cluster)
+    assert proc.returncode == 1, proc.stderr
+    last = proc.stderr.strip().splitlines()[-1]
+    assert last.startswith("pykraft: INCONSISTENT_CLUSTER_ID"), last
+    assert "AAAAAAAAAAAAAAAAAAAAAA" in last and ours in last and data in last
