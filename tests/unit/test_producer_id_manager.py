@@ -163,3 +163,15 @@ def test_timeout_allows_an_immediate_retry() -> None:
     manager.on_timeout()
     manager.generate_producer_id(1)
     assert manager.take_request() is not None
+
+
+def test_a_throttled_answer_backs_off_for_the_throttle_time() -> None:
+    # KIP-730's per-broker rate limit: THROTTLING_QUOTA_EXCEEDED with throttle_time_ms > 50 ms.
+    manager = ProducerIdManager(broker_id=0)
+    manager.generate_producer_id(0)
+    assert manager.take_request() is not None
+    manager.on_response(AllocateProducerIdsResponseData(ErrorCode.THROTTLING_QUOTA_EXCEEDED, -1, 0, 300), 0)
+    manager.generate_producer_id(299)
+    assert manager.take_request() is None
+    manager.generate_producer_id(300)
+    assert manager.take_request() is not None

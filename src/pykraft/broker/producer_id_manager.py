@@ -116,7 +116,8 @@ class ProducerIdManager:
         return request
 
     def on_response(self, response: AllocateProducerIdsResponseData, now_ms: int) -> bool:
-        """Install a prefetched block; ``False`` (and a 50 ms backoff) for an error or a bad block."""
+        """Install a prefetched block; ``False`` for an error or a bad block, with a 50 ms backoff, or the
+        controller's throttle time when it is longer (KIP-730's rate limit)."""
         start, length = response.producer_id_start, response.producer_id_len
         ok = (
             response.error_code == ErrorCode.NONE
@@ -130,7 +131,7 @@ class ProducerIdManager:
             self.backoff_deadline_ms = NO_RETRY
             # request_in_flight stays set until the prefetched block is swapped in (as Kafka).
             return True
-        self.backoff_deadline_ms = now_ms + RETRY_BACKOFF_MS
+        self.backoff_deadline_ms = now_ms + max(RETRY_BACKOFF_MS, response.throttle_time_ms)
         self.request_in_flight = False
         return False
 

@@ -28,6 +28,7 @@ from kafka.protocol.admin import (
 )
 
 from pykraft.broker.lifecycle import BrokerLifecycle, BrokerState, RegisterBroker, SendHeartbeat
+from pykraft.broker.producer_id_manager import AllocateProducerIdsResponseData
 from pykraft.core.config import NodeConfig
 from pykraft.core.errors import ErrorCode
 from pykraft.io.rpc_channel import Answered, ChannelEvent, RpcChannels
@@ -247,23 +248,33 @@ class ControllerLink:
                 return False
             self._changed.clear()
             await wait_event(self._changed, remaining)
-        return self.lifecycle.state is BrokerState.SHUT_DOWN
+        done = self.lifecycle.state is BrokerState.SHUT_DOWN
+        if done:
+            log.info("controlled shutdown of broker %d done: no partition is led here", self.config.node_id)
+        return done
 
     # --- AllocateProducerIds (KIP-730) ----------------------------------------------------------------
 
-    async def allocate_producer_ids(self, broker_id: int, broker_epoch: int) -> tuple[int, int, int]:
-        """(error, start, length) from the active controller; errors (none known, no answer, throttled,
-        stale epoch) go back to the ProducerIdManager, which backs off 50 ms and asks again."""
+    async def allocate_producer_ids(
+        self, broker_id: int, broker_epoch: int
+    ) -> AllocateProducerIdsResponseData:
+        """The active controller's answer; errors (none known, no answer, throttled, stale epoch) go back
+        to the ProducerIdManager, which backs off (50 ms, or the throttle time) and asks again."""
         controller_id = self._leader_id()
         if controller_id < 0 or broker_epoch < 0:
-            return int(ErrorCode.NOT_CONTROLLER), -1, 0
+            return AllocateProducerIdsResponseData(ErrorCode.NOT_CONTROLLER, -1, 0)
         body = AllocateProducerIdsRequest(broker_id=broker_id, broker_epoch=broker_epoch)
         try:
             response = await self.channel.call(controller_id, body, ALLOCATE_PRODUCER_IDS_VERSION)
         except ControllerUnavailable:
-            return int(ErrorCode.NOT_CONTROLLER), -1, 0
+            return AllocateProducerIdsResponseData(ErrorCode.NOT_CONTROLLER, -1, 0)
         assert isinstance(response, AllocateProducerIdsResponse)
-        return int(response.error_code), int(response.producer_id_start), int(response.producer_id_len)
+        return AllocateProducerIdsResponseData(
+            response.error_code,
+            response.producer_id_start,
+            response.producer_id_len,
+            response.throttle_time_ms,
+        )
 
     # --- forwarded admin requests ------------------------------------------------------------------------
 

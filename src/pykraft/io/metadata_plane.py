@@ -24,6 +24,7 @@ from typing import Any
 from kafka.protocol.admin import CreateTopicsResponse, DeleteTopicsResponse, DescribeClusterResponse
 
 from pykraft.broker.handlers import BrokerView, ClusterView, PartitionView, TopicView
+from pykraft.broker.producer_id_manager import AllocateProducerIdsResponseData
 from pykraft.controller.cluster import BrokerHeartbeatReply, BrokerHeartbeatTracker
 from pykraft.controller.producer_ids import ProducerIdAllocationLimiter
 from pykraft.controller.quorum_controller import QuorumController
@@ -785,8 +786,8 @@ class MetadataPlane:
         throttle_ms = self.allocation_limiter.throttle_time_ms(request.broker_id, now_ms())
         if throttle_ms:
             return answer(ErrorCode.THROTTLING_QUOTA_EXCEEDED, throttle_ms=throttle_ms)
-        error, start, length = await self.allocate_producer_ids(request.broker_id, request.broker_epoch)
-        return answer(ErrorCode(error), start, length)
+        block = await self.allocate_producer_ids(request.broker_id, request.broker_epoch)
+        return answer(ErrorCode(block.error_code), block.producer_id_start, block.producer_id_len)
 
     async def handle_describe_cluster(self, request: Any, version: int) -> Any:
         """DescribeCluster on the controller listener (KIP-919): the cluster id, the raft leader as
@@ -819,13 +820,17 @@ class MetadataPlane:
         if self._advertised[1] != port:
             await self.register_broker(self._advertised[0], port)
 
-    async def allocate_producer_ids(self, broker_id: int, broker_epoch: int) -> tuple[int, int, int]:
+    async def allocate_producer_ids(
+        self, broker_id: int, broker_epoch: int
+    ) -> AllocateProducerIdsResponseData:
         result = self.controller.allocate_producer_ids(broker_id, broker_epoch)
         try:
             response = await self._write(result)
         except NotControllerError:
-            return int(ErrorCode.NOT_CONTROLLER), -1, 0
-        return int(response.error_code), int(response.producer_id_start), int(response.producer_id_len)
+            return AllocateProducerIdsResponseData(ErrorCode.NOT_CONTROLLER, -1, 0)
+        return AllocateProducerIdsResponseData(
+            response.error_code, response.producer_id_start, response.producer_id_len
+        )
 
     async def create_topics_by_name(self, names: list[str], num_partitions: int) -> None:
         topics = [CreatableTopic(name=n, num_partitions=num_partitions, replication_factor=-1) for n in names]

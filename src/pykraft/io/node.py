@@ -20,7 +20,7 @@ from typing import Any
 
 from pykraft.broker import handlers
 from pykraft.broker.producer_admin import handle_describe_configs, handle_describe_producers
-from pykraft.broker.producer_id_manager import AllocateProducerIdsResponseData, ProducerIdManager
+from pykraft.broker.producer_id_manager import ProducerIdManager
 from pykraft.broker.replica_manager import ReplicaManager
 from pykraft.core.config import NodeConfig
 from pykraft.core.errors import ErrorCode, RemoteProtocolError
@@ -428,7 +428,7 @@ class Node:
 
         async def allocate() -> None:
             try:
-                error, start, length = await allocate_producer_ids(request.broker_id, request.broker_epoch)
+                block = await allocate_producer_ids(request.broker_id, request.broker_epoch)
             except asyncio.CancelledError:
                 self.producer_ids.on_timeout()
                 raise
@@ -436,7 +436,7 @@ class Node:
                 log.exception("AllocateProducerIds failed")
                 self.producer_ids.on_timeout()
                 return
-            self.producer_ids.on_response(AllocateProducerIdsResponseData(error, start, length), now_ms())
+            self.producer_ids.on_response(block, now_ms())
 
         self._spawn(allocate())
 
