@@ -19,6 +19,7 @@ import time
 from collections.abc import Callable, Iterator
 
 import pytest
+from kafka.protocol.admin import CreateTopicsRequest, CreateTopicsResponse
 from kafka.protocol.metadata import MetadataRequest, MetadataResponse
 from kafka.protocol.producer import InitProducerIdRequest, InitProducerIdResponse
 
@@ -360,8 +361,14 @@ def test_300_producers_get_distinct_ids_while_the_active_controller_is_killed_tw
             thread.join(timeout=120)
     assert not failures, failures[:3]
     assert len(results) == PRODUCERS
-    assert len(set(results)) == PRODUCERS, "a producer id was handed out twice"
+    # One more producer through each broker: a restarted broker asks the controller for its first block
+    # on registration, or (if that answer was lost with a killed controller) on its first InitProducerId.
     cluster.wait_for_brokers(expected=set(BROKERS))
+    for broker_id in BROKERS:
+        results.append(
+            _init_producer_id([cluster.nodes[broker_id].address], random.Random(0), time.monotonic() + 60)[0]
+        )
+    assert len(set(results)) == len(results) == PRODUCERS + len(BROKERS), "a producer id was handed out twice"
 
     # The metadata log: blocks never overlap and only grow, each naming a registered broker and the
     # epoch it had (a broker's epoch is the offset of its RegisterBrokerRecord).
@@ -486,3 +493,60 @@ def test_a_broker_from_another_cluster_is_refused_with_both_ids(
     last = proc.stderr.strip().splitlines()[-1]
     assert last.startswith("pykraft: INCONSISTENT_CLUSTER_ID"), last
     assert "AAAAAAAAAAAAAAAAAAAAAA" in last and ours in last and data in last
+
+
+def test_a_broker_that_was_down_catches_up_from_a_snapshot(tmp_path: object) -> None:
+    """KIP-630 for observers: while a broker is down the controller snapshots and cleans its log past
+    the broker's end; back up, the broker fetches the snapshot (FetchSnapshot) and serves what it holds."""
+    from tests.interop.test_quorum import FAST_METADATA
+
+    with running_cluster(
+        controllers=1, brokers=1, directory=os.path.join(str(tmp_path), "small"), overrides=FAST_METADATA
+    ) as small:
+        broker, controller = small.brokers[BROKERS[0]], small.controllers[1]
+        broker_meta = os.path.join(broker.data_dir, METADATA_PARTITION_DIR)
+        controller_meta = os.path.join(controller.data_dir, METADATA_PARTITION_DIR)
+        small.stop(broker.node_id)
+        broker_end = max(_segment_offsets(broker_meta))
+        created = [f"while-down-{i}" for i in range(3)]
+        for name in created:
+            with RawClient(controller.address) as client:
+                answer = client.request(
+                    CreateTopicsRequest(
+                        topics=[
+                            CreateTopicsRequest.CreatableTopic(
+                                name=name, num_partitions=1, replication_factor=-1, assignments=[], configs=[]
+                            )
+                        ],
+                        timeout_ms=10000,
+                        validate_only=False,
+                    ),
+                    CreateTopicsResponse,
+                    5,
+                )
+            # The broker is fenced (its controlled shutdown), so there is no broker to place on.
+            assert answer.topics[0].error_code == ErrorCode.INVALID_REPLICATION_FACTOR
+        _wait(
+            lambda: min(_segment_offsets(controller_meta)) > broker_end, 30, "the controller's log cleaning"
+        )
+
+        small.start(broker.node_id)
+        small.wait_for_brokers(expected={broker.node_id})
+        snapshots = [f for f in os.listdir(broker_meta) if f.endswith(".checkpoint")]
+        assert any(int(f.split("-")[0]) > broker_end for f in snapshots), snapshots
+        auto = "after-catch-up"
+        with RawClient(broker.address) as client:
+            client.request(
+                MetadataRequest(
+                    topics=[MetadataRequest.MetadataRequestTopic(name=auto)], allow_auto_topic_creation=True
+                ),
+                MetadataResponse,
+                9,
+            )
+        _wait(
+            lambda: _metadata(broker.address, [auto]).topics[0].error_code == ErrorCode.NONE, 30, "the topic"
+        )
+
+
+def _segment_offsets(directory: str) -> list[int]:
+    return [int(f.split(".")[0]) for f in os.listdir(directory) if f.endswith(".log")]

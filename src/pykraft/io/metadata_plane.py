@@ -394,8 +394,8 @@ class MetadataPlane:
         # Every broker process gets a fresh session from a new active controller (Kafka: heartbeat
         # state is not in the log). The embedded node's own broker never heartbeats: not tracked.
         self.heartbeats = BrokerHeartbeatTracker()
-        if not self.waits_for_activation:
-            for broker_id in self.controller.cluster_control.registrations():
+        for broker_id in self.controller.cluster_control.registrations():
+            if broker_id != self.config.node_id:
                 self.heartbeats.touch(broker_id, now_ms())
         log.info("node %d is the active controller at epoch %d", self.config.node_id, raft.epoch)
 
@@ -425,11 +425,10 @@ class MetadataPlane:
 
     def _maybe_write_no_op(self) -> None:
         """KIP-835: an idle active controller appends a NoOpRecord every metadata.max.idle.interval.ms,
-        so followers and brokers can tell a live leader's empty log from a stalled one (multi-voter
-        quorums only)."""
+        so followers and brokers can tell a live leader's empty log from a stalled one (not on the
+        single-node cluster, whose only reader is its own broker: its log stays quiet)."""
         interval_ms = self.config.metadata_max_idle_interval_ms
-        if not self._controller_active or self._stopping or interval_ms <= 0 or self.waits_for_activation:
-            # A single voter has no follower to reassure: the embedded node's log stays quiet.
+        if not self._controller_active or self._stopping or interval_ms <= 0 or self.config.is_broker:
             return
         if now_ms() - self._last_append_ms < interval_ms:
             return
