@@ -81,8 +81,11 @@ class RawClient(BrokerConnection):
             return True
 
 
-def register_broker(address: str, broker_id: int, cluster_id: str | None) -> Any:
-    """BrokerRegistration (62) as a broker process sends it, to a controller listener."""
+def register_broker(
+    address: str, broker_id: int, cluster_id: str | None, features: list[tuple[str, int, int]] | None = None
+) -> Any:
+    """BrokerRegistration (62) as a broker process sends it, to a controller listener; ``features`` are
+    (name, min, max) supported ranges."""
     from pykraft.protocol.messages import BrokerRegistrationRequest, BrokerRegistrationResponse
 
     listener = BrokerRegistrationRequest.Listener(
@@ -93,7 +96,10 @@ def register_broker(address: str, broker_id: int, cluster_id: str | None) -> Any
         cluster_id=cluster_id,
         incarnation_id=uuid.uuid4(),
         listeners=[listener],
-        features=[],
+        features=[
+            BrokerRegistrationRequest.Feature(name=n, min_supported_version=lo, max_supported_version=hi)
+            for n, lo, hi in features or []
+        ],
         rack=None,
     )
     with RawClient(address) as client:

@@ -58,6 +58,15 @@ def test_allocate_producer_ids__registered_broker_gets_increasing_blocks(node) -
     assert throttled and all(a.throttle_time_ms > 0 and a.producer_id_len == 0 for a in throttled)
 
 
+def test_broker_registration__a_broker_that_cannot_run_the_metadata_version_is_refused(node) -> None:  # type: ignore[no-untyped-def]
+    with open(os.path.join(node.data_dir, "meta.properties"), encoding="utf-8") as fh:
+        cluster_id = parse_meta_properties(fh.read()).cluster_id
+    too_old = register_broker(node.controller_address, 120, cluster_id, [("metadata.version", 1, 3)])
+    assert too_old.error_code == ErrorCode.UNSUPPORTED_VERSION
+    able = register_broker(node.controller_address, 121, cluster_id, [("metadata.version", 1, 21)])
+    assert able.error_code == ErrorCode.NONE
+
+
 def test_allocate_producer_ids__on_the_client_listener_is_refused(node) -> None:  # type: ignore[no-untyped-def]
     response = _allocate(node.bootstrap_servers, 1, 0)
     assert response.error_code == ErrorCode.CLUSTER_AUTHORIZATION_FAILED

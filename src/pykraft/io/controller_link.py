@@ -29,10 +29,12 @@ from kafka.protocol.admin import (
 
 from pykraft.broker.lifecycle import BrokerLifecycle, BrokerState, RegisterBroker, SendHeartbeat
 from pykraft.broker.producer_id_manager import AllocateProducerIdsResponseData
+from pykraft.controller.cluster import MINIMUM_KRAFT_METADATA_VERSION
 from pykraft.core.config import NodeConfig
 from pykraft.core.errors import ErrorCode
 from pykraft.io.rpc_channel import Answered, ChannelEvent, RpcChannels
 from pykraft.io.waiting import wait_event
+from pykraft.metadata.records import MetadataVersion
 from pykraft.protocol import messages
 from pykraft.protocol.messages import (
     AllocateProducerIdsRequest,
@@ -211,7 +213,14 @@ class ControllerLink:
             cluster_id=request.cluster_id,
             incarnation_id=request.incarnation_id,
             listeners=self._listeners(),
-            features=[],
+            # The metadata.version levels this broker can run (Kafka's BrokerFeatures).
+            features=[
+                BrokerRegistrationRequest.Feature(
+                    name=MetadataVersion.FEATURE_NAME,
+                    min_supported_version=MINIMUM_KRAFT_METADATA_VERSION,
+                    max_supported_version=MetadataVersion.LATEST_PRODUCTION,
+                )
+            ],
             rack=None,
         )
         response = await self.channel.call(request.controller_id, body, BROKER_REGISTRATION_VERSION)

@@ -40,7 +40,7 @@ from pykraft.io.snapshots import FileSnapshotStore, MetadataSnapshots
 from pykraft.io.waiting import wait_event, wait_shielded
 from pykraft.log.partition_log import PartitionLog
 from pykraft.metadata.delta import MetadataDelta
-from pykraft.metadata.image import BrokerEndpoint, MetadataImage
+from pykraft.metadata.image import BrokerEndpoint, BrokerFeature, MetadataImage
 from pykraft.metadata.records import ApiMessageAndVersion, decode_metadata_record, encode_metadata_record
 from pykraft.protocol.messages import (
     AllocateProducerIdsResponse,
@@ -696,6 +696,10 @@ class MetadataPlane:
             request.rack,
             now_ms(),
             log_dirs=tuple(request.log_dirs or ()) if version >= 2 else (),
+            supported_features=[
+                BrokerFeature(f.name, f.min_supported_version, f.max_supported_version)
+                for f in request.features
+            ],
             unfence=False,  # a broker process is unfenced by a heartbeat that shows it caught up
         )
         self.heartbeats.touch(request.broker_id, now_ms())
