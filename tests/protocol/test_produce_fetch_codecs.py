@@ -224,6 +224,11 @@ def _kp_fetch_response(correlation_id: int, version: int, data: FetchResponseDat
                         else [_FAborted(producer_id=a, first_offset=b) for a, b in p.aborted_transactions],
                         preferred_read_replica=p.preferred_read_replica,
                         records=b"".join(bytes(c) for c in p.records),
+                        **(
+                            {}
+                            if p.diverging_epoch is None
+                            else {"diverging_epoch": _FPartition.EpochEndOffset(*p.diverging_epoch)}
+                        ),
                     )
                     for p in topic.partitions
                 ],
@@ -257,6 +262,9 @@ def _check_fetch(correlation_id: int, version: int, data: FetchResponseData) -> 
             assert theirs_p.partition_index == ours_p.partition_index
             assert theirs_p.high_watermark == ours_p.high_watermark
             assert bytes(theirs_p.records) == b"".join(bytes(c) for c in ours_p.records)
+            if version >= 12 and ours_p.diverging_epoch is not None:
+                diverging = theirs_p.diverging_epoch
+                assert (diverging.epoch, diverging.end_offset) == ours_p.diverging_epoch
 
 
 def _sample_fetch() -> FetchResponseData:
@@ -272,6 +280,7 @@ def _sample_fetch() -> FetchResponseData:
                     FetchPartitionResponse(0, 0, 10, 10, 0, [batch, memoryview(batch)[:0], _batch(1)]),
                     FetchPartitionResponse(1, 1, -1, -1, -1, [], aborted_transactions=[(7, 3)]),
                     FetchPartitionResponse(2, 0, 5, 4, 0, [memoryview(batch)], preferred_read_replica=2),
+                    FetchPartitionResponse(3, 0, 9, 9, 0, [], diverging_epoch=(4, 7)),
                 ],
             ),
             FetchTopicResponse("empty", []),

@@ -16,7 +16,8 @@ Layout (FetchResponse.json, v4-12)::
                    [v11+ preferred_read_replica:int32]  records:nullable records  <tags> ]  <tags> ]
     <tags>
 
-The v12 partition tags (DivergingEpoch, CurrentLeader, SnapshotId) are written empty.
+Of the v12 partition tags only DivergingEpoch (tag 0: epoch:int32 end_offset:int64 <tags>) is written,
+for a follower whose log diverged from the leader's (KIP-320/KIP-595); CurrentLeader and SnapshotId are not.
 """
 
 from __future__ import annotations
@@ -37,6 +38,8 @@ _ERROR_SESSION = struct.Struct(">hi")
 _PARTITION_FIXED = struct.Struct(">ihqq")  # partition_index, error_code, high_watermark, last_stable_offset
 _INT64 = struct.Struct(">q")
 _ABORTED = struct.Struct(">qq")  # producer_id, first_offset
+# tag count, tag 0, size 13, epoch, end_offset, the struct's empty tagged fields (uvarints all < 128).
+_DIVERGING_EPOCH_TAG = struct.Struct(">BBBiqB")
 
 Chunk = bytes | bytearray | memoryview
 
@@ -53,6 +56,9 @@ class FetchPartitionResponse:
     # (producer_id, first_offset) pairs; None is written as a null array.
     aborted_transactions: list[tuple[int, int]] | None = None
     preferred_read_replica: int = -1
+    # (epoch, end_offset) for a replica fetch whose last fetched epoch the leader's log does not end
+    # the same way (v12+; the follower truncates to it).
+    diverging_epoch: tuple[int, int] | None = None
 
 
 @dataclass(slots=True)
@@ -127,7 +133,11 @@ def encode_fetch_response(
                 out = bytearray()
                 parts.append(out)
             if flexible:
-                out.append(0)  # partition tagged fields: DivergingEpoch/CurrentLeader/SnapshotId unset
+                if partition.diverging_epoch is None:
+                    out.append(0)  # no partition tagged fields
+                else:
+                    # One tagged field: tag 0, 13 bytes (epoch, end offset, its own empty tags).
+                    out += _DIVERGING_EPOCH_TAG.pack(1, 0, 13, *partition.diverging_epoch, 0)
         if flexible:
             out.append(0)
     if flexible:
