@@ -144,9 +144,11 @@ class MemoryOpener:
     def __init__(self) -> None:
         self.stores: dict[tuple[str, int], MemorySegmentStore] = {}
 
-    def open_log(self, topic: str, partition: int, config: LogConfig) -> PartitionLog:
+    def open_log(
+        self, topic: str, partition: int, config: LogConfig, *, high_watermark_tracks_log_end: bool = True
+    ) -> PartitionLog:
         store = self.stores.setdefault((topic, partition), MemorySegmentStore())
-        return PartitionLog.open(store, config)
+        return PartitionLog.open(store, config, high_watermark_tracks_log_end=high_watermark_tracks_log_end)
 
     def delete_log(self, topic: str, partition: int) -> None:
         self.stores.pop((topic, partition), None)

@@ -10,6 +10,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from pykraft.broker.replication import (
+    LeaderEpochCache,
+    PartitionReplication,
+    Transition,
+    follower_truncation_offset,
+)
 from pykraft.core.errors import ErrorCode, KafkaError
 from pykraft.log.partition_log import LogConfig, PartitionLog
 from pykraft.log.producer_snapshot import delete_snapshots_below, recover_producer_state, write_snapshot
@@ -24,7 +30,9 @@ TopicPartition = tuple[str, int]
 
 
 class LogOpener(Protocol):
-    def open_log(self, topic: str, partition: int, config: LogConfig) -> PartitionLog: ...
+    def open_log(
+        self, topic: str, partition: int, config: LogConfig, *, high_watermark_tracks_log_end: bool = True
+    ) -> PartitionLog: ...
 
     def delete_log(self, topic: str, partition: int) -> None: ...
 
@@ -35,12 +43,30 @@ class Partition:
     partition_index: int
     log: PartitionLog
     producer_state: ProducerStateManager
+    # More than one replica: the high watermark waits for the ISR (issue 14); one replica: it is the
+    # log end, as on a single node.
+    replicated: bool = False
+    replication: PartitionReplication = field(default_factory=lambda: PartitionReplication(-1))
+    epochs: LeaderEpochCache = field(default_factory=LeaderEpochCache)
+
+
+@dataclass(frozen=True, slots=True)
+class ReplicaFetchCheck:
+    """The leader's answer to one partition of a replica Fetch, before any records are read."""
+
+    error_code: ErrorCode
+    # (epoch, end offset) when the follower's last fetched epoch does not end where it thinks.
+    diverging_epoch: tuple[int, int] | None = None
+    # The high watermark moved up (acks=all produces and consumers may be waiting on it).
+    high_watermark_advanced: bool = False
 
 
 @dataclass(frozen=True, slots=True)
 class AppendResult:
     error_code: ErrorCode
     base_offset: int = -1
+    # The last offset appended (acks=all waits for the high watermark to pass it); -1 when nothing was.
+    last_offset: int = -1
     log_start_offset: int = -1
     error_message: str | None = None
 
@@ -84,24 +110,75 @@ class ReplicaManager:
 
     # --- lifecycle, driven by the metadata image -------------------------------------------------
 
-    def ensure_partition(self, topic: str, partition_index: int, now_ms: int) -> Partition:
+    def ensure_partition(
+        self, topic: str, partition_index: int, now_ms: int, *, replicated: bool = False, broker_id: int = -1
+    ) -> Partition:
         key = (topic, partition_index)
         existing = self.partitions.get(key)
         if existing is not None:
             return existing
-        log = self.opener.open_log(topic, partition_index, self.log_config)
-        state = ProducerStateManager(
-            retained_batches=self.retained_batches,
-            producer_id_expiration_ms=self.producer_id_expiration_ms,
-            duplicate_window=self.duplicate_window,
+        log = self.opener.open_log(
+            topic, partition_index, self.log_config, high_watermark_tracks_log_end=not replicated
         )
+        state = self._new_producer_state()
         # The newest producer-state snapshot, then batch headers after it (kafka-facts.md §2.6).
         self.warnings.extend(
             f"{topic}-{partition_index}/{line}" for line in recover_producer_state(log, state, now_ms)
         )
-        part = Partition(topic, partition_index, log, state)
+        epochs = LeaderEpochCache()
+        if replicated:
+            # The leader epoch of every batch (Kafka keeps a leader-epoch-checkpoint file instead).
+            epochs = LeaderEpochCache.from_batches(
+                [(h.partition_leader_epoch, h.base_offset) for h in log.batch_headers()]
+            )
+        part = Partition(
+            topic, partition_index, log, state, replicated, PartitionReplication(broker_id), epochs
+        )
         self.partitions[key] = part
         return part
+
+    def _new_producer_state(self) -> ProducerStateManager:
+        return ProducerStateManager(
+            retained_batches=self.retained_batches,
+            producer_id_expiration_ms=self.producer_id_expiration_ms,
+            duplicate_window=self.duplicate_window,
+        )
+
+    def apply_partition(
+        self,
+        part: Partition,
+        *,
+        leader_id: int,
+        leader_epoch: int,
+        partition_epoch: int,
+        replicas: tuple[int, ...],
+        isr: tuple[int, ...],
+        now_ms: int,
+    ) -> Transition:
+        """A partition's leadership and ISR from a new metadata image."""
+        transition = part.replication.apply_partition(
+            leader_id=leader_id,
+            leader_epoch=leader_epoch,
+            partition_epoch=partition_epoch,
+            replicas=replicas,
+            isr=isr,
+            log_end_offset=part.log.log_end_offset,
+            now_ms=now_ms,
+        )
+        if transition is Transition.BECAME_LEADER:
+            # The new epoch starts at the log end (Kafka assigns it in the epoch cache at election).
+            part.epochs.assign(leader_epoch, part.log.log_end_offset)
+        if part.replicated and part.replication.is_leader:
+            self._advance_high_watermark(part)
+        return transition
+
+    def _advance_high_watermark(self, part: Partition) -> bool:
+        """Move the leader's high watermark up to what the maximal ISR has (never down)."""
+        candidate = part.replication.high_watermark(part.log.log_end_offset)
+        if candidate > part.log.high_watermark:
+            part.log.set_high_watermark(candidate)
+            return True
+        return False
 
     def remove_partition(self, topic: str, partition_index: int) -> None:
         part = self.partitions.pop((topic, partition_index), None)
@@ -146,7 +223,11 @@ class ReplicaManager:
                 log_start_offset=part.log.log_start_offset,
             )
         rolled_from = part.log.active_segment_base_offset
-        info = part.log.append(records, headers)
+        leader_epoch = part.replication.leader_epoch
+        # The leader stamps its epoch on every batch (followers truncate by it, KIP-101).
+        info = part.log.append(records, headers, leader_epoch=max(leader_epoch, 0))
+        if part.replicated:
+            part.epochs.assign(leader_epoch, info.first_offset)
         if part.log.active_segment_base_offset != rolled_from:
             # Kafka snapshots producer state at every roll, as of the new segment's base offset, which
             # is where the state stands before this append's batches (UnifiedLog.roll).
@@ -157,11 +238,122 @@ class ReplicaManager:
             assigned.append(header._replace(base_offset=next_offset))
             next_offset += header.last_offset_delta + 1
         part.producer_state.on_append(assigned, now_ms)
-        # One node: every appended batch is replicated to the whole ISR at once.
-        part.log.set_high_watermark(part.log.log_end_offset)
+        if part.replicated:
+            self._advance_high_watermark(part)  # an ISR of the leader alone moves it at once
+        else:
+            # One replica: every appended batch is replicated to the whole ISR at once.
+            part.log.set_high_watermark(part.log.log_end_offset)
         return AppendResult(
-            ErrorCode.NONE, base_offset=info.first_offset, log_start_offset=part.log.log_start_offset
+            ErrorCode.NONE,
+            base_offset=info.first_offset,
+            log_start_offset=part.log.log_start_offset,
+            last_offset=info.last_offset,
         )
+
+    # --- replication: the leader's side -------------------------------------------------------------
+
+    def check_replica_fetch(
+        self,
+        part: Partition,
+        replica_id: int,
+        fetch_offset: int,
+        last_fetched_epoch: int,
+        current_leader_epoch: int,
+        now_ms: int,
+    ) -> ReplicaFetchCheck:
+        """A follower's fetch of one partition on its leader: epochs checked (FENCED_LEADER_EPOCH for
+        an older one, UNKNOWN_LEADER_EPOCH for a newer one), divergence found (KIP-320), its log end
+        recorded and the high watermark moved."""
+        replication = part.replication
+        if not replication.is_leader:
+            return ReplicaFetchCheck(ErrorCode.NOT_LEADER_OR_FOLLOWER)
+        if 0 <= current_leader_epoch < replication.leader_epoch:
+            return ReplicaFetchCheck(ErrorCode.FENCED_LEADER_EPOCH)
+        if current_leader_epoch > replication.leader_epoch:
+            return ReplicaFetchCheck(ErrorCode.UNKNOWN_LEADER_EPOCH)
+        if replica_id not in replication.replicas:
+            return ReplicaFetchCheck(ErrorCode.NOT_LEADER_OR_FOLLOWER)
+        log_end = part.log.log_end_offset
+        if last_fetched_epoch >= 0:
+            epoch, end_offset = part.epochs.end_offset_for(last_fetched_epoch, log_end)
+            if epoch != last_fetched_epoch or end_offset < fetch_offset:
+                return ReplicaFetchCheck(ErrorCode.NONE, diverging_epoch=(epoch, end_offset))
+        if fetch_offset > log_end:
+            return ReplicaFetchCheck(ErrorCode.OFFSET_OUT_OF_RANGE)
+        replication.record_follower_fetch(replica_id, fetch_offset, log_end, now_ms)
+        return ReplicaFetchCheck(ErrorCode.NONE, high_watermark_advanced=self._advance_high_watermark(part))
+
+    def read_for_replica(self, part: Partition, fetch_offset: int, max_bytes: int) -> ReadResult:
+        """Batches for a follower: up to the log end, not the high watermark."""
+        log = part.log
+        try:
+            result = log.read(fetch_offset, max_bytes, max_offset=log.log_end_offset, min_one_batch=True)
+        except KafkaError as exc:
+            return ReadResult(exc.error_code, log.high_watermark, log.log_start_offset)
+        return ReadResult(ErrorCode.NONE, log.high_watermark, log.log_start_offset, list(result.chunks))
+
+    # --- replication: the follower's side -----------------------------------------------------------
+
+    def append_as_follower(
+        self, part: Partition, records: bytes | bytearray | memoryview, now_ms: int
+    ) -> ErrorCode:
+        """Batches from the leader, stored exactly as the leader stored them (offsets, epochs, producer
+        ids, sequences, timestamps); the producer state follows them (Kafka's REPLICATION origin: no
+        sequence checks, the leader made them)."""
+        buf = bytearray(records)
+        try:
+            headers = validate_batches(buf)
+        except InvalidBatchError as exc:
+            return exc.error_code
+        if headers[0].base_offset != part.log.log_end_offset:
+            # Not where our log ends: the next fetch (from our log end) sorts it out.
+            return ErrorCode.OFFSET_OUT_OF_RANGE
+        rolled_from = part.log.active_segment_base_offset
+        part.log.append(buf, headers)
+        if part.log.active_segment_base_offset != rolled_from:
+            write_snapshot(part.log.store, part.producer_state)
+        for header in headers:
+            part.epochs.assign(header.partition_leader_epoch, header.base_offset)
+            part.producer_state.replay(header, now_ms)
+        if part.producer_state.map_end_offset < part.log.log_end_offset:
+            part.producer_state.map_end_offset = part.log.log_end_offset
+        return ErrorCode.NONE
+
+    def truncate_for_divergence(self, part: Partition, epoch: int, end_offset: int, now_ms: int) -> int:
+        """The leader answered DivergingEpoch(epoch, end_offset): drop our divergent tail; returns the
+        new log end."""
+        offset = follower_truncation_offset(part.epochs, part.log.log_end_offset, epoch, end_offset)
+        self.truncate(part, offset, now_ms)
+        return part.log.log_end_offset
+
+    def truncate(self, part: Partition, offset: int, now_ms: int) -> None:
+        """Truncate to ``offset`` (or start over at it, when it is below the log start) and rebuild the
+        producer state from what is left (snapshots past the new end are dropped on the way)."""
+        if offset < part.log.log_start_offset:
+            part.log.truncate_fully_and_start_at(offset)
+        else:
+            part.log.truncate_to(offset)
+        part.epochs.truncate_from_end(part.log.log_end_offset)
+        part.producer_state = self._new_producer_state()
+        self.warnings.extend(
+            f"{part.topic}-{part.partition_index}/{line}"
+            for line in recover_producer_state(part.log, part.producer_state, now_ms)
+        )
+
+    def restart_at(self, part: Partition, offset: int, now_ms: int) -> None:
+        """The leader's log starts past our end (OFFSET_OUT_OF_RANGE): start over at its log start."""
+        part.log.truncate_fully_and_start_at(offset)
+        part.epochs.clear_and_start_at()
+        part.producer_state = self._new_producer_state()
+        recover_producer_state(part.log, part.producer_state, now_ms)
+
+    def update_follower_high_watermark(self, part: Partition, leader_high_watermark: int) -> bool:
+        """A follower's high watermark: the leader's, as far as our log reaches."""
+        new = min(leader_high_watermark, part.log.log_end_offset)
+        if new > part.log.high_watermark:
+            part.log.set_high_watermark(new)
+            return True
+        return False
 
     # --- fetch ------------------------------------------------------------------------------------
 

@@ -71,8 +71,14 @@ class FileLogOpener:
     def _dir(self, topic: str, partition: int) -> str:
         return os.path.join(self.log_dir, f"{topic}-{partition}")
 
-    def open_log(self, topic: str, partition: int, config: LogConfig) -> PartitionLog:
-        return PartitionLog.open(FileSegmentStore(self._dir(topic, partition)), config)
+    def open_log(
+        self, topic: str, partition: int, config: LogConfig, *, high_watermark_tracks_log_end: bool = True
+    ) -> PartitionLog:
+        return PartitionLog.open(
+            FileSegmentStore(self._dir(topic, partition)),
+            config,
+            high_watermark_tracks_log_end=high_watermark_tracks_log_end,
+        )
 
     def delete_log(self, topic: str, partition: int) -> None:
         shutil.rmtree(self._dir(topic, partition), ignore_errors=True)
