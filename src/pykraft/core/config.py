@@ -80,6 +80,14 @@ class NodeConfig:
     # KIP-631 broker sessions: fenced when no heartbeat came for this long.
     broker_session_timeout_ms: int = 9000
     broker_heartbeat_interval_ms: int = 2000
+    # Partition replication (issue 14), Kafka's names and defaults.
+    min_insync_replicas: int = 1
+    replica_lag_time_max_ms: int = 30000
+    replica_fetch_wait_max_ms: int = 500
+    replica_fetch_max_bytes: int = 1048576
+    replica_fetch_backoff_ms: int = 1000
+    unclean_leader_election_enable: bool = False
+    offsets_topic_replication_factor: int = 3
     # KIP-835: the active controller writes a NoOpRecord when the log was idle this long (0 = never).
     metadata_max_idle_interval_ms: int = 500
     ignored: tuple[str, ...] = field(default=())
@@ -222,6 +230,13 @@ USED_PROPERTIES: Final[frozenset[str]] = frozenset(
         "metadata.max.idle.interval.ms",
         "broker.session.timeout.ms",
         "broker.heartbeat.interval.ms",
+        "min.insync.replicas",
+        "replica.lag.time.max.ms",
+        "replica.fetch.wait.max.ms",
+        "replica.fetch.max.bytes",
+        "replica.fetch.backoff.ms",
+        "unclean.leader.election.enable",
+        "offsets.topic.replication.factor",
         "listener.security.protocol.map",
         "inter.broker.listener.name",
         "log.dirs",
@@ -407,5 +422,12 @@ def load_config(text: str, overrides: dict[str, str] | None = None) -> NodeConfi
         metadata_max_idle_interval_ms=_int(props, "metadata.max.idle.interval.ms", 500, minimum=0),
         broker_session_timeout_ms=_int(props, "broker.session.timeout.ms", 9000, minimum=1),
         broker_heartbeat_interval_ms=_int(props, "broker.heartbeat.interval.ms", 2000, minimum=1),
+        min_insync_replicas=_int(props, "min.insync.replicas", 1, minimum=1),
+        replica_lag_time_max_ms=_int(props, "replica.lag.time.max.ms", 30000, minimum=1),
+        replica_fetch_wait_max_ms=_int(props, "replica.fetch.wait.max.ms", 500, minimum=0),
+        replica_fetch_max_bytes=_int(props, "replica.fetch.max.bytes", 1048576, minimum=1),
+        replica_fetch_backoff_ms=_int(props, "replica.fetch.backoff.ms", 1000, minimum=0),
+        unclean_leader_election_enable=_bool(props, "unclean.leader.election.enable", False),
+        offsets_topic_replication_factor=_int(props, "offsets.topic.replication.factor", 3, minimum=1),
         ignored=ignored,
     )

@@ -12,7 +12,6 @@ current leader until its deadline.
 from __future__ import annotations
 
 import asyncio
-import itertools
 import logging
 import random
 import time
@@ -32,10 +31,9 @@ from pykraft.broker.producer_id_manager import AllocateProducerIdsResponseData
 from pykraft.controller.cluster import MINIMUM_KRAFT_METADATA_VERSION
 from pykraft.core.config import NodeConfig
 from pykraft.core.errors import ErrorCode
-from pykraft.io.rpc_channel import Answered, ChannelEvent, RpcChannels
+from pykraft.io.rpc_channel import PeerUnavailable, RpcClient
 from pykraft.io.waiting import wait_event
 from pykraft.metadata.records import MetadataVersion
-from pykraft.protocol import messages
 from pykraft.protocol.messages import (
     AllocateProducerIdsRequest,
     AllocateProducerIdsResponse,
@@ -63,51 +61,6 @@ def now_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
-class ControllerUnavailable(Exception):
-    """No controller answered (none known, timeout, disconnect): retriable."""
-
-
-class ControllerChannel:
-    """Request/response over ``RpcChannels`` to the controllers: ``await call(id, request, version)``."""
-
-    def __init__(self, config: NodeConfig, rng: random.Random) -> None:
-        self.client_id = f"broker-{config.node_id}"
-        self.channels = RpcChannels(
-            dict(config.controller_quorum_voters),
-            self._on_event,
-            request_timeout_ms=config.controller_quorum_request_timeout_ms,
-            rng=rng,
-        )
-        self._correlation_ids = itertools.count(1)
-        self._waiting: dict[int, asyncio.Future[ChannelEvent]] = {}
-
-    async def call(self, controller_id: int, request: Any, version: int) -> Any:
-        correlation_id = next(self._correlation_ids) & 0x7FFFFFFF
-        request._header = None  # a forwarded request still carries its client's header
-        request.API_VERSION = version
-        request.with_header(correlation_id=correlation_id, client_id=self.client_id)
-        frame = bytes(request.encode(header=True, framed=False))
-        fut: asyncio.Future[ChannelEvent] = asyncio.get_running_loop().create_future()
-        self._waiting[correlation_id] = fut
-        try:
-            self.channels.send(controller_id, correlation_id, frame)
-            event = await fut
-        finally:
-            self._waiting.pop(correlation_id, None)
-        if not isinstance(event, Answered):
-            raise ControllerUnavailable(f"controller {controller_id}: {event.reason}")
-        response_class: Any = messages.response_class(request.API_KEY)
-        return response_class.decode(event.frame, version=version, header=True)
-
-    def _on_event(self, event: ChannelEvent) -> None:
-        fut = self._waiting.get(event.correlation_id)
-        if fut is not None and not fut.done():
-            fut.set_result(event)
-
-    async def close(self) -> None:
-        await self.channels.close()
-
-
 class ControllerLink:
     """The broker side of the session and the forwarded requests. ``leader_id`` reads the raft leader
     the node's observer knows; ``metadata_offset`` the last offset in its image."""
@@ -124,7 +77,12 @@ class ControllerLink:
         on_change: Callable[[], None],
     ) -> None:
         self.config = config
-        self.channel = ControllerChannel(config, rng)
+        self.channel = RpcClient(
+            dict(config.controller_quorum_voters),
+            client_id=f"broker-{config.node_id}",
+            request_timeout_ms=config.controller_quorum_request_timeout_ms,
+            rng=rng,
+        )
         self.lifecycle = BrokerLifecycle(
             config.node_id,
             uuid.UUID(int=rng.getrandbits(128)),
@@ -165,7 +123,7 @@ class ControllerLink:
                     await self._register(request)
                 else:
                     await self._heartbeat(request)
-            except ControllerUnavailable as exc:
+            except PeerUnavailable as exc:
                 log.debug("broker %d: %s", self.config.node_id, exc)
                 lifecycle.on_failure(now_ms())
             after = (lifecycle.state, lifecycle.is_fenced, lifecycle.broker_epoch)
@@ -189,7 +147,7 @@ class ControllerLink:
         request = DescribeClusterRequest(include_cluster_authorized_operations=False, endpoint_type=2)
         try:
             response = await self.channel.call(self._controller_to_ask(), request, 1)
-        except ControllerUnavailable:
+        except PeerUnavailable:
             return None
         return str(response.cluster_id) if response.error_code == ErrorCode.NONE else None
 
@@ -275,7 +233,7 @@ class ControllerLink:
         body = AllocateProducerIdsRequest(broker_id=broker_id, broker_epoch=broker_epoch)
         try:
             response = await self.channel.call(controller_id, body, ALLOCATE_PRODUCER_IDS_VERSION)
-        except ControllerUnavailable:
+        except PeerUnavailable:
             return AllocateProducerIdsResponseData(ErrorCode.NOT_CONTROLLER, -1, 0)
         assert isinstance(response, AllocateProducerIdsResponse)
         return AllocateProducerIdsResponseData(
@@ -297,7 +255,7 @@ class ControllerLink:
             if controller_id >= 0:
                 try:
                     response = await self.channel.call(controller_id, request, version)
-                except ControllerUnavailable as exc:
+                except PeerUnavailable as exc:
                     last_error = str(exc)
                 else:
                     errors = topic_errors(response)
@@ -305,7 +263,7 @@ class ControllerLink:
                         return response
                     last_error = f"controller {controller_id} is not the active controller"
             if time.monotonic() >= deadline:
-                raise ControllerUnavailable(last_error)
+                raise PeerUnavailable(last_error)
             await asyncio.sleep(RETRY_SLEEP_S)
 
     async def forward_create_topics(self, request: Any, version: int) -> Any:
@@ -313,13 +271,13 @@ class ControllerLink:
         answers in time: the client retries)."""
         try:
             return await self.forward(request, version, topic_errors=_create_topics_errors)
-        except ControllerUnavailable as exc:
+        except PeerUnavailable as exc:
             return _not_controller_create_topics(request, version, str(exc))
 
     async def forward_delete_topics(self, request: Any, version: int) -> Any:
         try:
             return await self.forward(request, version, topic_errors=_delete_topics_errors)
-        except ControllerUnavailable as exc:
+        except PeerUnavailable as exc:
             return _not_controller_delete_topics(request, version, str(exc))
 
     async def create_topics_by_name(self, names: list[str], num_partitions: int) -> None:
@@ -387,8 +345,4 @@ def _not_controller_delete_topics(request: Any, version: int, message: str) -> A
     )
 
 
-__all__ = [
-    "ControllerChannel",
-    "ControllerLink",
-    "ControllerUnavailable",
-]
+__all__ = ["ControllerLink"]

@@ -24,11 +24,12 @@ from pykraft.broker.producer_id_manager import ProducerIdManager
 from pykraft.broker.replica_manager import ReplicaManager
 from pykraft.core.config import NodeConfig
 from pykraft.core.errors import ErrorCode, RemoteProtocolError
-from pykraft.io.controller_link import ControllerLink, ControllerUnavailable
+from pykraft.io.controller_link import ControllerLink
 from pykraft.io.file_store import FileSegmentStore
 from pykraft.io.group_service import CURRENT_CLIENT, GroupService
 from pykraft.io.meta_properties_files import prepare_log_dirs
 from pykraft.io.metadata_plane import MetadataPlane, NotControllerError
+from pykraft.io.rpc_channel import PeerUnavailable
 from pykraft.io.server import ConnectionInfo, KafkaServer
 from pykraft.io.snapshots import SnapshotStateError
 from pykraft.io.waiting import wait_shielded
@@ -419,7 +420,7 @@ class Node:
         async def create() -> None:
             try:
                 await create_topics(names, self.config.num_partitions)
-            except (NotControllerError, ControllerUnavailable) as exc:
+            except (NotControllerError, PeerUnavailable) as exc:
                 log.info("auto-creating %s: %s", ", ".join(names), exc)
 
         self._spawn(create())

@@ -16,11 +16,15 @@ transaction marker writer are meant to use the same class.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import logging
 import random
 import struct
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
+
+from pykraft.protocol import messages
 
 log = logging.getLogger("pykraft.rpc")
 
@@ -204,7 +208,8 @@ class PeerChannel:
 
 
 class RpcChannels:
-    """The channels of one node, one per peer id, created on first use from an address book."""
+    """The channels of one node, one per peer id, created on first use from an address book (which
+    ``set_address`` updates: a broker's address comes from the metadata image)."""
 
     def __init__(
         self,
@@ -233,7 +238,64 @@ class RpcChannels:
             self._channels[peer_id] = channel
         channel.send(correlation_id, frame, context)
 
+    def set_address(self, peer_id: int, address: tuple[str, int]) -> None:
+        if self.addresses.get(peer_id) == address:
+            return
+        self.addresses[peer_id] = address
+        channel = self._channels.pop(peer_id, None)
+        if channel is not None:
+            asyncio.get_running_loop().create_task(channel.close())
+
     async def close(self) -> None:
         channels, self._channels = self._channels, {}
         for channel in channels.values():
             await channel.close()
+
+
+class PeerUnavailable(Exception):
+    """A request got no answer (no address, refused, timeout, disconnect): retriable."""
+
+
+class RpcClient:
+    """Request/response over ``RpcChannels`` with kafka-python-style message objects:
+    ``await client.call(peer_id, request, version)`` returns the decoded response or raises
+    ``PeerUnavailable``. A broker's link to the controllers and its replica fetchers use it."""
+
+    def __init__(
+        self,
+        addresses: dict[int, tuple[str, int]],
+        *,
+        client_id: str,
+        request_timeout_ms: int,
+        rng: random.Random | None = None,
+    ) -> None:
+        self.client_id = client_id
+        self.channels = RpcChannels(addresses, self._on_event, request_timeout_ms=request_timeout_ms, rng=rng)
+        self._correlation_ids = itertools.count(1)
+        self._waiting: dict[int, asyncio.Future[ChannelEvent]] = {}
+
+    async def call(self, peer_id: int, request: Any, version: int) -> Any:
+        correlation_id = next(self._correlation_ids) & 0x7FFFFFFF
+        request._header = None  # a forwarded request still carries its client's header
+        request.API_VERSION = version
+        request.with_header(correlation_id=correlation_id, client_id=self.client_id)
+        frame = bytes(request.encode(header=True, framed=False))
+        fut: asyncio.Future[ChannelEvent] = asyncio.get_running_loop().create_future()
+        self._waiting[correlation_id] = fut
+        try:
+            self.channels.send(peer_id, correlation_id, frame)
+            event = await fut
+        finally:
+            self._waiting.pop(correlation_id, None)
+        if not isinstance(event, Answered):
+            raise PeerUnavailable(f"node {peer_id}: {event.reason}")
+        response_class: Any = messages.response_class(request.API_KEY)
+        return response_class.decode(event.frame, version=version, header=True)
+
+    def _on_event(self, event: ChannelEvent) -> None:
+        fut = self._waiting.get(event.correlation_id)
+        if fut is not None and not fut.done():
+            fut.set_result(event)
+
+    async def close(self) -> None:
+        await self.channels.close()
