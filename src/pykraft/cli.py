@@ -20,6 +20,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "pykraft.io.metadata_cli",
     "pykraft.io.groups_cli",
     "pykraft.io.producers_cli",
+    "pykraft.io.topics_cli",
     "pykraft.io.dev_cli",
 )
 

@@ -40,6 +40,7 @@ class PartitionView:
     leader_epoch: int
     replicas: tuple[int, ...]
     isr: tuple[int, ...]
+    partition_epoch: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,6 +80,8 @@ class BrokerContext:
     request_topic_creation: Callable[[list[str]], None] = lambda names: None
     # Groups map to a partition of __consumer_offsets; its leader is their coordinator.
     offsets_topic_num_partitions: int = 50
+    # A topic's min.insync.replicas (its config, else the broker's).
+    min_insync_replicas: Callable[[str], int] = lambda topic: 1
 
 
 def led_partition(ctx: BrokerContext, topic: str, partition_index: int) -> tuple[Partition | None, ErrorCode]:
@@ -188,9 +191,27 @@ def is_valid_topic_name(name: str) -> bool:
 VALID_ACKS = (-1, 0, 1)
 
 
+@dataclass(frozen=True, slots=True)
+class ReplicationWait:
+    """An acks=all append to a replicated partition: answered once the high watermark passes
+    ``last_offset`` (or with an error when it cannot)."""
+
+    topic_index: int  # position in the response's topics
+    partition_index: int  # position in that topic's partitions
+    part: Partition
+    last_offset: int
+
+
 def handle_produce(
-    request: ProduceRequestData, version: int, ctx: BrokerContext, now_ms: int
+    request: ProduceRequestData,
+    version: int,
+    ctx: BrokerContext,
+    now_ms: int,
+    waits: list[ReplicationWait] | None = None,
 ) -> list[ProduceTopicResult]:
+    """Append each partition's batches; with acks=all on a replicated partition the append is
+    refused while the ISR is below min.insync.replicas (NOT_ENOUGH_REPLICAS) and otherwise added to
+    ``waits`` for the shell to answer once the ISR has it."""
     responses: list[ProduceTopicResult] = []
     to_create: list[str] = []
     for topic in request.topics:
@@ -214,6 +235,15 @@ def handle_produce(
             elif pdata.records is None or len(pdata.records) == 0:
                 error = ErrorCode.INVALID_RECORD
                 message = "produce request carries no record batch"
+            elif (
+                request.acks == -1
+                and part.replicated
+                and len(part.replication.isr) < (min_isr := ctx.min_insync_replicas(topic.name))
+            ):
+                error = ErrorCode.NOT_ENOUGH_REPLICAS
+                message = (
+                    f"the ISR {list(part.replication.isr)} is smaller than min.insync.replicas={min_isr}"
+                )
             else:
                 result = ctx.replicas.append(part, pdata.records, now_ms)
                 error, base_offset, log_start_offset = (
@@ -222,6 +252,16 @@ def handle_produce(
                     result.log_start_offset,
                 )
                 message = result.error_message
+                if (
+                    waits is not None
+                    and request.acks == -1
+                    and part.replicated
+                    and error == ErrorCode.NONE
+                    and result.last_offset >= part.log.high_watermark
+                ):
+                    waits.append(
+                        ReplicationWait(len(responses), len(partition_responses), part, result.last_offset)
+                    )
             partition_responses.append(
                 ProducePartitionResult(
                     index=pdata.index,
@@ -297,6 +337,80 @@ def handle_fetch(request: Any, ctx: BrokerContext) -> FetchOutcome:
         total,
         has_error,
     )
+
+
+def handle_replica_fetch(
+    request: Any, ctx: BrokerContext, now_ms: int
+) -> tuple[FetchOutcome, list[Partition]]:
+    """One pass over a follower's Fetch (replica_id >= 0) on the leader: each partition's epochs and
+    divergence are checked and the follower's log end recorded (which may move the high watermark),
+    then batches are read up to the log end. Returns the outcome and the partitions whose high
+    watermark moved (the shell completes acks=all produces waiting on them)."""
+    remaining = request.max_bytes if request.max_bytes is not None else 52428800
+    total = 0
+    has_error = False
+    advanced: list[Partition] = []
+    topics: list[FetchTopicResponse] = []
+    for topic in request.topics:
+        partitions: list[FetchPartitionResponse] = []
+        view = ctx.cluster.topics.get(topic.topic)
+        for fp in topic.partitions:
+            part = ctx.replicas.get(topic.topic, fp.partition) if view is not None else None
+            if part is None:
+                has_error = True
+                error = (
+                    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if view is None else ErrorCode.NOT_LEADER_OR_FOLLOWER
+                )
+                partitions.append(FetchPartitionResponse(fp.partition, error, -1, -1, -1, []))
+                continue
+            check = ctx.replicas.check_replica_fetch(
+                part,
+                request.replica_id,
+                fp.fetch_offset,
+                fp.last_fetched_epoch,
+                fp.current_leader_epoch,
+                now_ms,
+            )
+            if check.high_watermark_advanced:
+                advanced.append(part)
+            log = part.log
+            if check.error_code != ErrorCode.NONE or check.diverging_epoch is not None:
+                has_error = True
+                partitions.append(
+                    FetchPartitionResponse(
+                        fp.partition,
+                        check.error_code,
+                        log.high_watermark,
+                        log.high_watermark,
+                        log.log_start_offset,
+                        [],
+                        diverging_epoch=check.diverging_epoch,
+                    )
+                )
+                continue
+            limit = min(fp.partition_max_bytes, remaining)
+            result = ctx.replicas.read_for_replica(part, fp.fetch_offset, max(limit, 0))
+            if result.error_code != ErrorCode.NONE:
+                has_error = True
+            total += result.size_in_bytes
+            remaining -= result.size_in_bytes
+            partitions.append(
+                FetchPartitionResponse(
+                    fp.partition,
+                    result.error_code,
+                    result.high_watermark,
+                    result.high_watermark,
+                    result.log_start_offset,
+                    list(result.chunks),
+                )
+            )
+        topics.append(FetchTopicResponse(topic=topic.topic, partitions=partitions))
+    outcome = FetchOutcome(
+        FetchResponseData(throttle_time_ms=0, error_code=ErrorCode.NONE, session_id=0, topics=topics),
+        total,
+        has_error,
+    )
+    return outcome, advanced
 
 
 # --- ListOffsets ------------------------------------------------------------------------------

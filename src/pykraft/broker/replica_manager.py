@@ -221,6 +221,8 @@ class ReplicaManager:
                 ErrorCode.NONE,
                 base_offset=check.duplicate.first_offset,
                 log_start_offset=part.log.log_start_offset,
+                # acks=all answers the retry only once the original is replicated too.
+                last_offset=check.duplicate.last_offset,
             )
         rolled_from = part.log.active_segment_base_offset
         leader_epoch = part.replication.leader_epoch

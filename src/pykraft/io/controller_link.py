@@ -28,15 +28,18 @@ from kafka.protocol.admin import (
 
 from pykraft.broker.lifecycle import BrokerLifecycle, BrokerState, RegisterBroker, SendHeartbeat
 from pykraft.broker.producer_id_manager import AllocateProducerIdsResponseData
+from pykraft.broker.replication import IsrProposal
 from pykraft.controller.cluster import MINIMUM_KRAFT_METADATA_VERSION
 from pykraft.core.config import NodeConfig
 from pykraft.core.errors import ErrorCode
 from pykraft.io.rpc_channel import PeerUnavailable, RpcClient
 from pykraft.io.waiting import wait_event
 from pykraft.metadata.records import MetadataVersion
+from pykraft.protocol import messages
 from pykraft.protocol.messages import (
     AllocateProducerIdsRequest,
     AllocateProducerIdsResponse,
+    ApiKey,
     BrokerHeartbeatRequest,
     BrokerHeartbeatResponse,
     BrokerRegistrationRequest,
@@ -49,6 +52,7 @@ log = logging.getLogger("pykraft.broker")
 BROKER_REGISTRATION_VERSION = 0
 BROKER_HEARTBEAT_VERSION = 0
 ALLOCATE_PRODUCER_IDS_VERSION = 0
+ALTER_PARTITION_VERSION = 2  # topic ids, a plain ISR list
 # How long a forwarded CreateTopics/DeleteTopics keeps looking for the active controller.
 FORWARD_TIMEOUT_MS = 10_000
 # After a forwarded CreateTopics succeeds, how long the answer waits for this broker's own image to show
@@ -242,6 +246,46 @@ class ControllerLink:
             response.producer_id_len,
             response.throttle_time_ms,
         )
+
+    # --- AlterPartition (KIP-497) --------------------------------------------------------------------
+
+    async def alter_partition(
+        self, topic_id: uuid.UUID, partition_index: int, proposal: IsrProposal
+    ) -> ErrorCode:
+        """Propose a partition's new ISR to the active controller; its error (or NONE once the
+        PartitionChangeRecord is committed). No answer is REQUEST_TIMED_OUT: the leader proposes again."""
+        request_class = messages.request_class(ApiKey.ALTER_PARTITION)
+        assert request_class is not None, "AlterPartition has no schema class"
+        controller_id = self._leader_id()
+        epoch = self.lifecycle.broker_epoch
+        if controller_id < 0 or epoch < 0:
+            return ErrorCode.NOT_CONTROLLER
+        request = request_class(
+            broker_id=self.config.node_id,
+            broker_epoch=epoch,
+            topics=[
+                request_class.TopicData(
+                    topic_id=topic_id,
+                    partitions=[
+                        request_class.TopicData.PartitionData(
+                            partition_index=partition_index,
+                            leader_epoch=proposal.leader_epoch,
+                            new_isr=list(proposal.new_isr),
+                            leader_recovery_state=0,
+                            partition_epoch=proposal.partition_epoch,
+                        )
+                    ],
+                )
+            ],
+        )
+        try:
+            response = await self.channel.call(controller_id, request, ALTER_PARTITION_VERSION)
+        except PeerUnavailable:
+            return ErrorCode.REQUEST_TIMED_OUT
+        if response.error_code != ErrorCode.NONE:
+            return ErrorCode(response.error_code)
+        errors = [p.error_code for t in response.topics for p in t.partitions]
+        return ErrorCode(errors[0]) if errors else ErrorCode.UNKNOWN_SERVER_ERROR
 
     # --- forwarded admin requests ------------------------------------------------------------------------
 

@@ -136,7 +136,7 @@ class MetadataPlane:
         # A condition this node cannot serve through (one line): the node stops and the process exits.
         self.on_fatal = on_fatal
         self.image = MetadataImage.EMPTY
-        self.controller = QuorumController(rng=rng, default_num_partitions=config.num_partitions)
+        self.controller = self._new_controller()
         self.raft_log: FileRaftLog | None = None
         self.snapshots: MetadataSnapshots | None = None
         self.raft: RaftNode | None = None
@@ -169,6 +169,13 @@ class MetadataPlane:
         # KIP-1262: the single writer of cluster.id (set by the node before start) and the id readers see.
         self.cluster_id_publisher: ClusterIdPublisher | None = None
         self.cluster_id: str | None = None
+
+    def _new_controller(self) -> QuorumController:
+        return QuorumController(
+            rng=self.rng,
+            default_num_partitions=self.config.num_partitions,
+            default_replication_factor=self.config.default_replication_factor,
+        )
 
     # --- lifecycle --------------------------------------------------------------------------------
 
@@ -413,7 +420,7 @@ class MetadataPlane:
         raft = self.raft
         if self._stopping:
             return  # resigned on shutdown: nothing will write through this controller again
-        self.controller = QuorumController(rng=self.rng, default_num_partitions=self.config.num_partitions)
+        self.controller = self._new_controller()
         self.controller.load_image(self.image, self._applied_end_offset)
         assert raft is not None
         log.info(
@@ -565,9 +572,7 @@ class MetadataPlane:
         assert self.snapshots is not None
         self.image, count = self.snapshots.load(snapshot_id)
         if self.controller.next_write_offset != 0:
-            self.controller = QuorumController(
-                rng=self.rng, default_num_partitions=self.config.num_partitions
-            )
+            self.controller = self._new_controller()
         self.controller.load_image(self.image, snapshot_id.offset)
         self._applied_end_offset = snapshot_id.offset
         self._loaded_records += count
@@ -926,7 +931,7 @@ class MetadataPlane:
                 name,
                 topic.topic_id,
                 tuple(
-                    PartitionView(pid, p.leader, p.leader_epoch, p.replicas, p.isr)
+                    PartitionView(pid, p.leader, p.leader_epoch, p.replicas, p.isr, p.partition_epoch)
                     for pid, p in sorted(topic.partitions.items())
                 ),
             )

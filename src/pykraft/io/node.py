@@ -9,6 +9,7 @@ applies what is committed — into the controller (when it did not generate it) 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import functools
 import logging
 import os
@@ -22,6 +23,7 @@ from pykraft.broker import handlers
 from pykraft.broker.producer_admin import handle_describe_configs, handle_describe_producers
 from pykraft.broker.producer_id_manager import ProducerIdManager
 from pykraft.broker.replica_manager import ReplicaManager
+from pykraft.broker.replication import Transition
 from pykraft.core.config import NodeConfig
 from pykraft.core.errors import ErrorCode, RemoteProtocolError
 from pykraft.io.controller_link import ControllerLink
@@ -29,11 +31,13 @@ from pykraft.io.file_store import FileSegmentStore
 from pykraft.io.group_service import CURRENT_CLIENT, GroupService
 from pykraft.io.meta_properties_files import prepare_log_dirs
 from pykraft.io.metadata_plane import MetadataPlane, NotControllerError
+from pykraft.io.replica_fetcher import ReplicaFetchers
 from pykraft.io.rpc_channel import PeerUnavailable
 from pykraft.io.server import ConnectionInfo, KafkaServer
 from pykraft.io.snapshots import SnapshotStateError
 from pykraft.io.waiting import wait_shielded
 from pykraft.log.partition_log import LogConfig, PartitionLog
+from pykraft.metadata.image import CONFIG_RESOURCE_TYPE_TOPIC, ConfigResource
 from pykraft.protocol import messages
 from pykraft.protocol.fetch import encode_fetch_response
 from pykraft.protocol.messages import ApiKey, RequestHeader
@@ -120,6 +124,9 @@ class Node:
         self._request_handlers: dict[int, RequestHandler] = {}
         # A broker process's session with the active controller (None on a node with a controller).
         self.link: ControllerLink | None = None
+        # Followers fetching from leaders, and acks=all produces waiting for the ISR (issue 14).
+        self.fetchers: ReplicaFetchers | None = None
+        self._replication_waits: dict[tuple[str, int], list[tuple[int, asyncio.Future[ErrorCode]]]] = {}
         # Set (with one line in ``failure``) when the node cannot go on: the CLI stops it and exits 1.
         self.failure: str | None = None
         self.failed = asyncio.Event()
@@ -209,6 +216,10 @@ class Node:
             auto_create_topics_enable=config.auto_create_topics_enable,
             request_topic_creation=self._request_topic_creation,
             offsets_topic_num_partitions=config.offsets_topic_num_partitions,
+            min_insync_replicas=self._min_insync_replicas,
+        )
+        self.fetchers = ReplicaFetchers(
+            config, self.replicas, self.rng, on_high_watermark=self._on_high_watermark
         )
         create_topics = link.create_topics_by_name if link is not None else metadata.create_topics_by_name
         self.groups = GroupService(config, self.ctx, create_topics, self.rng)
@@ -240,6 +251,7 @@ class Node:
             self._spawn(link.run_session())
         self._spawn(self._housekeeping())
         self._spawn(self.groups.run_timers())
+        self._spawn(self._isr_timer())
 
     async def _register_in_process(self) -> None:
         """The single-node cluster's broker registers with its own controller, in process."""
@@ -255,6 +267,16 @@ class Node:
         # Ask for the first producer-id block now so the first InitProducerId rarely waits (KIP-730).
         self.producer_ids.maybe_request_next_block(now_ms())
         self._pump_producer_ids()
+
+    def _min_insync_replicas(self, topic: str) -> int:
+        """The topic's min.insync.replicas config, else the broker's (Kafka LogConfig)."""
+        assert self.metadata is not None
+        value = self.metadata.image.configs.configs_for(
+            ConfigResource(CONFIG_RESOURCE_TYPE_TOPIC, topic)
+        ).get("min.insync.replicas")
+        if value is not None and value.isdigit():
+            return int(value)
+        return self.config.min_insync_replicas
 
     def _registration_listeners(self) -> list[Any]:
         """The client listener as BrokerRegistration names it: advertised host, the port actually bound
@@ -344,6 +366,10 @@ class Node:
                 await bounded(server.stop(), functools.partial(_connections_left, server))
         if self.groups is not None:
             await bounded(self.groups.stop(), lambda: "the group coordinator")
+        if self.fetchers is not None:
+            await bounded(self.fetchers.close(), lambda: "the replica fetchers")
+        for key in list(self._replication_waits):
+            self._fail_replication_waits(key, ErrorCode.NOT_LEADER_OR_FOLLOWER)
         tasks = list(self._tasks)
         for task in tasks:
             task.cancel()
@@ -387,22 +413,43 @@ class Node:
     # --- metadata image -> broker view --------------------------------------------------------------
 
     def _on_image(self) -> None:
-        """Publish a new image: the handlers' view, and the partitions this broker hosts."""
+        """Publish a new image: the handlers' view, the partitions this broker hosts, each one's
+        leadership and ISR, and which leaders the replica fetchers follow."""
         if self.metadata is None or self.ctx is None:
             return
         view = self.metadata.cluster_view()
         now = now_ms()
+        node_id = self.config.node_id
         wanted = {
-            (t.name, p.partition_index)
+            (t.name, p.partition_index): p
             for t in view.topics.values()
             for p in t.partitions
-            if self.config.node_id in p.replicas
+            if node_id in p.replicas
         }
         for topic, partition in list(self.replicas.partitions):
             if (topic, partition) not in wanted:
+                self._fail_replication_waits((topic, partition), ErrorCode.NOT_LEADER_OR_FOLLOWER)
                 self.replicas.remove_partition(topic, partition)
-        for topic, partition in wanted:
-            self.replicas.ensure_partition(topic, partition, now)
+        followed: dict[int, set[tuple[str, int]]] = {}
+        for key, p in wanted.items():
+            part = self.replicas.ensure_partition(
+                *key, now, replicated=len(p.replicas) > 1, broker_id=node_id
+            )
+            transition = self.replicas.apply_partition(
+                part,
+                leader_id=p.leader_id,
+                leader_epoch=p.leader_epoch,
+                partition_epoch=p.partition_epoch,
+                replicas=p.replicas,
+                isr=p.isr,
+                now_ms=now,
+            )
+            if transition is Transition.BECAME_FOLLOWER:
+                self._fail_replication_waits(key, ErrorCode.NOT_LEADER_OR_FOLLOWER)
+            if part.replicated and part.replication.is_leader:
+                self._on_high_watermark(part)  # an ISR change may move it
+            elif part.replicated and p.leader_id >= 0:
+                followed.setdefault(p.leader_id, set()).add(key)
         for warning in self.replicas.warnings:
             log.warning("producer-state snapshot %s", warning)
         self.replicas.warnings.clear()
@@ -410,8 +457,114 @@ class Node:
             for partition in removed[1]:
                 self.replicas.remove_partition(removed[0], partition)
         self.ctx.cluster = view
+        if self.fetchers is not None:
+            self.fetchers.update(followed, {b.node_id: (b.host, b.port) for b in view.brokers})
         if self.groups is not None:
             self.groups.on_image(view)
+
+    # --- replication (issue 14) -------------------------------------------------------------------
+
+    async def _wait_for_replication(
+        self, results: list[Any], waits: list[handlers.ReplicationWait], timeout_ms: int
+    ) -> None:
+        """acks=all: each replicated partition is answered once its high watermark passes the appended
+        batches; REQUEST_TIMED_OUT after the request's timeout; NOT_ENOUGH_REPLICAS_AFTER_APPEND when
+        the ISR shrank below min.insync.replicas meanwhile; NOT_LEADER_OR_FOLLOWER when leadership moved."""
+        loop = asyncio.get_running_loop()
+        futures: list[asyncio.Future[ErrorCode]] = []
+        for wait in waits:
+            fut: asyncio.Future[ErrorCode] = loop.create_future()
+            key = (wait.part.topic, wait.part.partition_index)
+            self._replication_waits.setdefault(key, []).append((wait.last_offset, fut))
+            futures.append(fut)
+            self._on_high_watermark(wait.part)
+        done, _ = await asyncio.wait(futures, timeout=max(timeout_ms, 0) / 1000)
+        assert self.ctx is not None
+        for wait, fut in zip(waits, futures, strict=True):
+            if fut in done:
+                error = fut.result()
+                if error is ErrorCode.NONE:
+                    min_isr = self.ctx.min_insync_replicas(wait.part.topic)
+                    if len(wait.part.replication.isr) < min_isr:
+                        error = ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
+            else:
+                fut.cancel()
+                error = ErrorCode.REQUEST_TIMED_OUT
+            if error is not ErrorCode.NONE:
+                partitions = results[wait.topic_index].partitions
+                partitions[wait.partition_index] = dataclasses.replace(
+                    partitions[wait.partition_index], error_code=error, base_offset=-1
+                )
+
+    def _on_high_watermark(self, part: Any) -> None:
+        """A partition's high watermark may have moved: answer the acks=all produces it passed, and
+        wake consumers' long polls."""
+        key = (part.topic, part.partition_index)
+        waiting = self._replication_waits.get(key)
+        if not waiting:
+            return
+        high_watermark = part.log.high_watermark
+        still = []
+        for offset, fut in waiting:
+            if fut.done():
+                continue
+            if offset < high_watermark:
+                fut.set_result(ErrorCode.NONE)
+            else:
+                still.append((offset, fut))
+        if still:
+            self._replication_waits[key] = still
+        else:
+            del self._replication_waits[key]
+        self._notify_data()
+
+    def _fail_replication_waits(self, key: tuple[str, int], error: ErrorCode) -> None:
+        for _, fut in self._replication_waits.pop(key, []):
+            if not fut.done():
+                fut.set_result(error)
+
+    def _maybe_change_isr(self, part: Any) -> None:
+        """Propose the ISR change the partition's state calls for (AlterPartition, KIP-497)."""
+        proposal = part.replication.isr_change(
+            now_ms(), part.log.high_watermark, self.config.replica_lag_time_max_ms
+        )
+        if proposal is None:
+            return
+        link = self.link
+        if link is None:
+            part.replication.isr_change_failed()  # one node: nothing to replicate to
+            return
+        assert self.ctx is not None
+        view = self.ctx.cluster.topics.get(part.topic)
+        if view is None:
+            part.replication.isr_change_failed()
+            return
+
+        async def alter() -> None:
+            error = await link.alter_partition(view.topic_id, part.partition_index, proposal)
+            if error is not ErrorCode.NONE:
+                log.info(
+                    "%s-%d: ISR change to %s refused: %s",
+                    part.topic,
+                    part.partition_index,
+                    list(proposal.new_isr),
+                    error.name,
+                )
+                part.replication.isr_change_failed()
+            else:
+                log.info("%s-%d: ISR is now %s", part.topic, part.partition_index, list(proposal.new_isr))
+
+        self._spawn(alter())
+
+    async def _isr_timer(self) -> None:
+        """Every half replica.lag.time.max.ms, the leader looks for followers that fell out of sync
+        (Kafka's isr-expiration task)."""
+        interval_s = self.config.replica_lag_time_max_ms / 2000
+        while True:
+            await asyncio.sleep(interval_s)
+            for part in list(self.replicas.partitions.values()):
+                if part.replicated and part.replication.is_leader:
+                    self._maybe_change_isr(part)
 
     def _request_topic_creation(self, names: list[str]) -> None:
         assert self.metadata is not None
@@ -478,10 +631,13 @@ class Node:
         assert ctx is not None
         if key == ApiKey.PRODUCE:
             produce = decode_produce_request(view[header.body_offset :], version)
-            results = handlers.handle_produce(produce, version, ctx, now_ms())
+            waits: list[handlers.ReplicationWait] = []
+            results = handlers.handle_produce(produce, version, ctx, now_ms(), waits)
             self._notify_data()
             if produce.acks == 0:
                 return None
+            if waits:
+                await self._wait_for_replication(results, waits, produce.timeout_ms)
             return [encode_produce_response(header.correlation_id, version, results)]
         request = messages.decode_request(header, view)
         if key == ApiKey.JOIN_GROUP:
@@ -589,8 +745,20 @@ class Node:
         ctx = self.ctx
         assert ctx is not None
         deadline = time.monotonic() + max(request.max_wait_ms, 0) / 1000
+        replica_id = request.replica_id if request.replica_id is not None else -1
         while True:
-            outcome = handlers.handle_fetch(request, ctx)
+            if replica_id >= 0:
+                # A follower (issue 14): its log end moves the high watermark; it reads to the log end.
+                outcome, advanced = handlers.handle_replica_fetch(request, ctx, now_ms())
+                for moved in advanced:
+                    self._on_high_watermark(moved)
+                for topic in request.topics:
+                    for fp in topic.partitions:
+                        fetched = ctx.replicas.get(topic.topic, fp.partition)
+                        if fetched is not None and fetched.replicated:
+                            self._maybe_change_isr(fetched)
+            else:
+                outcome = handlers.handle_fetch(request, ctx)
             remaining_s = deadline - time.monotonic()
             if outcome.bytes_read >= request.min_bytes or outcome.has_error or remaining_s <= 0:
                 break

@@ -1,0 +1,205 @@
+"""Followers fetch from leaders (issue 14; Kafka's ReplicaFetcherThread, one per leader broker).
+
+For every leader this broker follows some partition of, one task sends Fetch (replica_id = this broker,
+``replica.fetch.wait.max.ms``, ``replica.fetch.max.bytes``, each partition's last fetched epoch and the
+leader epoch it knows) over the shared ``RpcClient``, and hands each partition's answer to the pure
+ReplicaManager: append the batches exactly as the leader stored them, truncate a divergent tail
+(DivergingEpoch, KIP-320), start over past the leader's log start (OFFSET_OUT_OF_RANGE), take the
+leader's high watermark. Which partitions follow which leader comes from the metadata image
+(``update``); an error that means "your view is stale" (NOT_LEADER_OR_FOLLOWER, FENCED/UNKNOWN leader
+epoch) just waits for the next image.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+import time
+from collections.abc import Callable
+from typing import Any
+
+from kafka.protocol.consumer import FetchRequest
+
+from pykraft.broker.replica_manager import Partition, ReplicaManager
+from pykraft.core.config import NodeConfig
+from pykraft.core.errors import ErrorCode
+from pykraft.io.rpc_channel import PeerUnavailable, RpcClient
+from pykraft.io.waiting import wait_event
+
+log = logging.getLogger("pykraft.replication")
+
+REPLICA_FETCH_VERSION = 12  # the first with DivergingEpoch (KIP-320) and LastFetchedEpoch
+# Consumers' fetch answers hold at most this many bytes in all (Kafka replica.fetch.response.max.bytes).
+REPLICA_FETCH_RESPONSE_MAX_BYTES = 10 << 20
+
+
+def now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+class ReplicaFetchers:
+    def __init__(
+        self,
+        config: NodeConfig,
+        replicas: ReplicaManager,
+        rng: random.Random,
+        *,
+        on_high_watermark: Callable[[Partition], None],
+    ) -> None:
+        self.config = config
+        self.replicas = replicas
+        self.on_high_watermark = on_high_watermark
+        self.client = RpcClient(
+            {},
+            client_id=f"replica-fetcher-{config.node_id}",
+            request_timeout_ms=max(30_000, config.replica_fetch_wait_max_ms + 5_000),
+            rng=rng,
+        )
+        # leader id -> (topic, partition) this broker follows on it
+        self._assigned: dict[int, set[tuple[str, int]]] = {}
+        self._tasks: dict[int, asyncio.Task[None]] = {}
+        self._changed: dict[int, asyncio.Event] = {}
+
+    def update(
+        self, followed: dict[int, set[tuple[str, int]]], addresses: dict[int, tuple[str, int]]
+    ) -> None:
+        """The partitions to follow, by leader, and the leaders' addresses, from a new image."""
+        for leader_id, address in addresses.items():
+            self.client.channels.set_address(leader_id, address)
+        for leader_id in list(self._tasks):
+            if leader_id not in followed:
+                self._tasks.pop(leader_id).cancel()
+                self._assigned.pop(leader_id, None)
+                self._changed.pop(leader_id, None)
+        for leader_id, partitions in followed.items():
+            if self._assigned.get(leader_id) != partitions:
+                self._assigned[leader_id] = set(partitions)
+                self._changed.setdefault(leader_id, asyncio.Event()).set()
+            if leader_id not in self._tasks:
+                self._tasks[leader_id] = asyncio.get_running_loop().create_task(
+                    self._run(leader_id), name=f"replica-fetcher-{leader_id}"
+                )
+
+    async def close(self) -> None:
+        tasks = list(self._tasks.values())
+        self._tasks.clear()
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        await self.client.close()
+
+    # --- one leader ---------------------------------------------------------------------------------
+
+    async def _run(self, leader_id: int) -> None:
+        backoff_s = self.config.replica_fetch_backoff_ms / 1000
+        changed = self._changed.setdefault(leader_id, asyncio.Event())
+        while True:
+            changed.clear()
+            parts = [
+                p
+                for key in sorted(self._assigned.get(leader_id, ()))
+                if (p := self.replicas.get(*key)) is not None and p.replication.leader_id == leader_id
+            ]
+            if not parts:
+                await changed.wait()
+                continue
+            try:
+                response = await self.client.call(leader_id, self._request(parts), REPLICA_FETCH_VERSION)
+            except PeerUnavailable as exc:
+                log.debug("fetching from broker %d: %s", leader_id, exc)
+                await wait_event(changed, backoff_s)
+                continue
+            if not self._apply(leader_id, parts, response):
+                # Every partition answered with an error: wait for the next image (or the backoff).
+                await wait_event(changed, backoff_s)
+
+    def _request(self, parts: list[Partition]) -> Any:
+        by_topic: dict[str, list[Any]] = {}
+        for part in parts:
+            by_topic.setdefault(part.topic, []).append(
+                FetchRequest.FetchTopic.FetchPartition(
+                    partition=part.partition_index,
+                    current_leader_epoch=part.replication.leader_epoch,
+                    fetch_offset=part.log.log_end_offset,
+                    last_fetched_epoch=part.epochs.latest_epoch,
+                    log_start_offset=part.log.log_start_offset,
+                    partition_max_bytes=self.config.replica_fetch_max_bytes,
+                )
+            )
+        return FetchRequest(
+            replica_id=self.config.node_id,
+            max_wait_ms=self.config.replica_fetch_wait_max_ms,
+            min_bytes=1,
+            max_bytes=REPLICA_FETCH_RESPONSE_MAX_BYTES,
+            isolation_level=0,
+            session_id=0,
+            session_epoch=-1,
+            topics=[FetchRequest.FetchTopic(topic=t, partitions=ps) for t, ps in sorted(by_topic.items())],
+            forgotten_topics_data=[],
+            rack_id="",
+        )
+
+    def _apply(self, leader_id: int, parts: list[Partition], response: Any) -> bool:
+        """Each partition's answer into the ReplicaManager; True if any made progress or is fine."""
+        by_key = {(p.topic, p.partition_index): p for p in parts}
+        progressed = False
+        now = now_ms()
+        for topic in response.responses:
+            for data in topic.partitions:
+                part = by_key.get((topic.topic, data.partition_index))
+                if part is None or part.replication.leader_id != leader_id:
+                    continue  # reassigned while the fetch was out
+                error = ErrorCode(data.error_code)
+                diverging = getattr(data, "diverging_epoch", None)
+                if error is ErrorCode.NONE and diverging is not None and diverging.epoch >= 0:
+                    before = part.log.log_end_offset
+                    end = self.replicas.truncate_for_divergence(
+                        part, diverging.epoch, diverging.end_offset, now
+                    )
+                    log.info(
+                        "%s-%d: log diverged from leader %d at epoch %d; truncated from %d to %d",
+                        part.topic,
+                        part.partition_index,
+                        leader_id,
+                        diverging.epoch,
+                        before,
+                        end,
+                    )
+                    progressed = True
+                    continue
+                if error is ErrorCode.OFFSET_OUT_OF_RANGE and data.log_start_offset > part.log.log_end_offset:
+                    log.info(
+                        "%s-%d: the leader's log starts at %d, past our end %d; starting over there",
+                        part.topic,
+                        part.partition_index,
+                        data.log_start_offset,
+                        part.log.log_end_offset,
+                    )
+                    self.replicas.restart_at(part, data.log_start_offset, now)
+                    progressed = True
+                    continue
+                if error is not ErrorCode.NONE:
+                    log.debug(
+                        "%s-%d from leader %d: %s", part.topic, part.partition_index, leader_id, error.name
+                    )
+                    continue
+                records = data.records
+                if records:
+                    appended = self.replicas.append_as_follower(part, records, now)
+                    if appended is not ErrorCode.NONE:
+                        log.warning(
+                            "%s-%d: batches from leader %d not appended: %s",
+                            part.topic,
+                            part.partition_index,
+                            leader_id,
+                            appended.name,
+                        )
+                        continue
+                if self.replicas.update_follower_high_watermark(part, data.high_watermark):
+                    self.on_high_watermark(part)
+                progressed = True
+        return progressed
+
+
+__all__ = ["ReplicaFetchers"]

@@ -1,0 +1,175 @@
+"""``pykraft topics --bootstrap-server HOST:PORT list|describe|create|delete``, shaped like
+``kafka-topics``: describe prints each partition's leader, leader epoch, replicas and ISR (issue 14), so
+replication can be watched from a shell. A small blocking client over kafka-python's codec; exit status 1
+with one line naming what failed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from kafka.protocol.admin import (
+    CreateTopicsRequest,
+    CreateTopicsResponse,
+    DeleteTopicsRequest,
+    DeleteTopicsResponse,
+)
+from kafka.protocol.metadata import MetadataRequest, MetadataResponse
+
+from pykraft.core.errors import ErrorCode
+from pykraft.core.uuid import uuid_to_str
+from pykraft.io.kafka_connection import BrokerConnection, BrokerConnectionError
+
+METADATA_VERSION = 9
+CREATE_TOPICS_VERSION = 5
+DELETE_TOPICS_VERSION = 4
+TIMEOUT_MS = 30_000
+
+
+class TopicsError(BrokerConnectionError):
+    """One line for the user: what failed and where."""
+
+
+def fetch_metadata(bootstrap: str, topic: str | None) -> Any:
+    with BrokerConnection.to(bootstrap, client_id="pykraft-topics") as conn:
+        topics = None if topic is None else [MetadataRequest.MetadataRequestTopic(name=topic)]
+        return conn.request(
+            MetadataRequest(topics=topics, allow_auto_topic_creation=False),
+            MetadataResponse,
+            METADATA_VERSION,
+        )
+
+
+def describe_lines(metadata: Any) -> list[str]:
+    """kafka-topics --describe's layout: a line per topic, then a tab-indented line per partition."""
+    lines = []
+    for t in sorted(metadata.topics, key=lambda t: t.name):
+        if t.error_code:
+            raise TopicsError(f"topic {t.name}: {_error_name(t.error_code)}")
+        partitions = sorted(t.partitions, key=lambda p: p.partition_index)
+        factor = len(partitions[0].replica_nodes) if partitions else 0
+        lines.append(
+            f"Topic: {t.name}\tTopicId: {_topic_id(t.topic_id)}\tPartitionCount: {len(partitions)}\t"
+            f"ReplicationFactor: {factor}"
+        )
+        for p in partitions:
+            error = f"\tError: {_error_name(p.error_code)}" if p.error_code else ""
+            lines.append(
+                f"\tTopic: {t.name}\tPartition: {p.partition_index}\tLeader: {_leader(p.leader_id)}\t"
+                f"LeaderEpoch: {p.leader_epoch}\tReplicas: {_ids(p.replica_nodes)}\tIsr: {_ids(p.isr_nodes)}{error}"
+            )
+    return lines
+
+
+def _topic_id(topic_id: Any) -> str:
+    return uuid_to_str(topic_id) if topic_id is not None else ""
+
+
+def _leader(leader_id: int) -> str:
+    return "none" if leader_id < 0 else str(leader_id)
+
+
+def _ids(ids: list[int]) -> str:
+    return ",".join(str(i) for i in ids)
+
+
+def _error_name(code: int) -> str:
+    try:
+        return ErrorCode(code).name
+    except ValueError:
+        return f"error {code}"
+
+
+def _describe(args: argparse.Namespace) -> int:
+    metadata = fetch_metadata(args.bootstrap_server, args.topic)
+    for line in describe_lines(metadata):
+        print(line)
+    return 0
+
+
+def _list(args: argparse.Namespace) -> int:
+    metadata = fetch_metadata(args.bootstrap_server, None)
+    for t in sorted(metadata.topics, key=lambda t: t.name):
+        print(t.name)
+    return 0
+
+
+def _create(args: argparse.Namespace) -> int:
+    configs = []
+    for item in args.config or []:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise TopicsError(f"--config: {item!r} is not KEY=VALUE")
+        configs.append(CreateTopicsRequest.CreatableTopic.CreatableTopicConfig(name=key, value=value))
+    request = CreateTopicsRequest(
+        topics=[
+            CreateTopicsRequest.CreatableTopic(
+                name=args.topic,
+                num_partitions=args.partitions,
+                replication_factor=args.replication_factor,
+                assignments=[],
+                configs=configs,
+            )
+        ],
+        timeout_ms=TIMEOUT_MS,
+        validate_only=False,
+    )
+    with BrokerConnection.to(args.bootstrap_server, client_id="pykraft-topics") as conn:
+        response = conn.request(request, CreateTopicsResponse, CREATE_TOPICS_VERSION)
+    result = response.topics[0]
+    if result.error_code:
+        raise TopicsError(
+            f"topic {args.topic}: {_error_name(result.error_code)}: {result.error_message or ''}".rstrip(": ")
+        )
+    print(f"Created topic {args.topic}.")
+    return 0
+
+
+def _delete(args: argparse.Namespace) -> int:
+    request = DeleteTopicsRequest(topic_names=[args.topic], timeout_ms=TIMEOUT_MS)
+    with BrokerConnection.to(args.bootstrap_server, client_id="pykraft-topics") as conn:
+        response = conn.request(request, DeleteTopicsResponse, DELETE_TOPICS_VERSION)
+    result = response.responses[0]
+    if result.error_code:
+        raise TopicsError(f"topic {args.topic}: {_error_name(result.error_code)}")
+    print(f"Deleted topic {args.topic}.")
+    return 0
+
+
+def _run(func: Any) -> Any:
+    def run(args: argparse.Namespace) -> int:
+        try:
+            return int(func(args))
+        except BrokerConnectionError as exc:
+            print(f"pykraft topics: {exc}", file=sys.stderr)
+            return 1
+
+    return run
+
+
+def add_subcommands(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "topics", help="list, describe (leaders, replicas, ISR), create or delete topics"
+    )
+    parser.add_argument("--bootstrap-server", required=True, metavar="HOST:PORT")
+    sub = parser.add_subparsers(dest="topics_command", required=True)
+    sub.add_parser("list", help="topic names").set_defaults(func=_run(_list))
+    describe = sub.add_parser("describe", help="partitions: leader, leader epoch, replicas, ISR")
+    describe.add_argument("--topic", help="only this topic (default: all)")
+    describe.set_defaults(func=_run(_describe))
+    create = sub.add_parser("create", help="create a topic")
+    create.add_argument("--topic", required=True)
+    create.add_argument("--partitions", type=int, default=-1, help="default: num.partitions")
+    create.add_argument(
+        "--replication-factor", type=int, default=-1, help="default: default.replication.factor"
+    )
+    create.add_argument("--config", action="append", metavar="KEY=VALUE", help="a topic config (repeatable)")
+    create.set_defaults(func=_run(_create))
+    delete = sub.add_parser("delete", help="delete a topic")
+    delete.add_argument("--topic", required=True)
+    delete.set_defaults(func=_run(_delete))
+
+
+__all__ = ["add_subcommands", "describe_lines"]
