@@ -324,7 +324,9 @@ class ControllerLink:
         except PeerUnavailable as exc:
             return _not_controller_delete_topics(request, version, str(exc))
 
-    async def create_topics_by_name(self, names: list[str], num_partitions: int) -> None:
+    async def create_topics_by_name(
+        self, names: list[str], num_partitions: int, replication_factor: int = -1
+    ) -> None:
         """Auto-creation (Metadata/Produce/FindCoordinator): a CreateTopics to the active controller."""
         request = CreateTopicsRequest(  # v4: the first with replication_factor -1 (the default)
             topics=[

@@ -54,6 +54,8 @@ OFFSETS_TOPIC_CREATE_TIMEOUT_S = 10.0
 # more than a wakeup.
 MAX_TICK_INTERVAL_S = 0.5
 LOAD_READ_BYTES = 1 << 20
+# How long an offset commit waits for the ISR of a replicated offsets partition (offsets.commit.timeout.ms).
+OFFSET_COMMIT_TIMEOUT_MS = 5000
 
 
 def now_ms() -> int:
@@ -70,8 +72,9 @@ class GroupService:
         self,
         config: NodeConfig,
         ctx: BrokerContext,
-        create_topics: Callable[[list[str], int], Coroutine[Any, Any, None]],
+        create_topics: Callable[[list[str], int, int], Coroutine[Any, Any, None]],
         rng: random.Random,
+        wait_replicated: Callable[[str, int, int, int], Awaitable[ErrorCode]] | None = None,
     ) -> None:
         self.node_id = config.node_id
         self.ctx = ctx
@@ -86,6 +89,10 @@ class GroupService:
             rng,
         )
         self._create_topics = create_topics
+        # Group writes on a replicated __consumer_offsets partition are answered once the ISR has them
+        # (Kafka appends them with acks=all); None: one replica, answered once appended.
+        self._wait_replicated = wait_replicated
+        self.offsets_topic_replication_factor = config.offsets_topic_replication_factor
         self._creating: asyncio.Task[None] | None = None
         self._waiting: dict[int, asyncio.Future[JoinResult | SyncResult]] = {}
         self._next_token = 0
@@ -201,27 +208,33 @@ class GroupService:
             if fut is not None and not fut.done():
                 fut.set_result(result)
         for partition, records in self.coordinator.take_writes():
-            error = self._append(partition, records)
+            error, _ = self._append(partition, records)
             if error != ErrorCode.NONE:
                 log.warning("group metadata write to %s-%d failed: %s", OFFSETS_TOPIC, partition, error.name)
         if wake_timers:
             self._wakeup.set()
 
-    def _append(self, partition: int, records: list[tuple[bytes, bytes | None]]) -> ErrorCode:
+    def _append(self, partition: int, records: list[tuple[bytes, bytes | None]]) -> tuple[ErrorCode, int]:
+        """(error, last offset appended; -1 when nothing was)."""
         if not records:
-            return ErrorCode.NONE
+            return ErrorCode.NONE, -1
         part = self.ctx.replicas.get(OFFSETS_TOPIC, partition)
         if part is None:
-            return ErrorCode.NOT_LEADER_OR_FOLLOWER
+            return ErrorCode.NOT_LEADER_OR_FOLLOWER, -1
         now = now_ms()
         batch = build_batch([Record(key, value) for key, value in records], timestamp_ms=now)
-        return self.ctx.replicas.append(part, memoryview(batch), now).error_code
+        result = self.ctx.replicas.append(part, memoryview(batch), now)
+        return result.error_code, result.last_offset
 
-    def _write(self, plan: WritePlan) -> ErrorCode:
-        """Append a plan's records, then make them visible: nothing is answered before it is logged."""
-        error = self._append(plan.partition, plan.records)
+    async def _write(self, plan: WritePlan) -> ErrorCode:
+        """Append a plan's records, then make them visible; answered once the ISR has them."""
+        error, last_offset = self._append(plan.partition, plan.records)
         if error == ErrorCode.NONE:
             self.coordinator.apply(plan, now_ms())
+            if last_offset >= 0 and self._wait_replicated is not None:
+                error = await self._wait_replicated(
+                    OFFSETS_TOPIC, plan.partition, last_offset, OFFSET_COMMIT_TIMEOUT_MS
+                )
         return error
 
     async def _ensure_offsets_topic(self) -> None:
@@ -229,13 +242,29 @@ class GroupService:
             return
         if self._creating is None or self._creating.done():
             self._creating = asyncio.get_running_loop().create_task(
-                self._create_topics([OFFSETS_TOPIC], self.num_partitions)
+                self._create_topics([OFFSETS_TOPIC], self.num_partitions, self._offsets_replication_factor())
             )
         creating = self._creating
         if not await wait_shielded(creating, OFFSETS_TOPIC_CREATE_TIMEOUT_S):
             log.warning("creating %s took over %.0f s", OFFSETS_TOPIC, OFFSETS_TOPIC_CREATE_TIMEOUT_S)
         elif not creating.cancelled() and creating.exception() is not None:
             log.warning("creating %s failed: %s", OFFSETS_TOPIC, creating.exception())
+
+    def _offsets_replication_factor(self) -> int:
+        """offsets.topic.replication.factor, clamped to the live brokers (never below 1) with a log line,
+        so a cluster smaller than the default 3 still gets its offsets topic."""
+        live = max(1, len(self.ctx.cluster.brokers))
+        wanted = self.offsets_topic_replication_factor
+        if wanted > live:
+            log.info(
+                "creating %s with replication factor %d: offsets.topic.replication.factor=%d but %d broker(s) are live",
+                OFFSETS_TOPIC,
+                live,
+                wanted,
+                live,
+            )
+            return live
+        return wanted
 
     # --- handlers ------------------------------------------------------------------------------------
 
@@ -278,7 +307,7 @@ class GroupService:
 
     async def offset_commit(self, request: Any, version: int) -> Any:
         plan = self.coordinator.commit_offsets(group_api.commit_request(request, version), now_ms())
-        error = self._write(plan) if plan.error_code == ErrorCode.NONE else ErrorCode.NONE
+        error = await self._write(plan) if plan.error_code == ErrorCode.NONE else ErrorCode.NONE
         self._after()
         return group_api.commit_response(request, plan, version, error)
 
@@ -287,7 +316,7 @@ class GroupService:
 
     async def offset_delete(self, request: Any, version: int) -> Any:
         plan = group_api.offset_delete_plan(self.coordinator, request)
-        error = self._write(plan) if plan.error_code == ErrorCode.NONE else ErrorCode.NONE
+        error = await self._write(plan) if plan.error_code == ErrorCode.NONE else ErrorCode.NONE
         self._after()
         return group_api.offset_delete_response(request, plan, version, error)
 
@@ -300,7 +329,7 @@ class GroupService:
     async def delete_groups(self, request: Any, version: int) -> Any:
         results: dict[str, ErrorCode] = {}
         for plan in group_api.delete_groups_plans(self.coordinator, request):
-            error = self._write(plan)
+            error = await self._write(plan)
             for group_id, group_error in plan.group_errors.items():
                 if group_error == ErrorCode.NONE and error != ErrorCode.NONE:
                     group_error = group_api.append_error_for_commit(error)

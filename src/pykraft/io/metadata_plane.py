@@ -840,8 +840,13 @@ class MetadataPlane:
             response.error_code, response.producer_id_start, response.producer_id_len
         )
 
-    async def create_topics_by_name(self, names: list[str], num_partitions: int) -> None:
-        topics = [CreatableTopic(name=n, num_partitions=num_partitions, replication_factor=-1) for n in names]
+    async def create_topics_by_name(
+        self, names: list[str], num_partitions: int, replication_factor: int = -1
+    ) -> None:
+        topics = [
+            CreatableTopic(name=n, num_partitions=num_partitions, replication_factor=replication_factor)
+            for n in names
+        ]
         await self._write(self.controller.create_topics(topics, validate_only=False))
 
     async def handle_create_topics(self, request: Any, version: int) -> Any:

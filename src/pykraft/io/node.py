@@ -222,7 +222,9 @@ class Node:
             config, self.replicas, self.rng, on_high_watermark=self._on_high_watermark
         )
         create_topics = link.create_topics_by_name if link is not None else metadata.create_topics_by_name
-        self.groups = GroupService(config, self.ctx, create_topics, self.rng)
+        self.groups = GroupService(
+            config, self.ctx, create_topics, self.rng, wait_replicated=self.wait_replicated
+        )
         self._on_image()
         self._request_handlers = self._build_request_handlers()
         if link is None:
@@ -470,14 +472,7 @@ class Node:
         """acks=all: each replicated partition is answered once its high watermark passes the appended
         batches; REQUEST_TIMED_OUT after the request's timeout; NOT_ENOUGH_REPLICAS_AFTER_APPEND when
         the ISR shrank below min.insync.replicas meanwhile; NOT_LEADER_OR_FOLLOWER when leadership moved."""
-        loop = asyncio.get_running_loop()
-        futures: list[asyncio.Future[ErrorCode]] = []
-        for wait in waits:
-            fut: asyncio.Future[ErrorCode] = loop.create_future()
-            key = (wait.part.topic, wait.part.partition_index)
-            self._replication_waits.setdefault(key, []).append((wait.last_offset, fut))
-            futures.append(fut)
-            self._on_high_watermark(wait.part)
+        futures = [self._replicated(wait.part, wait.last_offset) for wait in waits]
         done, _ = await asyncio.wait(futures, timeout=max(timeout_ms, 0) / 1000)
         assert self.ctx is not None
         for wait, fut in zip(waits, futures, strict=True):
@@ -495,6 +490,30 @@ class Node:
                 partitions[wait.partition_index] = dataclasses.replace(
                     partitions[wait.partition_index], error_code=error, base_offset=-1
                 )
+
+    def _replicated(self, part: Any, last_offset: int) -> asyncio.Future[ErrorCode]:
+        """Completes (NONE) once the partition's high watermark passes ``last_offset``, or with the
+        error that ends the wait (leadership moved)."""
+        fut: asyncio.Future[ErrorCode] = asyncio.get_running_loop().create_future()
+        self._replication_waits.setdefault((part.topic, part.partition_index), []).append((last_offset, fut))
+        self._on_high_watermark(part)
+        return fut
+
+    async def wait_replicated(
+        self, topic: str, partition: int, last_offset: int, timeout_ms: int
+    ) -> ErrorCode:
+        """For the group coordinator: its writes to a replicated __consumer_offsets partition are
+        answered once the ISR has them (REQUEST_TIMED_OUT after ``timeout_ms``)."""
+        part = self.replicas.get(topic, partition)
+        if part is None:
+            return ErrorCode.NOT_LEADER_OR_FOLLOWER
+        if not part.replicated or last_offset < part.log.high_watermark:
+            return ErrorCode.NONE
+        fut = self._replicated(part, last_offset)
+        if not await wait_shielded(fut, timeout_ms / 1000):
+            fut.cancel()
+            return ErrorCode.REQUEST_TIMED_OUT
+        return fut.result()
 
     def _on_high_watermark(self, part: Any) -> None:
         """A partition's high watermark may have moved: answer the acks=all produces it passed, and
