@@ -37,6 +37,7 @@ sim: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python -m bench
 	$(BIN)/python -m bench.election
+	$(BIN)/python -m bench.replication
 
 clean:
 	rm -rf $(VENV) data .pytest_cache .mypy_cache .ruff_cache

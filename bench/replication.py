@@ -1,0 +1,206 @@
+"""P9, replication cost and failover (issue 14): a 3-controller + 3-broker cluster of processes on
+127.0.0.1, all on this machine's cores.
+
+1. Produce throughput with acks=all to a topic with replication factor 3 (min.insync.replicas=2) against
+   replication factor 1 on the same cluster: messages/s, MB/s, and the brokers' CPU seconds per MB
+   (every broker process's utime+stime from /proc, before and after), with the RF=3/RF=1 ratio.
+2. Failover: an idempotent acks=all producer writes continuously to the RF=3 topic; the partition's
+   leader is killed (kill -9); the figure is the time from the kill to the first acknowledgement of a
+   record produced after it (detection is the broker session timeout, 2000 ms here). The killed broker is
+   restarted and back in the ISR before the next kill.
+
+Prints tables; writes bench/results/replication.md.
+
+    python -m bench.replication [--messages 200000] [--kills 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import confluent_kafka
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from pykraft.testing import ProcessCluster, running_cluster
+
+RESULTS = Path(__file__).resolve().parent / "results"
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+SESSION_TIMEOUT_MS = 2000
+OVERRIDES = {
+    "broker.session.timeout.ms": str(SESSION_TIMEOUT_MS),
+    "broker.heartbeat.interval.ms": "300",
+    "replica.lag.time.max.ms": "5000",
+}
+VALUE = b"x" * 100
+
+
+def _cpu_s(cluster: ProcessCluster) -> float:
+    total = 0
+    for node in cluster.brokers.values():
+        if node.process is None or not node.alive:
+            continue
+        with open(f"/proc/{node.process.pid}/stat", encoding="ascii") as fh:
+            fields = fh.read().rsplit(")", 1)[1].split()
+        total += int(fields[11]) + int(fields[12])  # utime, stime
+    return total / CLK_TCK
+
+
+def _create(cluster: ProcessCluster, topic: str, replication_factor: int) -> None:
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
+    admin.create_topics(
+        [
+            NewTopic(
+                topic, 1, replication_factor, config={"min.insync.replicas": str(min(2, replication_factor))}
+            )
+        ]
+    )[topic].result(30)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        partition = admin.list_topics(topic, timeout=10).topics[topic].partitions[0]
+        if len(partition.isrs) == replication_factor:
+            return
+        time.sleep(0.1)
+    raise TimeoutError(f"{topic}: ISR never reached {replication_factor}")
+
+
+def throughput(cluster: ProcessCluster, topic: str, messages: int) -> tuple[float, float, float]:
+    """(messages/s, MB/s, broker CPU s per MB) for ``messages`` acks=all records of 100 bytes."""
+    producer = confluent_kafka.Producer(
+        {
+            "bootstrap.servers": cluster.bootstrap_servers,
+            "acks": "all",
+            "linger.ms": 5,
+            "enable.idempotence": True,
+        }
+    )
+    producer.produce(topic, VALUE)  # connections and producer id first
+    producer.flush(30)
+    failures: list[object] = []
+    cpu_before = _cpu_s(cluster)
+    started = time.monotonic()
+    for _ in range(messages):
+        while True:
+            try:
+                producer.produce(topic, VALUE, on_delivery=lambda err, msg: err and failures.append(err))
+                break
+            except BufferError:
+                producer.poll(0.01)
+    left = producer.flush(120)
+    elapsed = time.monotonic() - started
+    cpu = _cpu_s(cluster) - cpu_before
+    if left or failures:
+        raise RuntimeError(f"{topic}: {left} undelivered, failures {failures[:3]}")
+    megabytes = messages * len(VALUE) / 1e6
+    return messages / elapsed, megabytes / elapsed, cpu / megabytes
+
+
+def failover(cluster: ProcessCluster, topic: str, kills: int) -> list[float]:
+    """Seconds from each leader kill to the first acknowledgement of a record produced after it."""
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
+    producer = confluent_kafka.Producer(
+        {
+            "bootstrap.servers": cluster.bootstrap_servers,
+            "acks": "all",
+            "enable.idempotence": True,
+            "linger.ms": 1,
+        }
+    )
+    acked: list[tuple[float, float]] = []  # (produced at, acknowledged at)
+    stop = threading.Event()
+
+    def writer() -> None:
+        while not stop.is_set():
+            produced_at = time.monotonic()
+            producer.produce(
+                topic,
+                VALUE,
+                on_delivery=lambda err, msg, t=produced_at: (
+                    err is None and acked.append((t, time.monotonic()))
+                ),
+            )
+            producer.poll(0.005)
+        producer.flush(60)
+
+    thread = threading.Thread(target=writer)
+    thread.start()
+    results = []
+    try:
+        for _ in range(kills):
+            time.sleep(1.0)
+            leader = admin.list_topics(topic, timeout=10).topics[topic].partitions[0].leader
+            killed_at = time.monotonic()
+            cluster.kill(leader)
+            deadline = killed_at + 60
+            while time.monotonic() < deadline and not any(p > killed_at for p, _ in list(acked)):
+                time.sleep(0.005)
+            first = min(a for p, a in list(acked) if p > killed_at)
+            results.append(first - killed_at)
+            print(f"killed leader {leader}: first ack after {results[-1] * 1000:.0f} ms", flush=True)
+            cluster.start(leader)
+            cluster.wait_for_brokers()
+            isr_deadline = time.monotonic() + 60
+            while time.monotonic() < isr_deadline:
+                if len(admin.list_topics(topic, timeout=10).topics[topic].partitions[0].isrs) == 3:
+                    break
+                time.sleep(0.1)
+    finally:
+        stop.set()
+        thread.join(timeout=120)
+    return results
+
+
+def render(rows: dict[int, tuple[float, float, float]], kills: list[float], messages: int) -> str:
+    rf1, rf3 = rows[1], rows[3]
+    lines = [
+        "# P9: replication (3 controllers + 3 brokers, separate processes on 127.0.0.1, 2 cores)",
+        "",
+        f"`python -m bench.replication`: {messages} acks=all records of 100 bytes from one idempotent",
+        "confluent-kafka producer (linger.ms=5); CPU is the three brokers' utime+stime.",
+        "",
+        "| replication factor | msgs/s | MB/s | broker CPU s per MB |",
+        "|---:|---:|---:|---:|",
+        f"| 1 | {rf1[0]:.0f} | {rf1[1]:.2f} | {rf1[2]:.2f} |",
+        f"| 3 (min.insync.replicas=2) | {rf3[0]:.0f} | {rf3[1]:.2f} | {rf3[2]:.2f} |",
+        f"| ratio RF3 / RF1 | {rf3[0] / rf1[0]:.2f} | {rf3[1] / rf1[1]:.2f} | {rf3[2] / rf1[2]:.2f} |",
+        "",
+        f"Leader kill -9 to the first acknowledged produce on the new leader (broker.session.timeout.ms={SESSION_TIMEOUT_MS}):",
+        "",
+        "| kills | median ms | min ms | max ms |",
+        "|---:|---:|---:|---:|",
+    ]
+    if kills:
+        ms = [k * 1000 for k in kills]
+        lines.append(f"| {len(ms)} | {statistics.median(ms):.0f} | {min(ms):.0f} | {max(ms):.0f} |")
+    return "\n".join(lines) + "\n"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--messages", type=int, default=200_000)
+    parser.add_argument("--kills", type=int, default=3)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="pykraft-replication-") as directory:
+        with running_cluster(controllers=3, brokers=3, directory=directory, overrides=OVERRIDES) as cluster:
+            rows = {}
+            for factor in (1, 3):
+                topic = f"rf{factor}"
+                _create(cluster, topic, factor)
+                rows[factor] = throughput(cluster, topic, args.messages)
+                print(
+                    f"RF={factor}: {rows[factor][0]:.0f} msgs/s, {rows[factor][2]:.2f} CPU s/MB", flush=True
+                )
+            kills = failover(cluster, "rf3", args.kills)
+    table = render(rows, kills, args.messages)
+    print(table)
+    RESULTS.mkdir(exist_ok=True)
+    (RESULTS / "replication.md").write_text(table)
+
+
+if __name__ == "__main__":
+    main()
