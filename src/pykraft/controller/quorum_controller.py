@@ -41,10 +41,13 @@ from pykraft.controller.replication import (
     CreatableTopic,
     CreatableTopicResult,
     DeletableTopicResult,
+    IsrChangeRequest,
+    IsrChangeResult,
     ReplicationControlManager,
     TopicControlInfo,
 )
 from pykraft.controller.result import ControllerResult
+from pykraft.core.errors import ErrorCode
 from pykraft.metadata.delta import FENCING_CHANGE_FENCE, FENCING_CHANGE_UNFENCE
 from pykraft.metadata.image import (
     SECURITY_PROTOCOL_PLAINTEXT,
@@ -293,6 +296,41 @@ class QuorumController:
         if any(isinstance(r.message, UnfenceBrokerRecord) for r in records):
             records += self.replication_control.lead_again_after_unfence(broker_id)
         return self._write(ControllerResult(records, reply))
+
+    def alter_partition(
+        self, broker_id: int, broker_epoch: int, changes: Sequence[IsrChangeRequest]
+    ) -> ControllerResult[tuple[ErrorCode, list[IsrChangeResult]]]:
+        """AlterPartition (api key 56, KIP-497) from a partition leader: STALE_BROKER_EPOCH for a broker
+        that is not registered with that epoch, else per partition the checks of
+        ReplicationControlManager.alter_partition; the answer carries each partition after the change."""
+        error = self.cluster_control.check_broker_epoch(broker_id, broker_epoch)
+        if error is not ErrorCode.NONE:
+            return ControllerResult([], (error, []))
+        outcomes: list[tuple[IsrChangeRequest, ErrorCode]] = []
+        written: list[ApiMessageAndVersion] = []
+        for change in changes:
+            partition_error, records = self.replication_control.alter_partition(broker_id, change)
+            written += self._write(ControllerResult(records, None)).records
+            outcomes.append((change, partition_error))
+        results = []
+        for change, partition_error in outcomes:
+            info = self.replication_control.topic(change.topic_id)
+            part = info.partitions.get(change.partition_index) if info is not None else None
+            if partition_error is not ErrorCode.NONE or part is None:
+                results.append(IsrChangeResult(change.topic_id, change.partition_index, partition_error))
+                continue
+            results.append(
+                IsrChangeResult(
+                    change.topic_id,
+                    change.partition_index,
+                    ErrorCode.NONE,
+                    part.leader,
+                    part.leader_epoch,
+                    part.isr,
+                    part.partition_epoch,
+                )
+            )
+        return ControllerResult(written, (ErrorCode.NONE, results))
 
     def fence_brokers(self, broker_ids: Sequence[int]) -> ControllerResult[list[int]]:
         """Fence brokers whose heartbeat session expired (broker.session.timeout.ms); returns the ids

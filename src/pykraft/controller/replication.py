@@ -99,6 +99,30 @@ class TopicControlInfo:
     partitions: dict[int, PartitionRegistration] = field(default_factory=dict)
 
 
+@dataclass(frozen=True, slots=True)
+class IsrChangeRequest:
+    """One partition of an AlterPartition request (AlterPartitionRequest.PartitionData, v2)."""
+
+    topic_id: uuid.UUID
+    partition_index: int
+    leader_epoch: int
+    partition_epoch: int
+    new_isr: tuple[int, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class IsrChangeResult:
+    """One partition of an AlterPartition response: the partition as it stands after the change."""
+
+    topic_id: uuid.UUID
+    partition_index: int
+    error_code: ErrorCode
+    leader_id: int = -1
+    leader_epoch: int = -1
+    isr: tuple[int, ...] = ()
+    partition_epoch: int = -1
+
+
 class _TopicError(Exception):
     def __init__(self, error_code: ErrorCode, message: str) -> None:
         super().__init__(message)
@@ -439,6 +463,44 @@ class ReplicationControlManager:
                 )
                 records.append(ApiMessageAndVersion.of(change))
         return records
+
+    def alter_partition(
+        self, broker_id: int, change: IsrChangeRequest
+    ) -> tuple[ErrorCode, list[ApiMessageAndVersion]]:
+        """One partition of an AlterPartition (KIP-497) from its leader: checked as Kafka's
+        ReplicationControlManager.alterPartition does, then the PartitionChangeRecord that sets the new
+        ISR (none when the ISR is unchanged). Generates only; replay makes the change."""
+        info = self._topics.get(change.topic_id)
+        if info is None:
+            return ErrorCode.UNKNOWN_TOPIC_ID, []
+        part = info.partitions.get(change.partition_index)
+        if part is None:
+            return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, []
+        if part.leader != broker_id:
+            return ErrorCode.NOT_LEADER_OR_FOLLOWER, []
+        if change.leader_epoch < part.leader_epoch:
+            return ErrorCode.FENCED_LEADER_EPOCH, []
+        if change.leader_epoch > part.leader_epoch:
+            return ErrorCode.NOT_LEADER_OR_FOLLOWER, []
+        if change.partition_epoch != part.partition_epoch:
+            return ErrorCode.INVALID_UPDATE_VERSION, []
+        new_isr = tuple(change.new_isr)
+        if (
+            broker_id not in new_isr
+            or len(set(new_isr)) != len(new_isr)
+            or not set(new_isr) <= set(part.replicas)
+        ):
+            return ErrorCode.INVALID_REQUEST, []
+        # A replica may join only while it is registered, unfenced and not shutting down (KIP-841).
+        if any(r not in part.isr and not self._cluster_control.is_active(r) for r in new_isr):
+            return ErrorCode.INELIGIBLE_REPLICA, []
+        if set(new_isr) == set(part.isr):
+            return ErrorCode.NONE, []
+        ordered = [r for r in part.replicas if r in new_isr]
+        record = PartitionChangeRecord(
+            partition_id=change.partition_index, topic_id=info.topic_id, isr=ordered
+        )
+        return ErrorCode.NONE, [ApiMessageAndVersion.of(record)]
 
     def lead_again_after_unfence(self, broker_id: int) -> list[ApiMessageAndVersion]:
         """Kafka ReplicationControlManager.handleBrokerUnfenced: partitions left with no leader whose

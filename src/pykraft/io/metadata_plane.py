@@ -28,7 +28,12 @@ from pykraft.broker.producer_id_manager import AllocateProducerIdsResponseData
 from pykraft.controller.cluster import BrokerHeartbeatReply, BrokerHeartbeatTracker
 from pykraft.controller.producer_ids import ProducerIdAllocationLimiter
 from pykraft.controller.quorum_controller import QuorumController
-from pykraft.controller.replication import CreatableReplicaAssignment, CreatableTopic
+from pykraft.controller.replication import (
+    CreatableReplicaAssignment,
+    CreatableTopic,
+    IsrChangeRequest,
+    IsrChangeResult,
+)
 from pykraft.controller.result import ControllerResult
 from pykraft.core.config import NodeConfig
 from pykraft.core.errors import ErrorCode, RemoteProtocolError
@@ -44,6 +49,7 @@ from pykraft.metadata.image import BrokerEndpoint, BrokerFeature, MetadataImage
 from pykraft.metadata.records import ApiMessageAndVersion, decode_metadata_record, encode_metadata_record
 from pykraft.protocol.messages import (
     AllocateProducerIdsResponse,
+    AlterPartitionResponse,
     BrokerHeartbeatResponse,
     BrokerRegistrationResponse,
 )
@@ -822,6 +828,72 @@ class MetadataPlane:
             ],
             authorized_operations=None,  # not requested: Int.MIN on the wire
         )
+
+    async def handle_alter_partition(self, request: Any, version: int) -> Any:
+        """AlterPartition (56, KIP-497) from a partition leader, on the active controller: the new ISR
+        is committed (PartitionChangeRecord) before the answer, which carries the partition as it now
+        stands. v3 names each member's broker epoch: a stale one is INELIGIBLE_REPLICA (KIP-903)."""
+        changes: list[IsrChangeRequest] = []
+        ineligible: set[tuple[uuid.UUID, int]] = set()
+        for topic in request.topics:
+            for p in topic.partitions:
+                if version >= 3:
+                    new_isr = tuple(b.broker_id for b in p.new_isr_with_epochs)
+                    if any(
+                        b.broker_epoch >= 0 and b.broker_epoch != self.controller.broker_epoch(b.broker_id)
+                        for b in p.new_isr_with_epochs
+                    ):
+                        ineligible.add((topic.topic_id, p.partition_index))
+                else:
+                    new_isr = tuple(p.new_isr)
+                changes.append(
+                    IsrChangeRequest(
+                        topic.topic_id, p.partition_index, p.leader_epoch, p.partition_epoch, new_isr
+                    )
+                )
+
+        def answer(error: int, results: list[IsrChangeResult]) -> Any:
+            by_topic: dict[uuid.UUID, list[IsrChangeResult]] = {}
+            for r in results:
+                by_topic.setdefault(r.topic_id, []).append(r)
+            return AlterPartitionResponse(
+                version=version,
+                throttle_time_ms=0,
+                error_code=error,
+                topics=[
+                    AlterPartitionResponse.TopicData(
+                        topic_id=topic_id,
+                        partitions=[
+                            AlterPartitionResponse.TopicData.PartitionData(
+                                partition_index=r.partition_index,
+                                error_code=r.error_code,
+                                leader_id=r.leader_id,
+                                leader_epoch=r.leader_epoch,
+                                isr=list(r.isr),
+                                leader_recovery_state=0,
+                                partition_epoch=r.partition_epoch,
+                            )
+                            for r in rs
+                        ],
+                    )
+                    for topic_id, rs in by_topic.items()
+                ],
+            )
+
+        if not self._controller_active or self._stopping:
+            return answer(ErrorCode.NOT_CONTROLLER, [])
+        eligible = [c for c in changes if (c.topic_id, c.partition_index) not in ineligible]
+        result = self.controller.alter_partition(request.broker_id, request.broker_epoch, eligible)
+        try:
+            error, results = await self._write(result)
+        except NotControllerError:
+            return answer(ErrorCode.NOT_CONTROLLER, [])
+        refused = [
+            IsrChangeResult(c.topic_id, c.partition_index, ErrorCode.INELIGIBLE_REPLICA)
+            for c in changes
+            if (c.topic_id, c.partition_index) in ineligible
+        ]
+        return answer(error, [*results, *refused])
 
     async def update_advertised_port(self, port: int) -> None:
         assert self._advertised is not None

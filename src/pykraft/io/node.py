@@ -698,6 +698,7 @@ class Node:
             ApiKey.ALLOCATE_PRODUCER_IDS: metadata.handle_allocate_producer_ids,
             ApiKey.BROKER_HEARTBEAT: metadata.handle_broker_heartbeat,
             ApiKey.DESCRIBE_CLUSTER: metadata.handle_describe_cluster,
+            ApiKey.ALTER_PARTITION: metadata.handle_alter_partition,
         }
         handler = handlers_by_key.get(key)
         if handler is not None:
@@ -798,6 +799,7 @@ CONTROLLER_API_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     ApiKey.ALLOCATE_PRODUCER_IDS: (0, 0),
     ApiKey.BROKER_HEARTBEAT: (0, 1),
     ApiKey.DESCRIBE_CLUSTER: (0, 2),
+    ApiKey.ALTER_PARTITION: (2, 3),
 }
 
 

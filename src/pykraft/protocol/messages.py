@@ -179,6 +179,8 @@ BrokerRegistrationRequest: Any = _schema_class("BrokerRegistrationRequest")
 BrokerRegistrationResponse: Any = _schema_class("BrokerRegistrationResponse")
 BrokerHeartbeatRequest: Any = _schema_class("BrokerHeartbeatRequest")
 BrokerHeartbeatResponse: Any = _schema_class("BrokerHeartbeatResponse")
+AlterPartitionRequest: Any = _schema_class("AlterPartitionRequest")
+AlterPartitionResponse: Any = _schema_class("AlterPartitionResponse")
 
 
 # DescribeQuorum ships with kafka-python (0-2, the current schema); re-exported for symmetry.
@@ -200,6 +202,8 @@ OUR_MESSAGE_CLASSES: tuple[Any, ...] = (
     BrokerRegistrationResponse,
     BrokerHeartbeatRequest,
     BrokerHeartbeatResponse,
+    AlterPartitionRequest,
+    AlterPartitionResponse,
 )
 
 
@@ -423,6 +427,8 @@ __all__ = [
     "SUPPORTED_VERSIONS",
     "AllocateProducerIdsRequest",
     "AllocateProducerIdsResponse",
+    "AlterPartitionRequest",
+    "AlterPartitionResponse",
     "ApiKey",
     "BeginQuorumEpochRequest",
     "BeginQuorumEpochResponse",

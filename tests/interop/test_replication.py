@@ -1,0 +1,243 @@
+"""Partition replication on a cluster of processes (issue 14): three controllers, three brokers, a
+topic with replication factor 3 and min.insync.replicas=2. An idempotent acks=all producer keeps
+writing while the partition's leader is killed (kill -9) and restarted ten times; every acknowledged
+record is then read back exactly once, in order, and the three replicas hold the same bytes. A leader
+that appended records nobody replicated truncates them when it returns, and no consumer sees them.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+from collections.abc import Callable, Iterator
+
+import pytest
+from kafka.protocol.metadata import MetadataRequest, MetadataResponse
+
+from pykraft.protocol.records import scan_batches
+from pykraft.testing import ProcessCluster, running_cluster
+from tests.raw_client import RawClient
+
+OVERRIDES = {
+    "broker.session.timeout.ms": "2000",
+    "broker.heartbeat.interval.ms": "300",
+    "replica.lag.time.max.ms": "3000",
+    "default.replication.factor": "3",
+    "min.insync.replicas": "2",
+    "group.initial.rebalance.delay.ms": "0",
+    "offsets.topic.num.partitions": "3",
+}
+BROKERS = (101, 102, 103)
+KILLS = 10
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ProcessCluster]:
+    directory = str(tmp_path_factory.mktemp("replication"))
+    with running_cluster(controllers=3, brokers=3, directory=directory, overrides=OVERRIDES) as running:
+        try:
+            yield running
+        except BaseException:
+            print(running.logs())
+            raise
+
+
+def _wait(condition: Callable[[], bool], timeout_s: float, what: str) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            if condition():
+                return
+        except Exception:  # a broker restarting: ask again
+            pass
+        time.sleep(0.05)
+    raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")
+
+
+def _partition(cluster: ProcessCluster, topic: str) -> MetadataResponse:
+    for broker_id in BROKERS:
+        node = cluster.nodes[broker_id]
+        if not node.alive:
+            continue
+        try:
+            with RawClient(node.address, timeout_s=5) as client:
+                response = client.request(
+                    MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(name=topic)]),
+                    MetadataResponse,
+                    9,
+                )
+        except Exception:
+            continue
+        return response.topics[0].partitions[0]
+    raise AssertionError("no broker answered Metadata")
+
+
+def _create(cluster: ProcessCluster, topic: str) -> None:
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
+    admin.create_topics([NewTopic(topic, 1, 3)])[topic].result(30)
+    _wait(lambda: len(_partition(cluster, topic).isr_nodes) == 3, 30, f"{topic}'s ISR")
+
+
+def _consume_all(cluster: ProcessCluster, topic: str, expected_count: int) -> list[bytes]:
+    import confluent_kafka
+
+    consumer = confluent_kafka.Consumer(
+        {
+            "bootstrap.servers": cluster.bootstrap_servers,
+            "group.id": f"check-{topic}-{time.monotonic_ns()}",
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+        }
+    )
+    consumer.subscribe([topic])
+    values: list[bytes] = []
+    deadline = time.monotonic() + 60
+    idle_until = None
+    try:
+        while time.monotonic() < deadline:
+            message = consumer.poll(0.2)
+            if message is None or message.error() is not None:
+                if len(values) >= expected_count:
+                    idle_until = idle_until or time.monotonic() + 1.0
+                    if time.monotonic() > idle_until:
+                        break
+                continue
+            values.append(message.value())
+    finally:
+        consumer.close()
+    return values
+
+
+def _log_bytes(cluster: ProcessCluster, broker_id: int, topic: str) -> bytes:
+    directory = os.path.join(cluster.nodes[broker_id].data_dir, f"{topic}-0")
+    data = b""
+    for name in sorted(f for f in os.listdir(directory) if f.endswith(".log")):
+        with open(os.path.join(directory, name), "rb") as fh:
+            data += fh.read()
+    return data
+
+
+def test_acks_all_survives_ten_leader_kills_and_replicas_agree(cluster: ProcessCluster) -> None:
+    import confluent_kafka
+
+    topic = "replicated"
+    _create(cluster, topic)
+    producer = confluent_kafka.Producer(
+        {
+            "bootstrap.servers": cluster.bootstrap_servers,
+            "enable.idempotence": True,
+            "acks": "all",
+            "linger.ms": 5,
+            "message.timeout.ms": 120000,
+        }
+    )
+    acknowledged: list[int] = []
+    errors: list[str] = []
+    stop = threading.Event()
+
+    def on_delivery(err: object, msg: object) -> None:
+        if err is not None:
+            errors.append(str(err))
+        else:
+            acknowledged.append(int(msg.value()))  # type: ignore[attr-defined]
+
+    def produce() -> None:
+        sequence = 0
+        while not stop.is_set():
+            try:
+                producer.produce(topic, str(sequence).encode(), on_delivery=on_delivery)
+                sequence += 1
+            except BufferError:
+                pass
+            producer.poll(0.002)
+        producer.flush(120)
+
+    writer = threading.Thread(target=produce)
+    writer.start()
+    try:
+        for kill in range(KILLS):
+            wanted = (kill + 1) * 20
+            _wait(lambda wanted=wanted: len(acknowledged) > wanted, 60, "records acknowledged")
+            leader = _partition(cluster, topic).leader_id
+            assert leader in BROKERS, leader
+            cluster.kill(leader)
+            _wait(
+                lambda leader=leader: _partition(cluster, topic).leader_id not in (leader, -1),
+                30,
+                "a new leader",
+            )
+            cluster.start(leader)
+            _wait(lambda: len(_partition(cluster, topic).isr_nodes) == 3, 60, "the ISR back to three")
+    finally:
+        stop.set()
+        writer.join(timeout=180)
+    assert not errors, errors[:5]
+    assert len(acknowledged) > KILLS * 20
+
+    values = [int(v) for v in _consume_all(cluster, topic, len(acknowledged))]
+    # Exactly once and in order: idempotence kept through ten leader changes.
+    assert len(values) == len(set(values)), "a record was written twice"
+    assert values == sorted(values), "records out of order"
+    missing = set(acknowledged) - set(values)
+    assert not missing, f"{len(missing)} acknowledged record(s) lost, e.g. {sorted(missing)[:5]}"
+
+    # Every replica holds the same bytes (all caught up: the ISR is all three).
+    _wait(lambda: len(_partition(cluster, topic).isr_nodes) == 3, 60, "the ISR")
+    _wait(
+        lambda: len({_log_bytes(cluster, b, topic) for b in BROKERS}) == 1,
+        30,
+        "the replicas to hold the same bytes",
+    )
+    logs = _log_bytes(cluster, BROKERS[0], topic)
+    assert sum(h.record_count for _, h in scan_batches(logs)) >= len(acknowledged)
+
+
+def test_a_deposed_leader_truncates_what_it_never_replicated(cluster: ProcessCluster) -> None:
+    import confluent_kafka
+
+    topic = "diverging"
+    _create(cluster, topic)
+    first = confluent_kafka.Producer({"bootstrap.servers": cluster.bootstrap_servers, "acks": "all"})
+    first.produce(topic, b"replicated")
+    assert first.flush(30) == 0
+    partition = _partition(cluster, topic)
+    old_leader = partition.leader_id
+    followers = [b for b in BROKERS if b != old_leader]
+    for follower in followers:
+        os.kill(cluster.nodes[follower].process.pid, signal.SIGSTOP)  # type: ignore[union-attr]
+    try:
+        # Let the followers' parked fetches come back empty, so nothing of what follows reaches them.
+        time.sleep(0.8)
+        lonely = confluent_kafka.Producer(
+            {"bootstrap.servers": cluster.nodes[old_leader].address, "acks": 1, "enable.idempotence": False}
+        )
+        delivered: list[object] = []
+        for i in range(5):
+            lonely.produce(
+                topic, f"never-replicated-{i}".encode(), on_delivery=lambda e, m: delivered.append(e)
+            )
+        assert lonely.flush(10) == 0 and delivered == [None] * 5  # acks=1: the leader alone has them
+        cluster.kill(old_leader)
+    finally:
+        for follower in followers:
+            os.kill(cluster.nodes[follower].process.pid, signal.SIGCONT)  # type: ignore[union-attr]
+    _wait(lambda: _partition(cluster, topic).leader_id in followers, 30, "a follower to lead")
+    after = confluent_kafka.Producer({"bootstrap.servers": cluster.bootstrap_servers, "acks": "all"})
+    after.produce(topic, b"after")
+    assert after.flush(30) == 0
+    cluster.start(old_leader)
+    _wait(lambda: len(_partition(cluster, topic).isr_nodes) == 3, 60, "the old leader back in the ISR")
+    with open(cluster.nodes[old_leader].log_path, encoding="utf-8") as fh:
+        assert f"{topic}-0: log diverged" in fh.read()
+    values = _consume_all(cluster, topic, 2)
+    assert values == [b"replicated", b"after"]
+    _wait(
+        lambda: len({_log_bytes(cluster, b, topic) for b in BROKERS}) == 1,
+        30,
+        "the replicas to hold the same bytes",
+    )
+    assert b"never-replicated" not in _log_bytes(cluster, old_leader, topic)
