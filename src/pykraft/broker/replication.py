@@ -14,8 +14,23 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass, field
 
+from pykraft.core.errors import ErrorCode
+
 UNDEFINED_EPOCH = -1
 UNDEFINED_OFFSET = -1
+
+# AlterPartition answers after which nothing of the proposal can be committed: drop it.
+_ISR_CHANGE_NOT_COMMITTED = frozenset(
+    {
+        ErrorCode.INELIGIBLE_REPLICA,
+        ErrorCode.INVALID_REQUEST,
+        ErrorCode.UNKNOWN_TOPIC_ID,
+        ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+        ErrorCode.STALE_BROKER_EPOCH,
+    }
+)
+# No answer, or no active controller: the same proposal goes again.
+_ISR_CHANGE_RETRIABLE = frozenset({ErrorCode.REQUEST_TIMED_OUT, ErrorCode.NOT_CONTROLLER})
 
 
 class LeaderEpochCache:
@@ -223,6 +238,18 @@ class PartitionReplication:
         self.pending_isr = new_isr
         return IsrProposal(self.leader_epoch, self.partition_epoch, new_isr)
 
-    def isr_change_failed(self) -> None:
-        """The controller refused the proposal or did not answer: propose again from the next image."""
-        self.pending_isr = None
+    def isr_change_answered(self, error_code: int) -> IsrProposal | None:
+        """The outcome of the AlterPartition for ``pending_isr``; returns the proposal to send again, if
+        any. Only a refusal that cannot have committed anything drops the pending ISR. Otherwise it stays
+        in the maximal ISR until an image with a newer partition epoch shows what happened: a request
+        whose answer was lost may have committed, and a high watermark computed without the replica it
+        added could pass a record that replica lacks — which the controller may then elect (Kafka keeps
+        its PendingExpandIsr state the same way). A request that got no answer is sent again."""
+        if self.pending_isr is None:
+            return None
+        if error_code in _ISR_CHANGE_NOT_COMMITTED:
+            self.pending_isr = None
+            return None
+        if error_code in _ISR_CHANGE_RETRIABLE:
+            return IsrProposal(self.leader_epoch, self.partition_epoch, self.pending_isr)
+        return None  # committed (NONE), or overtaken (a newer epoch): the next image settles it

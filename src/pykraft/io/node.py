@@ -23,7 +23,7 @@ from pykraft.broker import handlers
 from pykraft.broker.producer_admin import handle_describe_configs, handle_describe_producers
 from pykraft.broker.producer_id_manager import ProducerIdManager
 from pykraft.broker.replica_manager import ReplicaManager
-from pykraft.broker.replication import Transition
+from pykraft.broker.replication import IsrProposal, Transition
 from pykraft.core.config import NodeConfig
 from pykraft.core.errors import ErrorCode, RemoteProtocolError
 from pykraft.io.controller_link import ControllerLink
@@ -547,31 +547,34 @@ class Node:
         proposal = part.replication.isr_change(
             now_ms(), part.log.high_watermark, self.config.replica_lag_time_max_ms
         )
-        if proposal is None:
-            return
+        if proposal is not None:
+            self._send_isr_change(part, proposal)
+
+    def _send_isr_change(self, part: Any, proposal: IsrProposal) -> None:
         link = self.link
-        if link is None:
-            part.replication.isr_change_failed()  # one node: nothing to replicate to
-            return
         assert self.ctx is not None
         view = self.ctx.cluster.topics.get(part.topic)
-        if view is None:
-            part.replication.isr_change_failed()
+        if link is None or view is None:
+            part.replication.isr_change_answered(ErrorCode.INVALID_REQUEST)  # one node: nobody to add
             return
 
         async def alter() -> None:
             error = await link.alter_partition(view.topic_id, part.partition_index, proposal)
-            if error is not ErrorCode.NONE:
+            if error is ErrorCode.NONE:
+                log.info("%s-%d: ISR is now %s", part.topic, part.partition_index, list(proposal.new_isr))
+            else:
                 log.info(
-                    "%s-%d: ISR change to %s refused: %s",
+                    "%s-%d: ISR change to %s: %s",
                     part.topic,
                     part.partition_index,
                     list(proposal.new_isr),
                     error.name,
                 )
-                part.replication.isr_change_failed()
-            else:
-                log.info("%s-%d: ISR is now %s", part.topic, part.partition_index, list(proposal.new_isr))
+            again = part.replication.isr_change_answered(error)
+            if again is not None and not self._stopped:
+                await asyncio.sleep(self.config.replica_fetch_backoff_ms / 1000)
+                if part.replication.pending_isr == again.new_isr:
+                    self._send_isr_change(part, again)
 
         self._spawn(alter())
 

@@ -104,13 +104,15 @@ class ReplicaFetchers:
             if not parts:
                 await changed.wait()
                 continue
+            # The leadership each partition is fetched under: an answer is used only if it still holds.
+            sent = {(p.topic, p.partition_index): (p, p.replication.leader_epoch) for p in parts}
             try:
                 response = await self.client.call(leader_id, self._request(parts), REPLICA_FETCH_VERSION)
             except PeerUnavailable as exc:
                 log.debug("fetching from broker %d: %s", leader_id, exc)
                 await wait_event(changed, backoff_s)
                 continue
-            if not self._apply(leader_id, parts, response):
+            if not self._apply(leader_id, sent, response):
                 # Every partition answered with an error: wait for the next image (or the backoff).
                 await wait_event(changed, backoff_s)
 
@@ -140,16 +142,23 @@ class ReplicaFetchers:
             rack_id="",
         )
 
-    def _apply(self, leader_id: int, parts: list[Partition], response: Any) -> bool:
+    def _apply(
+        self, leader_id: int, sent: dict[tuple[str, int], tuple[Partition, int]], response: Any
+    ) -> bool:
         """Each partition's answer into the ReplicaManager; True if any made progress or is fine."""
-        by_key = {(p.topic, p.partition_index): p for p in parts}
         progressed = False
         now = now_ms()
         for topic in response.responses:
             for data in topic.partitions:
-                part = by_key.get((topic.topic, data.partition_index))
-                if part is None or part.replication.leader_id != leader_id:
-                    continue  # reassigned while the fetch was out
+                key = (topic.topic, data.partition_index)
+                part, leader_epoch = sent.get(key, (None, -1))
+                if (
+                    part is None
+                    or self.replicas.get(*key) is not part
+                    or part.replication.leader_id != leader_id
+                    or part.replication.leader_epoch != leader_epoch
+                ):
+                    continue  # the leadership changed while the fetch was out: the answer is stale
                 error = ErrorCode(data.error_code)
                 diverging = getattr(data, "diverging_epoch", None)
                 if error is ErrorCode.NONE and diverging is not None and diverging.epoch >= 0:
