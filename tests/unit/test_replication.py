@@ -171,3 +171,28 @@ def test_leader_epoch_cache_end_offsets() -> None:
     assert follower_truncation_offset(cache, 15, 3, 12) == 9
     cache.truncate_from_end(9)
     assert cache.entries == [(0, 0), (2, 6)]
+
+
+def test_an_isr_expansion_whose_answer_was_lost_still_holds_the_high_watermark() -> None:
+    """The AlterPartition adding broker 3 may have committed even though its answer never came: until an
+    image says, broker 3 counts for the high watermark, else the controller could elect a broker 3
+    that lacks records below it. A refusal that cannot have committed drops the proposal."""
+    brokers = three_brokers()
+    leader = brokers[1]
+    for broker in brokers.values():
+        broker.apply(1, 0, isr=(1, 2))
+    fetch_once(brokers[3], leader, now_ms=1)
+    replication = leader.part.replication
+    proposal = replication.isr_change(2, leader.part.log.high_watermark, LAG_MS)
+    assert proposal is not None and proposal.new_isr == (1, 2, 3)
+    again = replication.isr_change_answered(ErrorCode.REQUEST_TIMED_OUT)
+    assert again == proposal  # sent again, and still pending
+    leader.rm.append(leader.part, batch(0), 3)
+    fetch_once(brokers[2], leader, now_ms=4)
+    fetch_once(brokers[2], leader, now_ms=5)
+    assert leader.part.log.high_watermark == 0  # broker 2 has it, broker 3 may be in the ISR and has not
+    fetch_once(brokers[3], leader, now_ms=6)
+    fetch_once(brokers[3], leader, now_ms=7)
+    assert leader.part.log.high_watermark == 3
+    assert replication.isr_change_answered(ErrorCode.INELIGIBLE_REPLICA) is None
+    assert replication.pending_isr is None
