@@ -38,6 +38,7 @@ bench: $(STAMP)
 	$(BIN)/python -m bench
 	$(BIN)/python -m bench.election
 	$(BIN)/python -m bench.replication
+	$(BIN)/python -m bench.cluster
 
 clean:
 	rm -rf $(VENV) data .pytest_cache .mypy_cache .ruff_cache
