@@ -296,3 +296,44 @@ def test_observer__no_answer__asks_again_after_the_request_timeout() -> None:
     _r, messages, _c = _drain(node, first_deadline + 1000)
     assert [type(m.message) for m in messages] == [FetchRequest]
     assert node.role == Role.UNATTACHED  # an observer never campaigns
+
+
+def test_observer__a_refused_or_unanswered_question_is_asked_again_after_the_retry_backoff() -> None:
+    node = _node(node_id=9, request_timeout_ms=1000)
+    start = node.next_deadline_ms()
+    node.tick(start)
+    _r, messages, _c = _drain(node, start)
+    (ask,) = [m for m in messages if isinstance(m.message, FetchRequest)]
+    node.request_failed(ask.destination_id, ask.correlation_id, start + 5, refused=True)
+    assert node.next_deadline_ms() == start + 5 + node.retry_backoff_ms  # not the request timeout
+    # A voter that knows no leader (an election is on): also asked again soon.
+    t = node.next_deadline_ms()
+    node.tick(t)
+    _r, messages, _c = _drain(node, t)
+    (again,) = [m for m in messages if isinstance(m.message, FetchRequest)]
+    no_leader = FetchResponse(ErrorCode.NOT_LEADER_OR_FOLLOWER, -1, 0)
+    node.step(Inbound(again.destination_id, no_leader, again.correlation_id), t + 5)
+    assert node.next_deadline_ms() == t + 5 + node.retry_backoff_ms
+
+
+def test_observer__a_leader_that_refuses_connections_is_given_up_at_once() -> None:
+    node = _node(node_id=9, request_timeout_ms=1000)
+    node.tick(node.next_deadline_ms())
+    _r, messages, _c = _drain(node, 2000)
+    (ask,) = [m for m in messages if isinstance(m.message, FetchRequest)]
+    node.step(
+        Inbound(
+            ask.destination_id, FetchResponse(ErrorCode.NOT_LEADER_OR_FOLLOWER, 2, 5), ask.correlation_id
+        ),
+        2001,
+    )
+    _r, messages, _c = _drain(node, 2001)
+    (fetch,) = [m for m in messages if isinstance(m.message, FetchRequest)]
+    assert node.role == Role.FOLLOWER
+    node.request_failed(2, fetch.correlation_id, 2010, refused=True)
+    node.tick(2010)
+    assert node.role == Role.UNATTACHED and node.leader_id == -1
+    node.tick(node.next_deadline_ms())  # due at once
+    assert node.next_deadline_ms() > 2010
+    _r, messages, _c = _drain(node, 2010)
+    assert [type(m.message) for m in messages] == [FetchRequest]  # asks a voter at once

@@ -344,6 +344,11 @@ class RaftNode:
         """
         self._set_now(now_ms)
         state = self._state
+        if isinstance(state, Unattached) and not self.is_voter:
+            # An observer's question to a voter went unanswered (that voter may be the dead leader):
+            # ask another after the retry backoff, not the whole request timeout.
+            state.election_deadline_ms = min(state.election_deadline_ms, now_ms + self.retry_backoff_ms)
+            return
         if not isinstance(state, Follower) or destination_id != state.leader_id:
             return
         if state.fetch_correlation_id == correlation_id:
@@ -352,6 +357,10 @@ class RaftNode:
         if refused and self.is_voter:
             stagger_ms = self._rng.randrange(max(1, self.election_timeout_ms // 2))
             state.fetch_deadline_ms = min(state.fetch_deadline_ms, now_ms + stagger_ms)
+        elif refused:
+            # An observer (a broker) gives up on a leader that is gone at once and asks the voters who
+            # leads now, so its heartbeats find the next active controller before its session expires.
+            state.fetch_deadline_ms = now_ms
 
     def propose(self, records: Sequence[bytes], now_ms: int) -> int | None:
         """Append ``records`` as one batch at the current epoch; returns its last offset, or None
@@ -518,7 +527,8 @@ class RaftNode:
             if self.is_voter:
                 self._become_candidate(now_ms)
             else:
-                self._transition(Unattached(state.epoch, self._election_deadline(now_ms)))
+                # An observer asks a voter who leads at once (KafkaRaftClient.pollUnattachedAsObserver).
+                self._transition(Unattached(state.epoch, now_ms))
             return
         if state.fetch_correlation_id is not None and now_ms >= state.fetch_sent_ms + self.request_timeout_ms:
             state.fetch_correlation_id = None  # lost: send another
@@ -1029,6 +1039,11 @@ class RaftNode:
         ):
             return
         state = self._state
+        if isinstance(state, Unattached) and not self.is_voter:
+            # A voter that knows no leader yet (an election is on): ask again after the retry backoff
+            # rather than the whole request timeout.
+            state.election_deadline_ms = min(state.election_deadline_ms, now_ms + self.retry_backoff_ms)
+            return
         if not isinstance(state, Follower) or inbound.correlation_id != state.fetch_correlation_id:
             return  # a response to a fetch this node no longer waits for
         assert inbound.source_id == state.leader_id
