@@ -12,10 +12,12 @@ import signal
 import threading
 import time
 from collections.abc import Callable, Iterator
+from typing import Any
 
 import pytest
 from kafka.protocol.metadata import MetadataRequest, MetadataResponse
 
+from pykraft.core.errors import ErrorCode
 from pykraft.protocol.records import scan_batches
 from pykraft.testing import ProcessCluster, running_cluster
 from tests.raw_client import RawClient
@@ -241,3 +243,42 @@ def test_a_deposed_leader_truncates_what_it_never_replicated(cluster: ProcessClu
         "the replicas to hold the same bytes",
     )
     assert b"never-replicated" not in _log_bytes(cluster, old_leader, topic)
+
+
+def test_preferred_leader_election_through_a_broker_and_topics_describe(
+    cluster: ProcessCluster, capsys: Any
+) -> None:
+    from confluent_kafka import ElectionType, TopicPartition
+    from confluent_kafka.admin import AdminClient
+
+    from pykraft.cli import main
+
+    topic = "preferred"
+    _create(cluster, topic)
+    partition = _partition(cluster, topic)
+    preferred = partition.replica_nodes[0]
+    assert partition.leader_id == preferred
+    cluster.stop(preferred)  # controlled shutdown: leadership moves to another ISR member
+    _wait(lambda: _partition(cluster, topic).leader_id not in (preferred, -1), 30, "another leader")
+    cluster.start(preferred)
+    _wait(lambda: len(_partition(cluster, topic).isr_nodes) == 3, 60, "the preferred replica back in the ISR")
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
+    results = admin.elect_leaders(ElectionType.PREFERRED, [TopicPartition(topic, 0)]).result(30)
+    assert all(error is None for error in results.values()), results
+    _wait(lambda: _partition(cluster, topic).leader_id == preferred, 30, "the preferred replica to lead")
+    # Once it leads, another election is not needed.
+    again = admin.elect_leaders(ElectionType.PREFERRED, [TopicPartition(topic, 0)]).result(30)
+    assert [e.code() for e in again.values() if e is not None] == [ErrorCode.ELECTION_NOT_NEEDED]
+
+    capsys.readouterr()
+    live = next(b for b in BROKERS if cluster.nodes[b].alive)
+    assert (
+        main(["topics", "--bootstrap-server", cluster.nodes[live].address, "describe", "--topic", topic]) == 0
+    )
+    lines = capsys.readouterr().out.splitlines()
+    assert "ReplicationFactor: 3" in lines[0]
+    described = _partition(cluster, topic)
+    assert lines[1] == (
+        f"\tTopic: {topic}\tPartition: 0\tLeader: {preferred}\tLeaderEpoch: {described.leader_epoch}\t"
+        f"Replicas: {','.join(map(str, described.replica_nodes))}\tIsr: {','.join(map(str, described.isr_nodes))}"
+    )

@@ -147,3 +147,10 @@ def test_broker_heartbeats__unfence_when_caught_up__fence_when_the_session_expir
                 9,
             )
         assert metadata.topics[0].partitions[0].leader_id == 200
+
+
+def test_every_advertised_client_api_has_a_handler(node) -> None:  # type: ignore[no-untyped-def]
+    from pykraft.protocol.messages import SUPPORTED_VERSIONS, ApiKey
+
+    hot_paths = {ApiKey.API_VERSIONS, ApiKey.PRODUCE, ApiKey.FETCH}
+    assert set(SUPPORTED_VERSIONS) - hot_paths <= set(node._node._request_handlers)

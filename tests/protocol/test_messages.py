@@ -145,6 +145,7 @@ def test_supported_versions_table() -> None:
         ApiKey.DELETE_TOPICS: (1, 6),
         ApiKey.DELETE_RECORDS: (0, 2),
         ApiKey.INIT_PRODUCER_ID: (0, 4),
+        ApiKey.ELECT_LEADERS: (0, 2),
         ApiKey.DESCRIBE_CONFIGS: (1, 4),
         ApiKey.DESCRIBE_PRODUCERS: (0, 0),
         ApiKey.FIND_COORDINATOR: (0, 4),

@@ -118,3 +118,60 @@ def test_a_fenced_leader_is_replaced_from_the_isr() -> None:
     after = _partition(controller, topic_id)
     assert after.leader != leader and after.leader in after.isr and leader not in after.isr
     assert after.leader_epoch == 1
+
+
+def test_preferred_election_moves_leadership_back_to_the_first_replica() -> None:
+    controller, _, topic_id = _cluster()
+    part = _partition(controller, topic_id)
+    preferred = part.replicas[0]
+    assert controller.elect_leaders(0, [("t", 0)]).response[0].error_code is ErrorCode.ELECTION_NOT_NEEDED
+    controller.fence_brokers([preferred])  # leadership moves off it
+    assert _partition(controller, topic_id).leader != preferred
+    refused = controller.elect_leaders(0, [("t", 0)])
+    assert (
+        refused.records == [] and refused.response[0].error_code is ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE
+    )
+    # Back, unfenced and in the ISR again: the election moves leadership to it.
+    epoch = controller.broker_epoch(preferred)
+    controller.broker_heartbeat(preferred, epoch, current_metadata_offset=1 << 40)
+    now = _partition(controller, topic_id)
+    leader = now.leader
+    grow = IsrChangeRequest(
+        topic_id, 0, now.leader_epoch, now.partition_epoch, tuple(sorted({*now.isr, preferred}))
+    )
+    assert controller.alter_partition(leader, controller.broker_epoch(leader), [grow]).response[1][
+        0
+    ].error_code is (ErrorCode.NONE)
+    elected = controller.elect_leaders(0, None)
+    assert [r.error_code for r in elected.response] == [ErrorCode.NONE]
+    assert _partition(controller, topic_id).leader == preferred
+    assert (
+        controller.elect_leaders(0, [("nope", 0)]).response[0].error_code
+        is ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    )
+
+
+@pytest.mark.parametrize("unclean", [False, True])
+def test_unclean_election_only_when_enabled(unclean: bool) -> None:
+    controller = QuorumController(rng=random.Random(5), unclean_leader_election_enable=unclean)
+    controller.activate()
+    for broker_id in (1, 2):
+        endpoint = BrokerEndpoint("PLAINTEXT", "127.0.0.1", 9000 + broker_id, 0)
+        controller.register_broker(broker_id, uuid.uuid4(), [endpoint], None, 0)
+    created = controller.create_topics([CreatableTopic(name="t", num_partitions=1, replication_factor=2)])
+    topic_id = created.response[0].topic_id
+    assert topic_id is not None
+    part = _partition(controller, topic_id)
+    leader, other = part.leader, next(r for r in part.replicas if r != part.leader)
+    # The other replica drops out of the ISR, then the leader dies: only an unclean election leads.
+    shrink = IsrChangeRequest(topic_id, 0, part.leader_epoch, part.partition_epoch, (leader,))
+    controller.alter_partition(leader, controller.broker_epoch(leader), [shrink])
+    controller.fence_brokers([leader])
+    after = _partition(controller, topic_id)
+    if unclean:
+        assert (after.leader, after.isr) == (other, (other,))
+    else:
+        assert after.leader == -1 and after.isr == (leader,)
+        # An explicit unclean ElectLeaders (type 1) still elects the live replica.
+        assert controller.elect_leaders(1, [("t", 0)]).response[0].error_code is ErrorCode.NONE
+        assert _partition(controller, topic_id).leader == other

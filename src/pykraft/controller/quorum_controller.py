@@ -41,6 +41,7 @@ from pykraft.controller.replication import (
     CreatableTopic,
     CreatableTopicResult,
     DeletableTopicResult,
+    ElectionResult,
     IsrChangeRequest,
     IsrChangeResult,
     ReplicationControlManager,
@@ -123,6 +124,7 @@ class QuorumController:
         default_num_partitions: int = 1,
         default_replication_factor: int = 1,
         unfence_on_register: bool = True,
+        unclean_leader_election_enable: bool = False,
     ) -> None:
         # This controller's node.id (for the shell's logs and future controller registration).
         self.node_id = node_id
@@ -139,6 +141,7 @@ class QuorumController:
             rng=rng,
             default_num_partitions=default_num_partitions,
             default_replication_factor=default_replication_factor,
+            unclean_leader_election_enable=unclean_leader_election_enable,
         )
         self.producer_id_control = ProducerIdControlManager(self.cluster_control)
         # The offset the next appended record will take in the metadata log.
@@ -331,6 +334,13 @@ class QuorumController:
                 )
             )
         return ControllerResult(written, (ErrorCode.NONE, results))
+
+    def elect_leaders(
+        self, election_type: int, partitions: Sequence[tuple[str, int]] | None
+    ) -> ControllerResult[list[ElectionResult]]:
+        """ElectLeaders (api key 43, KIP-460): preferred or unclean leader election."""
+        results, records = self.replication_control.elect_leaders(election_type, partitions)
+        return self._write(ControllerResult(records, results))
 
     def fence_brokers(self, broker_ids: Sequence[int]) -> ControllerResult[list[int]]:
         """Fence brokers whose heartbeat session expired (broker.session.timeout.ms); returns the ids

@@ -123,6 +123,18 @@ class IsrChangeResult:
     partition_epoch: int = -1
 
 
+# ElectLeadersRequest.ElectionType (KIP-460).
+ELECTION_TYPE_PREFERRED: Final = 0
+ELECTION_TYPE_UNCLEAN: Final = 1
+
+
+@dataclass(frozen=True, slots=True)
+class ElectionResult:
+    topic: str
+    partition_index: int
+    error_code: ErrorCode
+
+
 class _TopicError(Exception):
     def __init__(self, error_code: ErrorCode, message: str) -> None:
         super().__init__(message)
@@ -164,9 +176,13 @@ class ReplicationControlManager:
         rng: random.Random,
         default_num_partitions: int = 1,
         default_replication_factor: int = 1,
+        unclean_leader_election_enable: bool = False,
     ) -> None:
         assert default_num_partitions > 0
         assert default_replication_factor > 0
+        # unclean.leader.election.enable: a partition whose whole ISR is gone may elect any live replica
+        # (losing what only the ISR had) rather than stay offline.
+        self.unclean_leader_election_enable = unclean_leader_election_enable
         self._feature_control = feature_control
         self._cluster_control = cluster_control
         self._configuration_control = configuration_control
@@ -454,6 +470,10 @@ class ReplicationControlManager:
                 leader = part.leader
                 if leader == broker_id or leader not in usable:
                     leader = next((r for r in part.replicas if r in isr and r in usable), NO_LEADER)
+                    if leader == NO_LEADER and self.unclean_leader_election_enable:
+                        leader = next((r for r in part.replicas if r in usable), NO_LEADER)
+                        if leader != NO_LEADER:
+                            isr = [leader]
                 new_isr = None if tuple(isr) == part.isr else isr
                 new_leader = NO_LEADER_CHANGE if leader == part.leader else leader
                 if new_isr is None and new_leader == NO_LEADER_CHANGE:
@@ -501,6 +521,56 @@ class ReplicationControlManager:
             partition_id=change.partition_index, topic_id=info.topic_id, isr=ordered
         )
         return ErrorCode.NONE, [ApiMessageAndVersion.of(record)]
+
+    def elect_leaders(
+        self, election_type: int, partitions: Sequence[tuple[str, int]] | None
+    ) -> tuple[list[ElectionResult], list[ApiMessageAndVersion]]:
+        """ElectLeaders (43, KIP-460): type 0 moves leadership to the preferred replica (the first one)
+        when it is in the ISR and active; type 1 (unclean) gives a leaderless partition any active
+        replica when no ISR member is. ``partitions`` None means every partition."""
+        if partitions is None:
+            partitions = [
+                (info.name, index)
+                for info in sorted(self._topics.values(), key=lambda t: t.name)
+                for index in sorted(info.partitions)
+            ]
+        usable = set(self._cluster_control.usable_broker_ids())
+        results: list[ElectionResult] = []
+        records: list[ApiMessageAndVersion] = []
+        for name, index in partitions:
+            topic_id = self._topics_by_name.get(name)
+            part = self._topics[topic_id].partitions.get(index) if topic_id is not None else None
+            if topic_id is None or part is None:
+                results.append(ElectionResult(name, index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
+                continue
+            leader, isr = NO_LEADER, None
+            if election_type == ELECTION_TYPE_PREFERRED:
+                preferred = part.replicas[0]
+                if part.leader == preferred:
+                    results.append(ElectionResult(name, index, ErrorCode.ELECTION_NOT_NEEDED))
+                    continue
+                if preferred in part.isr and preferred in usable:
+                    leader = preferred
+            else:
+                if part.leader != NO_LEADER and part.leader in usable:
+                    results.append(ElectionResult(name, index, ErrorCode.ELECTION_NOT_NEEDED))
+                    continue
+                leader = next((r for r in part.replicas if r in part.isr and r in usable), NO_LEADER)
+                if leader == NO_LEADER:
+                    leader = next((r for r in part.replicas if r in usable), NO_LEADER)
+                    isr = [leader]
+            if leader == NO_LEADER:
+                error = (
+                    ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE
+                    if election_type == ELECTION_TYPE_PREFERRED
+                    else ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE
+                )
+                results.append(ElectionResult(name, index, error))
+                continue
+            change = PartitionChangeRecord(partition_id=index, topic_id=topic_id, leader=leader, isr=isr)
+            records.append(ApiMessageAndVersion.of(change))
+            results.append(ElectionResult(name, index, ErrorCode.NONE))
+        return results, records
 
     def lead_again_after_unfence(self, broker_id: int) -> list[ApiMessageAndVersion]:
         """Kafka ReplicationControlManager.handleBrokerUnfenced: partitions left with no leader whose

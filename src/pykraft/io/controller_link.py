@@ -24,6 +24,7 @@ from kafka.protocol.admin import (
     CreateTopicsResponse,
     DeleteTopicsResponse,
     DescribeClusterRequest,
+    ElectLeadersResponse,
 )
 
 from pykraft.broker.lifecycle import BrokerLifecycle, BrokerState, RegisterBroker, SendHeartbeat
@@ -318,6 +319,29 @@ class ControllerLink:
         except PeerUnavailable as exc:
             return _not_controller_create_topics(request, version, str(exc))
 
+    async def forward_elect_leaders(self, request: Any, version: int) -> Any:
+        """ElectLeaders, answered by the active controller (NOT_CONTROLLER when none answers in time)."""
+        try:
+            return await self.forward(request, version, topic_errors=_elect_leaders_errors)
+        except PeerUnavailable as exc:
+            return ElectLeadersResponse(
+                version=version,
+                throttle_time_ms=0,
+                error_code=ErrorCode.NOT_CONTROLLER,
+                replica_election_results=[
+                    ElectLeadersResponse.ReplicaElectionResult(
+                        topic=t.topic,
+                        partition_result=[
+                            ElectLeadersResponse.ReplicaElectionResult.PartitionResult(
+                                partition_id=p, error_code=ErrorCode.NOT_CONTROLLER, error_message=str(exc)
+                            )
+                            for p in t.partitions
+                        ],
+                    )
+                    for t in request.topic_partitions or []
+                ],
+            )
+
     async def forward_delete_topics(self, request: Any, version: int) -> Any:
         try:
             return await self.forward(request, version, topic_errors=_delete_topics_errors)
@@ -350,6 +374,12 @@ class ControllerLink:
 
 def _create_topics_errors(response: Any) -> list[int]:
     return [t.error_code for t in response.topics]
+
+
+def _elect_leaders_errors(response: Any) -> list[int]:
+    if response.error_code:  # v1+: a top-level error (NOT_CONTROLLER) covers the whole request
+        return [response.error_code]
+    return [p.error_code for t in response.replica_election_results for p in t.partition_result]
 
 
 def _delete_topics_errors(response: Any) -> list[int]:

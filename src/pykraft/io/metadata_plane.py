@@ -21,7 +21,12 @@ import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from kafka.protocol.admin import CreateTopicsResponse, DeleteTopicsResponse, DescribeClusterResponse
+from kafka.protocol.admin import (
+    CreateTopicsResponse,
+    DeleteTopicsResponse,
+    DescribeClusterResponse,
+    ElectLeadersResponse,
+)
 
 from pykraft.broker.handlers import BrokerView, ClusterView, PartitionView, TopicView
 from pykraft.broker.producer_id_manager import AllocateProducerIdsResponseData
@@ -29,8 +34,10 @@ from pykraft.controller.cluster import BrokerHeartbeatReply, BrokerHeartbeatTrac
 from pykraft.controller.producer_ids import ProducerIdAllocationLimiter
 from pykraft.controller.quorum_controller import QuorumController
 from pykraft.controller.replication import (
+    ELECTION_TYPE_PREFERRED,
     CreatableReplicaAssignment,
     CreatableTopic,
+    ElectionResult,
     IsrChangeRequest,
     IsrChangeResult,
 )
@@ -181,6 +188,7 @@ class MetadataPlane:
             rng=self.rng,
             default_num_partitions=self.config.num_partitions,
             default_replication_factor=self.config.default_replication_factor,
+            unclean_leader_election_enable=self.config.unclean_leader_election_enable,
         )
 
     # --- lifecycle --------------------------------------------------------------------------------
@@ -894,6 +902,50 @@ class MetadataPlane:
             if (c.topic_id, c.partition_index) in ineligible
         ]
         return answer(error, [*results, *refused])
+
+    async def handle_elect_leaders(self, request: Any, version: int) -> Any:
+        """ElectLeaders (43, KIP-460) on the active controller: each partition's election is committed
+        before the answer. v0 is a preferred election; null topic_partitions means every partition."""
+        election_type = request.election_type if version >= 1 else ELECTION_TYPE_PREFERRED
+        partitions = (
+            None
+            if request.topic_partitions is None
+            else [(t.topic, p) for t in request.topic_partitions for p in t.partitions]
+        )
+
+        def answer(error: int, results: list[ElectionResult]) -> Any:
+            by_topic: dict[str, list[ElectionResult]] = {}
+            for r in results:
+                by_topic.setdefault(r.topic, []).append(r)
+            return ElectLeadersResponse(
+                version=version,
+                throttle_time_ms=0,
+                error_code=error,
+                replica_election_results=[
+                    ElectLeadersResponse.ReplicaElectionResult(
+                        topic=topic,
+                        partition_result=[
+                            ElectLeadersResponse.ReplicaElectionResult.PartitionResult(
+                                partition_id=r.partition_index,
+                                error_code=r.error_code,
+                                error_message=None
+                                if r.error_code == ErrorCode.NONE
+                                else ErrorCode(r.error_code).name,
+                            )
+                            for r in rs
+                        ],
+                    )
+                    for topic, rs in by_topic.items()
+                ],
+            )
+
+        if not self._controller_active or self._stopping:
+            return answer(ErrorCode.NOT_CONTROLLER, [])
+        try:
+            results = await self._write(self.controller.elect_leaders(election_type, partitions))
+        except NotControllerError:
+            return answer(ErrorCode.NOT_CONTROLLER, [])
+        return answer(ErrorCode.NONE, results)
 
     async def update_advertised_port(self, port: int) -> None:
         assert self._advertised is not None

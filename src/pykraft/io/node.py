@@ -702,6 +702,7 @@ class Node:
             ApiKey.BROKER_HEARTBEAT: metadata.handle_broker_heartbeat,
             ApiKey.DESCRIBE_CLUSTER: metadata.handle_describe_cluster,
             ApiKey.ALTER_PARTITION: metadata.handle_alter_partition,
+            ApiKey.ELECT_LEADERS: metadata.handle_elect_leaders,
         }
         handler = handlers_by_key.get(key)
         if handler is not None:
@@ -731,12 +732,21 @@ class Node:
             ApiKey.METADATA: sync(handlers.handle_metadata),
             ApiKey.LIST_OFFSETS: sync(handlers.handle_list_offsets),
             ApiKey.INIT_PRODUCER_ID: init_producer_id,
-            ApiKey.CREATE_TOPICS: metadata.handle_create_topics
-            if self.link is None
-            else self._forward_create,
-            ApiKey.DELETE_TOPICS: metadata.handle_delete_topics
-            if self.link is None
-            else self._forward_delete,
+            # Admin requests: the node's own controller answers them, or a broker process forwards
+            # them to the active controller.
+            **(
+                {
+                    ApiKey.CREATE_TOPICS: metadata.handle_create_topics,
+                    ApiKey.DELETE_TOPICS: metadata.handle_delete_topics,
+                    ApiKey.ELECT_LEADERS: metadata.handle_elect_leaders,
+                }
+                if self.link is None
+                else {
+                    ApiKey.CREATE_TOPICS: self._forward_create,
+                    ApiKey.DELETE_TOPICS: self._forward_delete,
+                    ApiKey.ELECT_LEADERS: self.link.forward_elect_leaders,
+                }
+            ),
             ApiKey.DELETE_RECORDS: sync(handlers.handle_delete_records),
             ApiKey.DESCRIBE_PRODUCERS: sync(handle_describe_producers),
             ApiKey.DESCRIBE_CONFIGS: sync(
@@ -803,6 +813,7 @@ CONTROLLER_API_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     ApiKey.BROKER_HEARTBEAT: (0, 1),
     ApiKey.DESCRIBE_CLUSTER: (0, 2),
     ApiKey.ALTER_PARTITION: (2, 3),
+    ApiKey.ELECT_LEADERS: messages.SUPPORTED_VERSIONS[ApiKey.ELECT_LEADERS],
 }
 
 

@@ -148,6 +148,8 @@ SUPPORTED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     ApiKey.DELETE_TOPICS: (1, 6),
     ApiKey.DELETE_RECORDS: (0, 2),
     ApiKey.INIT_PRODUCER_ID: (0, 4),
+    # Preferred and unclean leader election (KIP-460), forwarded to the active controller.
+    ApiKey.ELECT_LEADERS: (0, 2),
     # Producer state (issue 5): KIP-758's window is advertised as a broker config; KIP-664 view.
     ApiKey.DESCRIBE_CONFIGS: (1, 4),
     ApiKey.DESCRIBE_PRODUCERS: (0, 0),
