@@ -165,8 +165,8 @@ def render(rows: dict[int, tuple[float, float, float]], kills: list[float], mess
         "",
         "| replication factor | msgs/s | MB/s | broker CPU s per MB |",
         "|---:|---:|---:|---:|",
-        f"| 1 | {rf1[0]:.0f} | {rf1[1]:.2f} | {rf1[2]:.2f} |",
-        f"| 3 (min.insync.replicas=2) | {rf3[0]:.0f} | {rf3[1]:.2f} | {rf3[2]:.2f} |",
+        f"| 1 | {rf1[0]:.0f} | {rf1[1]:.2f} | {rf1[2]:.3f} |",
+        f"| 3 (min.insync.replicas=2) | {rf3[0]:.0f} | {rf3[1]:.2f} | {rf3[2]:.3f} |",
         f"| ratio RF3 / RF1 | {rf3[0] / rf1[0]:.2f} | {rf3[1] / rf1[1]:.2f} | {rf3[2] / rf1[2]:.2f} |",
         "",
         f"Leader kill -9 to the first acknowledged produce on the new leader (broker.session.timeout.ms={SESSION_TIMEOUT_MS}):",
@@ -193,7 +193,7 @@ def main() -> None:
                 _create(cluster, topic, factor)
                 rows[factor] = throughput(cluster, topic, args.messages)
                 print(
-                    f"RF={factor}: {rows[factor][0]:.0f} msgs/s, {rows[factor][2]:.2f} CPU s/MB", flush=True
+                    f"RF={factor}: {rows[factor][0]:.0f} msgs/s, {rows[factor][2]:.3f} CPU s/MB", flush=True
                 )
             kills = failover(cluster, "rf3", args.kills)
     table = render(rows, kills, args.messages)
