@@ -543,9 +543,15 @@ def test_a_broker_that_was_down_catches_up_from_a_snapshot(tmp_path: object) -> 
                 MetadataResponse,
                 9,
             )
-        _wait(
-            lambda: _metadata(broker.address, [auto]).topics[0].error_code == ErrorCode.NONE, 30, "the topic"
-        )
+        try:
+            _wait(
+                lambda: _metadata(broker.address, [auto]).topics[0].error_code == ErrorCode.NONE,
+                30,
+                "the topic",
+            )
+        except AssertionError:
+            print(small.logs())
+            raise
 
 
 def _segment_offsets(directory: str) -> list[int]:

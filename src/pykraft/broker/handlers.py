@@ -82,6 +82,8 @@ class BrokerContext:
     offsets_topic_num_partitions: int = 50
     # A topic's min.insync.replicas (its config, else the broker's).
     min_insync_replicas: Callable[[str], int] = lambda topic: 1
+    # A broker process not (yet) registered and unfenced in this incarnation leads nothing.
+    fenced: bool = False
 
 
 def led_partition(ctx: BrokerContext, topic: str, partition_index: int) -> tuple[Partition | None, ErrorCode]:
@@ -91,7 +93,7 @@ def led_partition(ctx: BrokerContext, topic: str, partition_index: int) -> tuple
     view = ctx.cluster.topics.get(topic)
     if view is None or not 0 <= partition_index < len(view.partitions):
         return None, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-    if view.partitions[partition_index].leader_id != ctx.node_id:
+    if view.partitions[partition_index].leader_id != ctx.node_id or ctx.fenced:
         return None, ErrorCode.NOT_LEADER_OR_FOLLOWER
     part = ctx.replicas.get(topic, partition_index)
     if part is None:
@@ -355,7 +357,9 @@ def handle_replica_fetch(
         partitions: list[FetchPartitionResponse] = []
         view = ctx.cluster.topics.get(topic.topic)
         for fp in topic.partitions:
-            part = ctx.replicas.get(topic.topic, fp.partition) if view is not None else None
+            part = (
+                ctx.replicas.get(topic.topic, fp.partition) if view is not None and not ctx.fenced else None
+            )
             if part is None:
                 has_error = True
                 error = (

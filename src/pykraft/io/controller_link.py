@@ -366,7 +366,10 @@ class ControllerLink:
             timeout_ms=FORWARD_TIMEOUT_MS,
             validate_only=False,
         )
-        await self.forward(request, 4, topic_errors=_create_topics_errors)
+        response = await self.forward(request, 4, topic_errors=_create_topics_errors)
+        refused = [f"{t.name}: {ErrorCode(t.error_code).name}" for t in response.topics if t.error_code]
+        if refused:
+            log.info("auto-creation refused by the controller: %s", "; ".join(refused))
 
     async def close(self) -> None:
         await self.channel.close()

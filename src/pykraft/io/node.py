@@ -20,6 +20,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from pykraft.broker import handlers
+from pykraft.broker.lifecycle import BrokerState
 from pykraft.broker.producer_admin import handle_describe_configs, handle_describe_producers
 from pykraft.broker.producer_id_manager import ProducerIdManager
 from pykraft.broker.replica_manager import ReplicaManager
@@ -308,6 +309,9 @@ class Node:
         if lifecycle.fatal_error is not None:
             self._fail(lifecycle.fatal_error)
             return
+        serving = lifecycle.state is BrokerState.RUNNING and not lifecycle.is_fenced
+        if self.ctx is not None and self.ctx.fenced == serving:
+            self._on_image()  # this broker joins (or leaves) the brokers its own Metadata lists
         if lifecycle.broker_epoch != self.producer_ids.broker_epoch:
             self.producer_ids.broker_epoch = lifecycle.broker_epoch
             if lifecycle.broker_epoch >= 0:
@@ -458,6 +462,15 @@ class Node:
         for removed in self.metadata.take_removed_topics():
             for partition in removed[1]:
                 self.replicas.remove_partition(removed[0], partition)
+        if self.link is not None:
+            # Until this incarnation is registered and unfenced, a broker process lists itself nowhere
+            # and leads nothing: its metadata on disk may still show the previous incarnation unfenced.
+            lifecycle = self.link.lifecycle
+            self.ctx.fenced = lifecycle.state is not BrokerState.RUNNING or lifecycle.is_fenced
+            if self.ctx.fenced:
+                view = dataclasses.replace(
+                    view, brokers=tuple(b for b in view.brokers if b.node_id != node_id)
+                )
         self.ctx.cluster = view
         if self.fetchers is not None:
             self.fetchers.update(followed, {b.node_id: (b.host, b.port) for b in view.brokers})
