@@ -16,7 +16,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 
 import pytest
 from kafka.protocol.admin import CreateTopicsRequest, CreateTopicsResponse
@@ -29,6 +29,7 @@ from pykraft.io.metadata_cli import iter_log
 from pykraft.io.raft_log import METADATA_PARTITION_DIR
 from pykraft.protocol.messages import AllocateProducerIdsRequest, AllocateProducerIdsResponse
 from pykraft.testing import ProcessCluster, broker_properties, running_cluster
+from tests.interop.cluster_support import three_by_three, wait_until
 from tests.raw_client import RawClient, register_broker
 
 SESSION_TIMEOUT_MS = 3000
@@ -45,22 +46,8 @@ PER_CLIENT = 60  # messages each producer client writes, spread over the partiti
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ProcessCluster]:
-    directory = str(tmp_path_factory.mktemp("cluster"))
-    with running_cluster(controllers=3, brokers=3, directory=directory, overrides=OVERRIDES) as running:
-        try:
-            yield running
-        except BaseException:
-            print(running.logs())
-            raise
-
-
-def _wait(condition: Callable[[], bool], timeout_s: float, what: str) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if condition():
-            return
-        time.sleep(0.05)
-    raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")
+    with three_by_three(tmp_path_factory, "cluster", OVERRIDES) as running:
+        yield running
 
 
 def _metadata(address: str, topics: list[str] | None = None) -> MetadataResponse:
@@ -234,7 +221,7 @@ def test_topics_are_auto_created_and_deleted_through_any_broker(cluster: Process
             MetadataResponse,
             9,
         )
-    _wait(
+    wait_until(
         lambda: _metadata(second, ["auto"]).topics[0].error_code == ErrorCode.NONE,
         30,
         "the auto-created topic",
@@ -243,7 +230,7 @@ def test_topics_are_auto_created_and_deleted_through_any_broker(cluster: Process
     admin.delete_topics(["auto"])["auto"].result(30)
     # Answered once the answering broker no longer has it; every broker follows the same log.
     assert _metadata(second, ["auto"]).topics[0].error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-    _wait(
+    wait_until(
         lambda: _metadata(first, ["auto"]).topics[0].error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
         30,
         "the deletion to reach the other broker",
@@ -433,7 +420,9 @@ def test_a_killed_broker_is_fenced_its_partitions_unavailable_and_it_returns_wit
     epochs_before = _broker_epochs(cluster, victim)
     killed_at = time.monotonic()
     cluster.kill(victim)
-    _wait(lambda: victim not in _listed_brokers(cluster.nodes[observer].address), 30, "the broker's fencing")
+    wait_until(
+        lambda: victim not in _listed_brokers(cluster.nodes[observer].address), 30, "the broker's fencing"
+    )
     fenced_after_s = time.monotonic() - killed_at
     # Fenced by its session expiring (not before: nothing told the controller), well within bounds.
     assert fenced_after_s < SESSION_TIMEOUT_MS / 1000 + 5, fenced_after_s
@@ -447,7 +436,9 @@ def test_a_killed_broker_is_fenced_its_partitions_unavailable_and_it_returns_wit
     cluster.wait_for_brokers(expected=set(BROKERS))
     epochs_after = _broker_epochs(cluster, victim)
     assert len(epochs_after) > len(epochs_before) and epochs_after[-1] > epochs_before[-1]
-    _wait(lambda: all(_leaders(cluster, topic, observer)[p] == victim for p in led), 30, "leadership back")
+    wait_until(
+        lambda: all(_leaders(cluster, topic, observer)[p] == victim for p in led), 30, "leadership back"
+    )
     import confluent_kafka
 
     producer = confluent_kafka.Producer(
@@ -466,7 +457,7 @@ def test_sigterm_of_a_broker_moves_leadership_off_it_before_it_stops(cluster: Pr
     # the process exited, rather than after its session timed out.
     with open(cluster.nodes[victim].log_path, encoding="utf-8") as fh:
         assert f"controlled shutdown of broker {victim} done" in fh.read()
-    _wait(lambda: victim not in _listed_brokers(cluster.nodes[observer].address), 30, "the broker gone")
+    wait_until(lambda: victim not in _listed_brokers(cluster.nodes[observer].address), 30, "the broker gone")
     cluster.start(victim)
     cluster.wait_for_brokers(expected=set(BROKERS))
 
@@ -526,7 +517,7 @@ def test_a_broker_that_was_down_catches_up_from_a_snapshot(tmp_path: object) -> 
                 )
             # The broker is fenced (its controlled shutdown), so there is no broker to place on.
             assert answer.topics[0].error_code == ErrorCode.INVALID_REPLICATION_FACTOR
-        _wait(
+        wait_until(
             lambda: min(_segment_offsets(controller_meta)) > broker_end, 30, "the controller's log cleaning"
         )
 
@@ -544,7 +535,7 @@ def test_a_broker_that_was_down_catches_up_from_a_snapshot(tmp_path: object) -> 
                 9,
             )
         try:
-            _wait(
+            wait_until(
                 lambda: _metadata(broker.address, [auto]).topics[0].error_code == ErrorCode.NONE,
                 30,
                 "the topic",

@@ -11,7 +11,7 @@ import os
 import signal
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -19,7 +19,8 @@ from kafka.protocol.metadata import MetadataRequest, MetadataResponse
 
 from pykraft.core.errors import ErrorCode
 from pykraft.protocol.records import scan_batches
-from pykraft.testing import ProcessCluster, running_cluster
+from pykraft.testing import ProcessCluster
+from tests.interop.cluster_support import three_by_three, wait_until
 from tests.raw_client import RawClient
 
 OVERRIDES = {
@@ -37,25 +38,8 @@ KILLS = 10
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ProcessCluster]:
-    directory = str(tmp_path_factory.mktemp("replication"))
-    with running_cluster(controllers=3, brokers=3, directory=directory, overrides=OVERRIDES) as running:
-        try:
-            yield running
-        except BaseException:
-            print(running.logs())
-            raise
-
-
-def _wait(condition: Callable[[], bool], timeout_s: float, what: str) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        try:
-            if condition():
-                return
-        except Exception:  # a broker restarting: ask again
-            pass
-        time.sleep(0.05)
-    raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")
+    with three_by_three(tmp_path_factory, "replication", OVERRIDES) as running:
+        yield running
 
 
 def _partition(cluster: ProcessCluster, topic: str) -> MetadataResponse:
@@ -81,7 +65,7 @@ def _create(cluster: ProcessCluster, topic: str) -> None:
 
     admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
     admin.create_topics([NewTopic(topic, 1, 3)])[topic].result(30)
-    _wait(lambda: len(_partition(cluster, topic).isr_nodes) == 3, 30, f"{topic}'s ISR")
+    wait_until(lambda: len(_partition(cluster, topic).isr_nodes) == 3, 30, f"{topic}'s ISR")
 
 
 def _consume_all(cluster: ProcessCluster, topic: str, expected_count: int) -> list[bytes]:
@@ -163,17 +147,17 @@ def test_acks_all_survives_ten_leader_kills_and_replicas_agree(cluster: ProcessC
     try:
         for kill in range(KILLS):
             wanted = (kill + 1) * 20
-            _wait(lambda wanted=wanted: len(acknowledged) > wanted, 60, "records acknowledged")
+            wait_until(lambda wanted=wanted: len(acknowledged) > wanted, 60, "records acknowledged")
             leader = _partition(cluster, topic).leader_id
             assert leader in BROKERS, leader
             cluster.kill(leader)
-            _wait(
+            wait_until(
                 lambda leader=leader: _partition(cluster, topic).leader_id not in (leader, -1),
                 30,
                 "a new leader",
             )
             cluster.start(leader)
-            _wait(lambda: len(_partition(cluster, topic).isr_nodes) == 3, 60, "the ISR back to three")
+            wait_until(lambda: len(_partition(cluster, topic).isr_nodes) == 3, 60, "the ISR back to three")
     finally:
         stop.set()
         writer.join(timeout=180)
@@ -188,8 +172,8 @@ def test_acks_all_survives_ten_leader_kills_and_replicas_agree(cluster: ProcessC
     assert not missing, f"{len(missing)} acknowledged record(s) lost, e.g. {sorted(missing)[:5]}"
 
     # Every replica holds the same bytes (all caught up: the ISR is all three).
-    _wait(lambda: len(_partition(cluster, topic).isr_nodes) == 3, 60, "the ISR")
-    _wait(
+    wait_until(lambda: len(_partition(cluster, topic).isr_nodes) == 3, 60, "the ISR")
+    wait_until(
         lambda: len({_log_bytes(cluster, b, topic) for b in BROKERS}) == 1,
         30,
         "the replicas to hold the same bytes",
@@ -227,17 +211,17 @@ def test_a_deposed_leader_truncates_what_it_never_replicated(cluster: ProcessClu
     finally:
         for follower in followers:
             os.kill(cluster.nodes[follower].process.pid, signal.SIGCONT)  # type: ignore[union-attr]
-    _wait(lambda: _partition(cluster, topic).leader_id in followers, 30, "a follower to lead")
+    wait_until(lambda: _partition(cluster, topic).leader_id in followers, 30, "a follower to lead")
     after = confluent_kafka.Producer({"bootstrap.servers": cluster.bootstrap_servers, "acks": "all"})
     after.produce(topic, b"after")
     assert after.flush(30) == 0
     cluster.start(old_leader)
-    _wait(lambda: len(_partition(cluster, topic).isr_nodes) == 3, 60, "the old leader back in the ISR")
+    wait_until(lambda: len(_partition(cluster, topic).isr_nodes) == 3, 60, "the old leader back in the ISR")
     with open(cluster.nodes[old_leader].log_path, encoding="utf-8") as fh:
         assert f"{topic}-0: log diverged" in fh.read()
     values = _consume_all(cluster, topic, 2)
     assert values == [b"replicated", b"after"]
-    _wait(
+    wait_until(
         lambda: len({_log_bytes(cluster, b, topic) for b in BROKERS}) == 1,
         30,
         "the replicas to hold the same bytes",
@@ -259,13 +243,15 @@ def test_preferred_leader_election_through_a_broker_and_topics_describe(
     preferred = partition.replica_nodes[0]
     assert partition.leader_id == preferred
     cluster.stop(preferred)  # controlled shutdown: leadership moves to another ISR member
-    _wait(lambda: _partition(cluster, topic).leader_id not in (preferred, -1), 30, "another leader")
+    wait_until(lambda: _partition(cluster, topic).leader_id not in (preferred, -1), 30, "another leader")
     cluster.start(preferred)
-    _wait(lambda: len(_partition(cluster, topic).isr_nodes) == 3, 60, "the preferred replica back in the ISR")
+    wait_until(
+        lambda: len(_partition(cluster, topic).isr_nodes) == 3, 60, "the preferred replica back in the ISR"
+    )
     admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
     results = admin.elect_leaders(ElectionType.PREFERRED, [TopicPartition(topic, 0)]).result(30)
     assert all(error is None for error in results.values()), results
-    _wait(lambda: _partition(cluster, topic).leader_id == preferred, 30, "the preferred replica to lead")
+    wait_until(lambda: _partition(cluster, topic).leader_id == preferred, 30, "the preferred replica to lead")
     # Once it leads, another election is not needed.
     again = admin.elect_leaders(ElectionType.PREFERRED, [TopicPartition(topic, 0)]).result(30)
     assert [e.code() for e in again.values() if e is not None] == [ErrorCode.ELECTION_NOT_NEEDED]

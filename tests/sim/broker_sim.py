@@ -20,11 +20,10 @@ Every failure names ``SEED=n``; ``SEED=n pytest tests/sim/test_sim_brokers.py`` 
 
 from __future__ import annotations
 
-import heapq
 import random
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from pykraft.broker.lifecycle import BrokerLifecycle, BrokerState, RegisterBroker, SendHeartbeat
@@ -36,18 +35,13 @@ from pykraft.core.errors import ErrorCode
 from pykraft.metadata.image import BrokerEndpoint
 from pykraft.metadata.records import ProducerIdsRecord, RegisterBrokerRecord
 
+from .events import EventQueue
+
 BROKERS = (101, 102, 103)
 CLUSTER_ID = "simulated-cluster-id00"
 STEP_MS = 10
 HEARTBEAT_INTERVAL_MS = 200
 SESSION_TIMEOUT_MS = 900
-
-
-@dataclass(order=True)
-class _Event:
-    at_ms: int
-    seq: int
-    action: Callable[[], None] = field(compare=False)
 
 
 @dataclass
@@ -67,8 +61,7 @@ class BrokerWorld:
         self.rng = random.Random(seed)
         self.steps = steps
         self.now_ms = 0
-        self._events: list[_Event] = []
-        self._seq = 0
+        self.events = EventQueue()
         self.loss = self.rng.choice((0.0, 0.05, 0.2))
         self.max_delay_ms = self.rng.choice((2, 20, 80))
         self.commit_delay_ms = self.rng.choice((5, 30, 120))
@@ -183,8 +176,7 @@ class BrokerWorld:
         return Broker(broker_id, lifecycle, ProducerIdManager(broker_id), incarnation=incarnation)
 
     def _at(self, delay_ms: int, action: Callable[[], None]) -> None:
-        self._seq += 1
-        heapq.heappush(self._events, _Event(self.now_ms + delay_ms, self._seq, action))
+        self.events.at(self.now_ms + delay_ms, action)
 
     def _send(self, broker: Broker, request: Any, on_answer: Callable[[Any], None]) -> None:
         """Request and answer over the network: delayed, maybe lost (then the broker's request times out)."""
@@ -294,8 +286,7 @@ class BrokerWorld:
         healing_from = self.steps * 2 // 3
         for step in range(self.steps):
             self.now_ms += STEP_MS
-            while self._events and self._events[0].at_ms <= self.now_ms:
-                heapq.heappop(self._events).action()
+            self.events.run_due(self.now_ms)
             healing = self.healing = step >= healing_from
             if not healing and self.rng.random() < self.failover_rate:
                 self._failover()

@@ -20,7 +20,6 @@ Every failure names ``SEED=n``; ``SEED=n pytest tests/sim/test_sim_replication.p
 
 from __future__ import annotations
 
-import heapq
 import random
 import uuid
 from collections.abc import Callable
@@ -36,6 +35,8 @@ from pykraft.log.partition_log import LogConfig
 from pykraft.metadata.image import BrokerEndpoint, PartitionRegistration
 from pykraft.protocol.records import Record, build_batch
 from tests.unit.test_producer_snapshot import MemoryOpener
+
+from .events import EventQueue
 
 TOPIC = "t"
 BROKERS = (1, 2, 3)
@@ -69,21 +70,13 @@ class Broker:
     rescan: bool = False
 
 
-@dataclass(order=True)
-class _Event:
-    at_ms: int
-    seq: int
-    action: Callable[[], None] = field(compare=False)
-
-
 class ReplicationWorld:
     def __init__(self, seed: int, *, steps: int = 1500) -> None:
         self.seed = seed
         self.rng = random.Random(seed)
         self.steps = steps
         self.now_ms = 0
-        self._events: list[_Event] = []
-        self._seq = 0
+        self.events = EventQueue()
         self.loss = self.rng.choice((0.0, 0.05, 0.2))
         self.max_delay_ms = self.rng.choice((1, 10, 50))
         self.crash_rate = self.rng.choice((0.0, 0.002, 0.01))
@@ -136,10 +129,7 @@ class ReplicationWorld:
     def _later(self, action: Callable[[], None], *, lossy: bool = True) -> None:
         if lossy and self.rng.random() < self.loss:
             return
-        self._seq += 1
-        heapq.heappush(
-            self._events, _Event(self.now_ms + self.rng.randint(1, self.max_delay_ms), self._seq, action)
-        )
+        self.events.at(self.now_ms + self.rng.randint(1, self.max_delay_ms), action)
 
     def _registration(self) -> PartitionRegistration:
         info = self.controller.replication_control.topic(self.topic_id)
@@ -151,8 +141,7 @@ class ReplicationWorld:
     def run(self) -> None:
         for step in range(self.steps):
             self.now_ms += STEP_MS
-            while self._events and self._events[0].at_ms <= self.now_ms:
-                heapq.heappop(self._events).action()
+            self.events.run_due(self.now_ms)
             self._step(healing=step > self.steps * 3 // 4)
             self.check()
         self.check_converged()
@@ -283,8 +272,7 @@ class ReplicationWorld:
         if part.replication.is_leader or leader_id not in self.brokers:
             return
         leader = self.brokers[leader_id]
-        self._seq += 1
-        token = follower.fetch_token = self._seq
+        token = follower.fetch_token = self.events.seq + 1
         request = (part.log.log_end_offset, part.epochs.latest_epoch, part.replication.leader_epoch)
 
         def at_leader() -> None:
@@ -306,15 +294,7 @@ class ReplicationWorld:
 
         self._later(at_leader)
         # A lost request or answer: the follower's fetch times out and it fetches again.
-        self._seq += 1
-        heapq.heappush(
-            self._events,
-            _Event(
-                self.now_ms + 4 * self.max_delay_ms + 20,
-                self._seq,
-                lambda: self._fetch_failed(follower, token),
-            ),
-        )
+        self.events.at(self.now_ms + 4 * self.max_delay_ms + 20, lambda: self._fetch_failed(follower, token))
 
     def _fetch_failed(self, follower: Broker, token: int) -> None:
         if follower.fetch_token == token:
@@ -375,14 +355,9 @@ class ReplicationWorld:
             self._later(lambda: self._altered(broker, incarnation, proposal, outcome))
 
         self._later(at_controller)
-        self._seq += 1
-        heapq.heappush(
-            self._events,
-            _Event(
-                self.now_ms + 4 * self.max_delay_ms + 20,
-                self._seq,
-                lambda: self._altered(broker, incarnation, proposal, ErrorCode.REQUEST_TIMED_OUT),
-            ),
+        self.events.at(
+            self.now_ms + 4 * self.max_delay_ms + 20,
+            lambda: self._altered(broker, incarnation, proposal, ErrorCode.REQUEST_TIMED_OUT),
         )
 
     def _altered(
