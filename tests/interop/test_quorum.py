@@ -66,17 +66,25 @@ def _register_broker(address: str, cluster_id: str, broker_id: int = 100) -> tup
     return int(response.error_code), int(response.broker_epoch)
 
 
-def _create_topic(address: str, name: str) -> int:
+def _create_topic(address: str, name: str, *, activating: bool = False) -> int:
+    """CreateTopics on a controller listener. ``activating``: the node was just elected, and a raft
+    leader answers NOT_CONTROLLER until it has applied its whole log and its controller is active;
+    ask again as a client would (at most 10 s)."""
     topic = CreateTopicsRequest.CreatableTopic(
         name=name, num_partitions=1, replication_factor=1, assignments=[], configs=[]
     )
-    with RawClient(address) as client:
-        response = client.request(
-            CreateTopicsRequest(topics=[topic], timeout_ms=10000, validate_only=False),
-            CreateTopicsResponse,
-            5,
-        )
-    return int(response.topics[0].error_code)
+    deadline = time.monotonic() + 10
+    while True:
+        with RawClient(address) as client:
+            response = client.request(
+                CreateTopicsRequest(topics=[topic], timeout_ms=10000, validate_only=False),
+                CreateTopicsResponse,
+                5,
+            )
+        error = int(response.topics[0].error_code)
+        if not activating or error != ErrorCode.NOT_CONTROLLER or time.monotonic() > deadline:
+            return error
+        time.sleep(0.05)
 
 
 def _meta_dir(cluster: ProcessCluster, node_id: int) -> str:
@@ -153,7 +161,9 @@ def test_kill_the_leader_elects_another_loses_nothing_and_the_old_leader_catches
     new_leader = second.leader_id
     assert new_leader != leader and second.leader_epoch > first.leader_epoch
     assert second.high_watermark >= committed_before
-    assert _create_topic(cluster.nodes[new_leader].address, "after-the-kill") == ErrorCode.NONE
+    assert (
+        _create_topic(cluster.nodes[new_leader].address, "after-the-kill", activating=True) == ErrorCode.NONE
+    )
     assert (
         _create_topic(cluster.nodes[new_leader].address, "before-the-kill") == ErrorCode.TOPIC_ALREADY_EXISTS
     )
