@@ -138,3 +138,27 @@ def test_the_in_flight_limit_refuses_at_once() -> None:
         server.close()
 
     asyncio.run(main())
+
+
+def test_a_new_address_for_a_peer_closes_the_old_connection_and_uses_the_new_one() -> None:
+    """A broker restarted on another port: the address from the new metadata image wins."""
+    from pykraft.io.rpc_channel import RpcChannels
+
+    async def main() -> None:
+        old_port, new_port = free_port(), free_port()
+        old = await _serve(lambda cid: b"old", old_port)
+        new = await _serve(lambda cid: b"new", new_port)
+        events: list[ChannelEvent] = []
+        channels = RpcChannels({5: ("127.0.0.1", old_port)}, events.append, request_timeout_ms=2000)
+        channels.send(5, 1, _request(1))
+        await _collect(events, 1)
+        channels.set_address(5, ("127.0.0.1", new_port))
+        channels.set_address(5, ("127.0.0.1", new_port))  # the same address again: nothing to do
+        channels.send(5, 2, _request(2))
+        await _collect(events, 2)
+        assert [e.frame[4:] for e in events if isinstance(e, Answered)] == [b"old", b"new"]
+        await channels.close()
+        old.close()
+        new.close()
+
+    asyncio.run(main())

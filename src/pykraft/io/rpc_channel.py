@@ -224,6 +224,7 @@ class RpcChannels:
         self.request_timeout_ms = request_timeout_ms
         self._rng = rng
         self._channels: dict[int, PeerChannel] = {}
+        self._closing: set[asyncio.Task[None]] = set()
 
     def send(self, peer_id: int, correlation_id: int, frame: bytes, context: object = None) -> None:
         channel = self._channels.get(peer_id)
@@ -244,12 +245,17 @@ class RpcChannels:
         self.addresses[peer_id] = address
         channel = self._channels.pop(peer_id, None)
         if channel is not None:
-            asyncio.get_running_loop().create_task(channel.close())
+            # The old address's connection goes; ``close`` waits for it.
+            task = asyncio.get_running_loop().create_task(channel.close())
+            self._closing.add(task)
+            task.add_done_callback(self._closing.discard)
 
     async def close(self) -> None:
         channels, self._channels = self._channels, {}
         for channel in channels.values():
             await channel.close()
+        if self._closing:
+            await asyncio.gather(*self._closing, return_exceptions=True)
 
 
 class PeerUnavailable(Exception):
