@@ -268,3 +268,59 @@ def test_preferred_leader_election_through_a_broker_and_topics_describe(
         f"\tTopic: {topic}\tPartition: 0\tLeader: {preferred}\tLeaderEpoch: {described.leader_epoch}\t"
         f"Replicas: {','.join(map(str, described.replica_nodes))}\tIsr: {','.join(map(str, described.isr_nodes))}"
     )
+
+
+def test_group_commits_survive_the_loss_of_their_coordinator(cluster: ProcessCluster) -> None:
+    import confluent_kafka
+    from confluent_kafka import TopicPartition
+
+    from pykraft.coordinator.offsets_records import OFFSETS_TOPIC, partition_for
+
+    topic, group = "committed", "survivor"
+    _create(cluster, topic)
+    producer = confluent_kafka.Producer({"bootstrap.servers": cluster.bootstrap_servers, "acks": "all"})
+    for i in range(10):
+        producer.produce(topic, str(i).encode())
+    assert producer.flush(30) == 0
+    settings = {
+        "bootstrap.servers": cluster.bootstrap_servers,
+        "group.id": group,
+        "auto.offset.reset": "earliest",
+        "enable.auto.commit": False,
+    }
+    consumer = confluent_kafka.Consumer(settings)
+    consumer.assign([TopicPartition(topic, 0)])
+    seen = 0
+    deadline = time.monotonic() + 30
+    while seen < 7 and time.monotonic() < deadline:
+        message = consumer.poll(0.2)
+        if message is not None and message.error() is None:
+            seen += 1
+    consumer.commit(offsets=[TopicPartition(topic, 0, 7)], asynchronous=False)  # answered once the ISR has it
+    consumer.close()
+    # Kill -9 the group's coordinator: the leader of its __consumer_offsets partition (replicated 3 ways).
+    offsets_partition = partition_for(group, int(OVERRIDES["offsets.topic.num.partitions"]))
+    with RawClient(cluster.bootstrap_servers.split(",")[0], timeout_s=5) as client:
+        metadata = client.request(
+            MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(name=OFFSETS_TOPIC)]),
+            MetadataResponse,
+            9,
+        )
+    coordinator = next(
+        p.leader_id for p in metadata.topics[0].partitions if p.partition_index == offsets_partition
+    )
+    assert (
+        len(
+            next(p for p in metadata.topics[0].partitions if p.partition_index == offsets_partition).isr_nodes
+        )
+        == 3
+    )
+    cluster.kill(coordinator)
+    try:
+        resumed = confluent_kafka.Consumer(settings)
+        committed = resumed.committed([TopicPartition(topic, 0)], timeout=30)
+        resumed.close()
+        assert committed[0].offset == 7
+    finally:
+        cluster.start(coordinator)
+        wait_until(lambda: len(_partition(cluster, topic).isr_nodes) == 3, 60, "the ISR back to three")

@@ -160,8 +160,10 @@ class GroupService:
         plog = part.log
         offset, records = plog.log_start_offset, 0
         load_ms = now_ms()
-        while offset < plog.high_watermark:
-            result = plog.read(offset, LOAD_READ_BYTES, max_offset=plog.high_watermark)
+        # To the log end, as Kafka's GroupMetadataManager loads: a new leader's high watermark can lag
+        # what the ISR acknowledged (it moves once followers report), and its log is the truth now.
+        while offset < plog.log_end_offset:
+            result = plog.read(offset, LOAD_READ_BYTES, max_offset=plog.log_end_offset)
             if not result.chunks:
                 break
             for chunk in result.chunks:
