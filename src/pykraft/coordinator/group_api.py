@@ -18,6 +18,7 @@ from kafka.protocol.consumer import (
     OffsetFetchResponse,
     SyncGroupResponse,
 )
+from kafka.protocol.producer import TxnOffsetCommitResponse
 
 from pykraft.coordinator.group_coordinator import (
     CommitOffset,
@@ -199,6 +200,55 @@ def commit_response(request: Any, plan: WritePlan, version: int, append_error: E
     return OffsetCommitResponse(version=version, throttle_time_ms=0, topics=topics)
 
 
+def txn_commit_request(request: Any, version: int) -> CommitRequest:
+    """TxnOffsetCommit as a commit: v3+ carry the member (KIP-447), older ones commit as a standalone
+    writer (generation -1)."""
+    return CommitRequest(
+        group_id=request.group_id or "",
+        generation_id=request.generation_id if version >= 3 else -1,
+        member_id=(request.member_id or "") if version >= 3 else "",
+        group_instance_id=request.group_instance_id if version >= 3 else None,
+        offsets=tuple(
+            CommitOffset(
+                t.name,
+                p.partition_index,
+                p.committed_offset,
+                p.committed_leader_epoch if version >= 2 else -1,
+                p.committed_metadata,
+            )
+            for t in request.topics
+            for p in t.partitions
+        ),
+    )
+
+
+def txn_commit_response(request: Any, plan: WritePlan, version: int, append_error: ErrorCode) -> Any:
+    def error_for(topic: str, partition: int) -> ErrorCode:
+        error = plan.partition_errors.get((topic, partition), plan.error_code)
+        if error == ErrorCode.NONE and append_error != ErrorCode.NONE:
+            return append_error_for_commit(append_error)
+        return error
+
+    topic_cls: Any = TxnOffsetCommitResponse.TxnOffsetCommitResponseTopic
+    partition_cls: Any = topic_cls.TxnOffsetCommitResponsePartition
+    return TxnOffsetCommitResponse(
+        version=version,
+        throttle_time_ms=0,
+        topics=[
+            topic_cls(
+                name=t.name,
+                partitions=[
+                    partition_cls(
+                        partition_index=p.partition_index, error_code=error_for(t.name, p.partition_index)
+                    )
+                    for p in t.partitions
+                ],
+            )
+            for t in request.topics
+        ],
+    )
+
+
 def handle_offset_fetch(coordinator: GroupCoordinator, request: Any, version: int) -> Any:
     if version >= 8:
         groups = []
@@ -207,10 +257,15 @@ def handle_offset_fetch(coordinator: GroupCoordinator, request: Any, version: in
                 None if group.topics is None else [(t.name, list(t.partition_indexes)) for t in group.topics]
             )
             error, offsets = coordinator.fetch_offsets(group.group_id or "", wanted)
+            unstable = (
+                coordinator.unstable_partitions(group.group_id or "") if request.require_stable else set()
+            )
             groups.append(
                 OffsetFetchResponse.OffsetFetchResponseGroup(
                     group_id=group.group_id,
-                    topics=_fetch_topics(offsets, version, grouped=True) if error == ErrorCode.NONE else [],
+                    topics=_fetch_topics(offsets, version, grouped=True, unstable=unstable)
+                    if error == ErrorCode.NONE
+                    else [],
                     error_code=error,
                 )
             )
@@ -223,16 +278,28 @@ def handle_offset_fetch(coordinator: GroupCoordinator, request: Any, version: in
         return OffsetFetchResponse(
             version=version, topics=_fetch_topics(offsets, version, grouped=False, error=error)
         )
+    unstable = (
+        coordinator.unstable_partitions(request.group_id or "")
+        if version >= 7 and request.require_stable
+        else set()
+    )
     return OffsetFetchResponse(
         version=version,
         throttle_time_ms=0,
-        topics=_fetch_topics(offsets, version, grouped=False) if error == ErrorCode.NONE else [],
+        topics=_fetch_topics(offsets, version, grouped=False, unstable=unstable)
+        if error == ErrorCode.NONE
+        else [],
         error_code=error,
     )
 
 
 def _fetch_topics(
-    offsets: list[tuple[str, int, Any]], version: int, *, grouped: bool, error: ErrorCode = ErrorCode.NONE
+    offsets: list[tuple[str, int, Any]],
+    version: int,
+    *,
+    grouped: bool,
+    error: ErrorCode = ErrorCode.NONE,
+    unstable: set[tuple[str, int]] | None = None,
 ) -> list[Any]:
     if grouped:
         topic_cls: Any = OffsetFetchResponse.OffsetFetchResponseGroup.OffsetFetchResponseTopics
@@ -242,13 +309,19 @@ def _fetch_topics(
         partition_cls = topic_cls.OffsetFetchResponsePartition
     by_topic: dict[str, list[Any]] = {}
     for topic, partition, value in offsets:
+        if unstable and (topic, partition) in unstable:
+            # KIP-447: a transaction may still commit an offset here; the client retries.
+            value = None
+            partition_error = ErrorCode.UNSTABLE_OFFSET_COMMIT
+        else:
+            partition_error = error
         by_topic.setdefault(topic, []).append(
             partition_cls(
                 partition_index=partition,
                 committed_offset=value.offset if value is not None else -1,
                 committed_leader_epoch=value.leader_epoch if value is not None else -1,
                 metadata=value.metadata if value is not None else "",
-                error_code=error,
+                error_code=partition_error,
             )
         )
     return [topic_cls(name=topic, partitions=parts) for topic, parts in by_topic.items()]

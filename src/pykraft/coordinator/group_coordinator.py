@@ -156,6 +156,9 @@ class WritePlan:
     error_code: ErrorCode = ErrorCode.NONE
     partition_errors: dict[tuple[str, int], ErrorCode] = field(default_factory=dict)
     group_errors: dict[str, ErrorCode] = field(default_factory=dict)
+    # A TxnOffsetCommit: the records go in a transactional batch of this producer (-1: not one).
+    producer_id: int = -1
+    producer_epoch: int = -1
 
 
 @dataclass(frozen=True, slots=True)
@@ -232,6 +235,10 @@ class ClassicGroup:
     sync_deadline_ms: int | None = None
     state_timestamp_ms: int = -1
     offsets: dict[tuple[str, int], OffsetValue] = field(default_factory=dict)
+    # TxnOffsetCommit offsets per producer id, visible once that producer's transaction commits (its
+    # COMMIT marker reaches this group's partition); an ABORT drops them (Kafka's
+    # pendingTransactionalOffsetCommits).
+    pending_txn_offsets: dict[int, dict[tuple[str, int], OffsetValue]] = field(default_factory=dict)
 
     def rebalance_timeout_ms(self) -> int:
         return max((m.rebalance_timeout_ms for m in self.members.values()), default=0)
@@ -320,14 +327,22 @@ class GroupCoordinator:
     def begin_load(self, partition: int) -> None:
         self.loading_partitions.add(partition)
 
-    def replay(self, partition: int, key: bytes | None, value: bytes | None, now_ms: int) -> None:
-        """Apply one record of ``__consumer_offsets`` (load path and after our own appends)."""
+    def replay(
+        self, partition: int, key: bytes | None, value: bytes | None, now_ms: int, producer_id: int = -1
+    ) -> None:
+        """Apply one record of ``__consumer_offsets`` (load path and after our own appends); a record
+        of a transactional batch (``producer_id`` >= 0) waits for its transaction's marker."""
         if key is None:
             raise RecordFormatError("a __consumer_offsets record without a key")
         decoded = decode_key(key)
         group = self.groups.get(decoded.group_id)
         if isinstance(decoded, OffsetKey):
             tp = (decoded.topic, decoded.partition)
+            if producer_id >= 0 and value is not None:
+                if group is None:
+                    group = self._new_group(decoded.group_id, now_ms)
+                group.pending_txn_offsets.setdefault(producer_id, {})[tp] = decode_offset_value(value)
+                return
             if value is None:
                 if group is not None:
                     group.offsets.pop(tp, None)
@@ -963,9 +978,37 @@ class GroupCoordinator:
         return ErrorCode.NONE
 
     def apply(self, plan: WritePlan, now_ms: int) -> None:
-        """The plan's records are in the log: make them visible."""
+        """The plan's records are in the log: make them visible (a TxnOffsetCommit's, pending)."""
         for key, value in plan.records:
-            self.replay(plan.partition, key, value, now_ms)
+            self.replay(plan.partition, key, value, now_ms, plan.producer_id)
+
+    def txn_commit_offsets(
+        self, req: CommitRequest, producer_id: int, producer_epoch: int, now_ms: int
+    ) -> WritePlan:
+        """TxnOffsetCommit: validated as a commit; its records are appended as a transactional batch of
+        the producer and stay pending until the transaction's marker (:meth:`complete_txn`)."""
+        plan = self.commit_offsets(req, now_ms)
+        plan.producer_id = producer_id
+        plan.producer_epoch = producer_epoch
+        return plan
+
+    def complete_txn(self, partition: int, producer_id: int, commit: bool) -> None:
+        """A COMMIT/ABORT marker of ``producer_id`` is in ``__consumer_offsets`` partition ``partition``
+        (written by WriteTxnMarkers or read on load): its pending offsets become committed or go."""
+        for group in self.groups.values():
+            if group.partition != partition:
+                continue
+            pending = group.pending_txn_offsets.pop(producer_id, None)
+            if pending and commit:
+                group.offsets.update(pending)
+
+    def unstable_partitions(self, group_id: str) -> set[tuple[str, int]]:
+        """Partitions with a TxnOffsetCommit whose transaction is undecided: OffsetFetch with
+        require_stable answers UNSTABLE_OFFSET_COMMIT (88) for them (KIP-447)."""
+        group = self.groups.get(group_id)
+        if group is None:
+            return set()
+        return {tp for pending in group.pending_txn_offsets.values() for tp in pending}
 
     def fetch_offsets(
         self, group_id: str, topics: list[tuple[str, list[int]]] | None

@@ -88,6 +88,13 @@ class NodeConfig:
     replica_fetch_backoff_ms: int = 1000
     unclean_leader_election_enable: bool = False
     offsets_topic_replication_factor: int = 3
+    # Transactions (issue 15), Kafka's names and defaults (TransactionStateManagerConfig, TransactionLogConfig).
+    transaction_state_log_num_partitions: int = 50
+    transaction_state_log_replication_factor: int = 3
+    transaction_max_timeout_ms: int = 900000
+    transactional_id_expiration_ms: int = 604800000
+    transaction_abort_timed_out_transaction_cleanup_interval_ms: int = 10000
+    transaction_remove_expired_transaction_cleanup_interval_ms: int = 3600000
     # KIP-835: the active controller writes a NoOpRecord when the log was idle this long (0 = never).
     metadata_max_idle_interval_ms: int = 500
     ignored: tuple[str, ...] = field(default=())
@@ -237,6 +244,12 @@ USED_PROPERTIES: Final[frozenset[str]] = frozenset(
         "replica.fetch.backoff.ms",
         "unclean.leader.election.enable",
         "offsets.topic.replication.factor",
+        "transaction.state.log.num.partitions",
+        "transaction.state.log.replication.factor",
+        "transaction.max.timeout.ms",
+        "transactional.id.expiration.ms",
+        "transaction.abort.timed.out.transaction.cleanup.interval.ms",
+        "transaction.remove.expired.transaction.cleanup.interval.ms",
         "listener.security.protocol.map",
         "inter.broker.listener.name",
         "log.dirs",
@@ -429,5 +442,19 @@ def load_config(text: str, overrides: dict[str, str] | None = None) -> NodeConfi
         replica_fetch_backoff_ms=_int(props, "replica.fetch.backoff.ms", 1000, minimum=0),
         unclean_leader_election_enable=_bool(props, "unclean.leader.election.enable", False),
         offsets_topic_replication_factor=_int(props, "offsets.topic.replication.factor", 3, minimum=1),
+        transaction_state_log_num_partitions=_int(
+            props, "transaction.state.log.num.partitions", 50, minimum=1
+        ),
+        transaction_state_log_replication_factor=_int(
+            props, "transaction.state.log.replication.factor", 3, minimum=1
+        ),
+        transaction_max_timeout_ms=_int(props, "transaction.max.timeout.ms", 900000, minimum=1),
+        transactional_id_expiration_ms=_int(props, "transactional.id.expiration.ms", 604800000, minimum=1),
+        transaction_abort_timed_out_transaction_cleanup_interval_ms=_int(
+            props, "transaction.abort.timed.out.transaction.cleanup.interval.ms", 10000, minimum=1
+        ),
+        transaction_remove_expired_transaction_cleanup_interval_ms=_int(
+            props, "transaction.remove.expired.transaction.cleanup.interval.ms", 3600000, minimum=1
+        ),
         ignored=ignored,
     )
