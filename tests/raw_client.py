@@ -12,10 +12,12 @@ from kafka.protocol.producer import ProduceRequest
 from pykraft.io.kafka_connection import BrokerConnection, parse_host_port
 
 
-def produce_request(topic: str, records: bytes, acks: int = -1) -> ProduceRequest:
+def produce_request(
+    topic: str, records: bytes, acks: int = -1, transactional_id: str | None = None
+) -> ProduceRequest:
     """A Produce of ``records`` (a RecordBatch) to partition 0 of ``topic``."""
     return ProduceRequest(
-        transactional_id=None,
+        transactional_id=transactional_id,
         acks=acks,
         timeout_ms=10000,
         topic_data=[

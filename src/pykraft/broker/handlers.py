@@ -8,7 +8,7 @@ decides when to call them (Fetch long-polls by calling again when data arrives) 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -19,6 +19,7 @@ from kafka.protocol.producer import InitProducerIdResponse
 from pykraft.broker.producer_id_manager import ProducerIdManager
 from pykraft.broker.replica_manager import Partition, ReplicaManager
 from pykraft.coordinator.offsets_records import OFFSETS_TOPIC, partition_for
+from pykraft.coordinator.txn_records import TRANSACTION_STATE_TOPIC
 from pykraft.core.errors import ErrorCode
 from pykraft.protocol.fetch import FetchPartitionResponse, FetchResponseData, FetchTopicResponse
 from pykraft.protocol.produce import ProducePartitionResult, ProduceRequestData, ProduceTopicResult
@@ -80,6 +81,8 @@ class BrokerContext:
     request_topic_creation: Callable[[list[str]], None] = lambda names: None
     # Groups map to a partition of __consumer_offsets; its leader is their coordinator.
     offsets_topic_num_partitions: int = 50
+    # Transactional ids map to a partition of __transaction_state the same way.
+    transaction_state_num_partitions: int = 50
     # A topic's min.insync.replicas (its config, else the broker's).
     min_insync_replicas: Callable[[str], int] = lambda topic: 1
     # A broker process not (yet) registered and unfenced in this incarnation leads nothing.
@@ -158,7 +161,7 @@ def handle_metadata(request: Any, version: int, ctx: BrokerContext) -> Any:
                 error_code=ErrorCode.NONE,
                 name=name,
                 topic_id=view.topic_id,
-                is_internal=name == OFFSETS_TOPIC,
+                is_internal=name in (OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC),
                 partitions=partitions,
                 authorized_operations=AUTHORIZED_OPERATIONS_OMITTED,
             )
@@ -210,10 +213,14 @@ def handle_produce(
     ctx: BrokerContext,
     now_ms: int,
     waits: list[ReplicationWait] | None = None,
+    *,
+    verification: Mapping[tuple[str, int], object | ErrorCode] | None = None,
 ) -> list[ProduceTopicResult]:
     """Append each partition's batches; with acks=all on a replicated partition the append is
     refused while the ISR is below min.insync.replicas (NOT_ENOUGH_REPLICAS) and otherwise added to
-    ``waits`` for the shell to answer once the ISR has it."""
+    ``waits`` for the shell to answer once the ISR has it. ``verification`` (KIP-890, transactional
+    requests): per partition, the guard its coordinator verification was started with, or the error
+    the verification ended in."""
     responses: list[ProduceTopicResult] = []
     to_create: list[str] = []
     for topic in request.topics:
@@ -227,11 +234,12 @@ def handle_produce(
             log_start_offset = -1
             message: str | None = None
             part, lookup_error = led_partition(ctx, topic.name, pdata.index)
+            verdict = verification.get((topic.name, pdata.index)) if verification else None
             if request.acks not in VALID_ACKS:
                 error = ErrorCode.INVALID_REQUIRED_ACKS
-            elif request.transactional_id is not None:
-                error = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
-                message = "transactions are not supported yet"
+            elif isinstance(verdict, ErrorCode):
+                error = verdict
+                message = "the transaction coordinator did not confirm this partition is in the transaction"
             elif part is None:
                 error = lookup_error
             elif pdata.records is None or len(pdata.records) == 0:
@@ -247,7 +255,7 @@ def handle_produce(
                     f"the ISR {list(part.replication.isr)} is smaller than min.insync.replicas={min_isr}"
                 )
             else:
-                result = ctx.replicas.append(part, pdata.records, now_ms)
+                result = ctx.replicas.append(part, pdata.records, now_ms, verification_guard=verdict)
                 error, base_offset, log_start_offset = (
                     result.error_code,
                     result.base_offset,
@@ -316,7 +324,13 @@ def handle_fetch(request: Any, ctx: BrokerContext) -> FetchOutcome:
             limit = min(fp.partition_max_bytes, remaining)
             # The first partition always gets at least one batch so a big batch cannot stall a consumer
             # (KIP-74); later ones only within the response budget.
-            result = ctx.replicas.read(part, fp.fetch_offset, max(limit, 0), min_one_batch=(total == 0))
+            result = ctx.replicas.read(
+                part,
+                fp.fetch_offset,
+                max(limit, 0),
+                min_one_batch=(total == 0),
+                isolation_level=request.isolation_level,
+            )
             if result.error_code != ErrorCode.NONE:
                 has_error = True
             size = result.size_in_bytes
@@ -327,10 +341,10 @@ def handle_fetch(request: Any, ctx: BrokerContext) -> FetchOutcome:
                     partition_index=fp.partition,
                     error_code=result.error_code,
                     high_watermark=result.high_watermark,
-                    last_stable_offset=result.high_watermark,
+                    last_stable_offset=result.last_stable_offset,
                     log_start_offset=result.log_start_offset,
                     records=list(result.chunks),
-                    aborted_transactions=[] if request.isolation_level == 1 else None,
+                    aborted_transactions=result.aborted_transactions,
                 )
             )
         topics.append(FetchTopicResponse(topic=topic.topic, partitions=partitions))
@@ -421,6 +435,7 @@ def handle_replica_fetch(
 
 
 def handle_list_offsets(request: Any, version: int, ctx: BrokerContext) -> Any:
+    read_committed = version >= 2 and request.isolation_level == 1
     topics = []
     for topic in request.topics:
         partitions = []
@@ -431,8 +446,8 @@ def handle_list_offsets(request: Any, version: int, ctx: BrokerContext) -> Any:
             if part is not None:
                 log = part.log
                 if lp.timestamp == LATEST_TIMESTAMP:
-                    # read_uncommitted and read_committed agree while there are no transactions.
-                    offset = log.high_watermark
+                    # read_committed consumers end at the last stable offset (KIP-98).
+                    offset = ctx.replicas.last_stable_offset(part) if read_committed else log.high_watermark
                 elif lp.timestamp in (EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP):
                     offset = log.log_start_offset
                 elif lp.timestamp == MAX_TIMESTAMP:
@@ -499,19 +514,24 @@ COORDINATOR_KEY_TYPE_TRANSACTION = 1
 def handle_find_coordinator(request: Any, version: int, ctx: BrokerContext) -> Any:
     def answer(key_type: int, key: str) -> tuple[ErrorCode, str | None, int, str, int]:
         if key_type == COORDINATOR_KEY_TYPE_TRANSACTION:
-            return ErrorCode.COORDINATOR_NOT_AVAILABLE, "transactions are not supported yet", -1, "", -1
-        if key_type != COORDINATOR_KEY_TYPE_GROUP:
+            if not key:
+                return ErrorCode.INVALID_REQUEST, "the transactional id is empty", -1, "", -1
+            # The leader of the id's __transaction_state partition coordinates its transactions.
+            internal_topic, num_partitions = TRANSACTION_STATE_TOPIC, ctx.transaction_state_num_partitions
+        elif key_type == COORDINATOR_KEY_TYPE_GROUP:
+            if not key:
+                return ErrorCode.INVALID_GROUP_ID, "the group id is empty", -1, "", -1
+            # The leader of the group's __consumer_offsets partition coordinates the group.
+            internal_topic, num_partitions = OFFSETS_TOPIC, ctx.offsets_topic_num_partitions
+        else:
             return ErrorCode.INVALID_REQUEST, f"unknown coordinator key type {key_type}", -1, "", -1
-        if not key:
-            return ErrorCode.INVALID_GROUP_ID, "the group id is empty", -1, "", -1
-        # The leader of the group's __consumer_offsets partition coordinates the group.
-        offsets = ctx.cluster.topics.get(OFFSETS_TOPIC)
-        index = partition_for(key, ctx.offsets_topic_num_partitions)
-        partitions = offsets.partitions if offsets is not None else ()
+        topic = ctx.cluster.topics.get(internal_topic)
+        index = partition_for(key, num_partitions)
+        partitions = topic.partitions if topic is not None else ()
         leader = next((p.leader_id for p in partitions if p.partition_index == index), -1)
         broker = next((b for b in ctx.cluster.brokers if b.node_id == leader), None)
         if broker is None:
-            return ErrorCode.COORDINATOR_NOT_AVAILABLE, "the group coordinator is not available", -1, "", -1
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE, "the coordinator is not available", -1, "", -1
         return ErrorCode.NONE, None, broker.node_id, broker.host, broker.port
 
     key_type = request.key_type if version >= 1 else COORDINATOR_KEY_TYPE_GROUP
@@ -535,6 +555,63 @@ def handle_find_coordinator(request: Any, version: int, ctx: BrokerContext) -> A
         host=host,
         port=port,
     )
+
+
+# --- WriteTxnMarkers (from transaction coordinators) ------------------------------------------------
+
+
+@dataclass(slots=True)
+class TxnMarkersOutcome:
+    response: Any
+    # (topic, partition, producer id, commit) of every marker appended.
+    written: list[tuple[str, int, int, bool]]
+
+
+def handle_write_txn_markers(
+    request: Any, version: int, ctx: BrokerContext, now_ms: int, waits: list[ReplicationWait] | None = None
+) -> TxnMarkersOutcome:
+    """Append each marker to each partition this broker leads (Kafka's handleWriteTxnMarkersRequest);
+    on a replicated partition the shell answers once the ISR has it (``waits``: topic_index is the
+    marker's position, partition_index the partition's position in the flattened topic results)."""
+    from kafka.protocol.producer import WriteTxnMarkersResponse
+
+    result_cls: Any = WriteTxnMarkersResponse.WritableTxnMarkerResult
+    topic_cls: Any = result_cls.WritableTxnMarkerTopicResult
+    partition_cls: Any = topic_cls.WritableTxnMarkerPartitionResult
+    markers: list[Any] = []
+    written: list[tuple[str, int, int, bool]] = []
+    for marker in request.markers:
+        topics = []
+        for topic in marker.topics:
+            partitions: list[Any] = []
+            for index in topic.partition_indexes:
+                part, error = led_partition(ctx, topic.name, index)
+                if part is not None:
+                    result = ctx.replicas.append_txn_marker(
+                        part,
+                        marker.producer_id,
+                        marker.producer_epoch,
+                        marker.coordinator_epoch,
+                        bool(marker.transaction_result),
+                        now_ms,
+                    )
+                    error = result.error_code
+                    if error == ErrorCode.NONE:
+                        written.append(
+                            (topic.name, index, marker.producer_id, bool(marker.transaction_result))
+                        )
+                        if (
+                            waits is not None
+                            and part.replicated
+                            and result.last_offset >= part.log.high_watermark
+                        ):
+                            waits.append(
+                                ReplicationWait(len(markers), len(partitions), part, result.last_offset)
+                            )
+                partitions.append(partition_cls(partition_index=index, error_code=error))
+            topics.append(topic_cls(name=topic.name, partitions=partitions))
+        markers.append(result_cls(producer_id=marker.producer_id, topics=topics))
+    return TxnMarkersOutcome(WriteTxnMarkersResponse(version=version, markers=markers), written)
 
 
 # --- DeleteRecords ------------------------------------------------------------------------------

@@ -18,13 +18,21 @@ from pykraft.broker.replication import (
 )
 from pykraft.core.errors import ErrorCode, KafkaError
 from pykraft.log.partition_log import LogConfig, PartitionLog
-from pykraft.log.producer_snapshot import delete_snapshots_below, recover_producer_state, write_snapshot
+from pykraft.log.producer_snapshot import delete_snapshots_below, write_snapshot
 from pykraft.log.producer_state import (
     DUPLICATE_WINDOW_DEFAULT,
     RETAINED_BATCHES_DEFAULT,
     ProducerStateManager,
 )
-from pykraft.protocol.records import BatchHeader, InvalidBatchError, validate_batches
+from pykraft.log.txn_index import TransactionIndex, is_abort_marker, marker_record, recover, write_index
+from pykraft.protocol.records import (
+    NO_SEQUENCE,
+    BatchHeader,
+    InvalidBatchError,
+    build_batch,
+    decode_records,
+    validate_batches,
+)
 
 TopicPartition = tuple[str, int]
 
@@ -48,6 +56,12 @@ class Partition:
     replicated: bool = False
     replication: PartitionReplication = field(default_factory=lambda: PartitionReplication(-1))
     epochs: LeaderEpochCache = field(default_factory=LeaderEpochCache)
+    # Aborted transactions and decided-but-unreplicated ones (the last stable offset), KIP-98.
+    transactions: TransactionIndex = field(default_factory=TransactionIndex)
+    # KIP-890 part 1: producer id -> the guard its coordinator verification was started with. A
+    # producer's first transactional batch here is appended only with the guard still in place; a
+    # marker (the transaction ended meanwhile) or that first append removes it.
+    verification_guards: dict[int, object] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,6 +91,9 @@ class ReadResult:
     high_watermark: int = -1
     log_start_offset: int = -1
     chunks: list[bytes | memoryview] = field(default_factory=list)
+    last_stable_offset: int = -1
+    # read_committed: (producer id, first offset) of the aborted transactions the read overlaps.
+    aborted_transactions: list[tuple[int, int]] | None = None
 
     @property
     def size_in_bytes(self) -> int:
@@ -121,10 +138,9 @@ class ReplicaManager:
             topic, partition_index, self.log_config, high_watermark_tracks_log_end=not replicated
         )
         state = self._new_producer_state()
-        # The newest producer-state snapshot, then batch headers after it (kafka-facts.md §2.6).
-        self.warnings.extend(
-            f"{topic}-{partition_index}/{line}" for line in recover_producer_state(log, state, now_ms)
-        )
+        # The newest producer-state snapshot and transaction index, then the log after them (§2.6).
+        transactions, problems = recover(log, state, now_ms)
+        self.warnings.extend(f"{topic}-{partition_index}/{line}" for line in problems)
         epochs = LeaderEpochCache()
         if replicated:
             # The leader epoch of every batch (Kafka keeps a leader-epoch-checkpoint file instead).
@@ -132,7 +148,14 @@ class ReplicaManager:
                 [(h.partition_leader_epoch, h.base_offset) for h in log.batch_headers()]
             )
         part = Partition(
-            topic, partition_index, log, state, replicated, PartitionReplication(broker_id), epochs
+            topic,
+            partition_index,
+            log,
+            state,
+            replicated,
+            PartitionReplication(broker_id),
+            epochs,
+            transactions,
         )
         self.partitions[key] = part
         return part
@@ -191,7 +214,9 @@ class ReplicaManager:
 
     # --- produce ----------------------------------------------------------------------------------
 
-    def append(self, part: Partition, records: memoryview, now_ms: int) -> AppendResult:
+    def append(
+        self, part: Partition, records: memoryview, now_ms: int, *, verification_guard: object | None = None
+    ) -> AppendResult:
         try:
             headers = validate_batches(records)
         except InvalidBatchError as exc:
@@ -203,10 +228,28 @@ class ReplicaManager:
                     error_message=f"batch of {header.size_in_bytes} bytes exceeds message.max.bytes="
                     f"{self.message_max_bytes}",
                 )
-            if header.is_transactional or header.is_control:
-                # Transactions come with their own issue; refuse rather than store half of them.
+            if header.is_control:
+                # Control batches (transaction markers) come from transaction coordinators only.
                 return AppendResult(
-                    ErrorCode.INVALID_TXN_STATE, error_message="transactional produce is not supported yet"
+                    ErrorCode.INVALID_RECORD, error_message="a client may not write control batches"
+                )
+        state = part.producer_state
+        for header in headers:
+            if (
+                header.is_transactional
+                and state.open_transaction_first_offset(header.producer_id) is None
+                and (
+                    verification_guard is None
+                    or part.verification_guards.get(header.producer_id) is not verification_guard
+                )
+            ):
+                # KIP-890 part 1: a transaction opens here only once its coordinator said the partition
+                # is in it, and no marker landed since it said so.
+                return AppendResult(
+                    ErrorCode.INVALID_TXN_STATE,
+                    log_start_offset=part.log.log_start_offset,
+                    error_message=f"producer {header.producer_id} has no verified transaction on "
+                    f"{part.topic}-{part.partition_index}: add the partition to the transaction first",
                 )
         check = part.producer_state.check_append(headers)
         if check.error_code != ErrorCode.NONE:
@@ -233,13 +276,16 @@ class ReplicaManager:
         if part.log.active_segment_base_offset != rolled_from:
             # Kafka snapshots producer state at every roll, as of the new segment's base offset, which
             # is where the state stands before this append's batches (UnifiedLog.roll).
-            write_snapshot(part.log.store, part.producer_state)
+            self._checkpoint(part)
         assigned: list[BatchHeader] = []
         next_offset = info.first_offset
         for header in headers:
             assigned.append(header._replace(base_offset=next_offset))
             next_offset += header.last_offset_delta + 1
         part.producer_state.on_append(assigned, now_ms)
+        for header in assigned:
+            if header.is_transactional:
+                part.verification_guards.pop(header.producer_id, None)
         if part.replicated:
             self._advance_high_watermark(part)  # an ISR of the leader alone moves it at once
         else:
@@ -313,10 +359,22 @@ class ReplicaManager:
         rolled_from = part.log.active_segment_base_offset
         part.log.append(buf, headers)
         if part.log.active_segment_base_offset != rolled_from:
-            write_snapshot(part.log.store, part.producer_state)
+            self._checkpoint(part)
+        position = 0
         for header in headers:
             part.epochs.assign(header.partition_leader_epoch, header.base_offset)
+            if header.is_control and header.has_producer_id and header.record_count > 0:
+                marker = decode_records(memoryview(buf)[position : position + header.size_in_bytes])[0]
+                first = part.producer_state.open_transaction_first_offset(header.producer_id)
+                part.transactions.on_marker(
+                    header.producer_id,
+                    header.base_offset if first is None else first,
+                    header.base_offset,
+                    not is_abort_marker(marker),
+                    self.last_stable_offset(part),
+                )
             part.producer_state.replay(header, now_ms)
+            position += header.size_in_bytes
         if part.producer_state.map_end_offset < part.log.log_end_offset:
             part.producer_state.map_end_offset = part.log.log_end_offset
         return ErrorCode.NONE
@@ -337,17 +395,15 @@ class ReplicaManager:
             part.log.truncate_to(offset)
         part.epochs.truncate_from_end(part.log.log_end_offset)
         part.producer_state = self._new_producer_state()
-        self.warnings.extend(
-            f"{part.topic}-{part.partition_index}/{line}"
-            for line in recover_producer_state(part.log, part.producer_state, now_ms)
-        )
+        part.transactions, problems = recover(part.log, part.producer_state, now_ms)
+        self.warnings.extend(f"{part.topic}-{part.partition_index}/{line}" for line in problems)
 
     def restart_at(self, part: Partition, offset: int, now_ms: int) -> None:
         """The leader's log starts past our end (OFFSET_OUT_OF_RANGE): start over at its log start."""
         part.log.truncate_fully_and_start_at(offset)
         part.epochs.clear_and_start_at()
         part.producer_state = self._new_producer_state()
-        recover_producer_state(part.log, part.producer_state, now_ms)
+        part.transactions, _ = recover(part.log, part.producer_state, now_ms)
 
     def update_follower_high_watermark(self, part: Partition, leader_high_watermark: int) -> bool:
         """A follower's high watermark: the leader's, as far as our log reaches."""
@@ -359,15 +415,120 @@ class ReplicaManager:
 
     # --- fetch ------------------------------------------------------------------------------------
 
-    def read(self, part: Partition, fetch_offset: int, max_bytes: int, *, min_one_batch: bool) -> ReadResult:
+    def read(
+        self,
+        part: Partition,
+        fetch_offset: int,
+        max_bytes: int,
+        *,
+        min_one_batch: bool,
+        isolation_level: int = 0,
+    ) -> ReadResult:
+        """A consumer's read: up to the high watermark (read_uncommitted) or the last stable offset
+        (read_committed, with the aborted transactions the read overlaps)."""
         log = part.log
+        lso = self.last_stable_offset(part)
+        read_committed = isolation_level == 1
         try:
             result = log.read(
-                fetch_offset, max_bytes, max_offset=log.high_watermark, min_one_batch=min_one_batch
+                fetch_offset,
+                max_bytes,
+                max_offset=lso if read_committed else log.high_watermark,
+                min_one_batch=min_one_batch,
             )
         except KafkaError as exc:
-            return ReadResult(exc.error_code, log.high_watermark, log.log_start_offset)
-        return ReadResult(ErrorCode.NONE, log.high_watermark, log.log_start_offset, list(result.chunks))
+            return ReadResult(
+                exc.error_code, log.high_watermark, log.log_start_offset, last_stable_offset=lso
+            )
+        aborted = None
+        if read_committed:
+            upper = result.next_offset if result.chunks else lso
+            aborted = part.transactions.collect_aborted(fetch_offset, upper)
+        return ReadResult(
+            ErrorCode.NONE, log.high_watermark, log.log_start_offset, list(result.chunks), lso, aborted
+        )
+
+    # --- transactions (KIP-98, KIP-890) ---------------------------------------------------------------
+
+    def last_stable_offset(self, part: Partition) -> int:
+        return part.transactions.last_stable_offset(
+            part.producer_state.first_unstable_offset(), part.log.high_watermark
+        )
+
+    def needs_verification(self, part: Partition, producer_id: int) -> bool:
+        """A transactional batch of this producer would open a transaction here (KIP-890)."""
+        return part.producer_state.open_transaction_first_offset(producer_id) is None
+
+    def begin_verification(self, part: Partition, producer_id: int) -> object:
+        guard = object()
+        part.verification_guards[producer_id] = guard
+        return guard
+
+    def append_txn_marker(
+        self,
+        part: Partition,
+        producer_id: int,
+        producer_epoch: int,
+        coordinator_epoch: int,
+        commit: bool,
+        now_ms: int,
+    ) -> AppendResult:
+        """A transaction coordinator's COMMIT/ABORT marker (WriteTxnMarkers): one control batch that
+        ends the producer's transaction here (ProducerAppendInfo.appendEndTxnMarker's checks)."""
+        state = part.producer_state
+        entry = state.entry(producer_id)
+        if entry is not None and producer_epoch < entry.producer_epoch:
+            return AppendResult(
+                ErrorCode.INVALID_PRODUCER_EPOCH,
+                error_message=f"marker epoch {producer_epoch} is below producer {producer_id}'s "
+                f"epoch {entry.producer_epoch}",
+            )
+        if coordinator_epoch < state.coordinator_epoch(producer_id):
+            return AppendResult(
+                ErrorCode.TRANSACTION_COORDINATOR_FENCED,
+                error_message=f"coordinator epoch {coordinator_epoch} is below "
+                f"{state.coordinator_epoch(producer_id)}",
+            )
+        batch = build_batch(
+            [marker_record(commit, coordinator_epoch)],
+            timestamp_ms=now_ms,
+            producer_id=producer_id,
+            producer_epoch=producer_epoch,
+            base_sequence=NO_SEQUENCE,
+            is_transactional=True,
+            is_control=True,
+        )
+        headers = validate_batches(batch)
+        first = state.open_transaction_first_offset(producer_id)
+        lso = self.last_stable_offset(part)
+        rolled_from = part.log.active_segment_base_offset
+        leader_epoch = part.replication.leader_epoch
+        info = part.log.append(batch, headers, leader_epoch=max(leader_epoch, 0))
+        if part.replicated:
+            part.epochs.assign(leader_epoch, info.first_offset)
+        if part.log.active_segment_base_offset != rolled_from:
+            self._checkpoint(part)
+        state.on_append([headers[0]._replace(base_offset=info.first_offset)], now_ms)
+        state.set_coordinator_epoch(producer_id, coordinator_epoch)
+        part.verification_guards.pop(producer_id, None)
+        part.transactions.on_marker(
+            producer_id, info.first_offset if first is None else first, info.first_offset, commit, lso
+        )
+        if part.replicated:
+            self._advance_high_watermark(part)
+        else:
+            part.log.set_high_watermark(part.log.log_end_offset)
+        return AppendResult(
+            ErrorCode.NONE,
+            base_offset=info.first_offset,
+            log_start_offset=part.log.log_start_offset,
+            last_offset=info.last_offset,
+        )
+
+    def _checkpoint(self, part: Partition) -> None:
+        """Producer state and the aborted-transaction index, as of the log end (segment roll, close)."""
+        offset = write_snapshot(part.log.store, part.producer_state)
+        write_index(part.log.store, part.transactions, offset)
 
     # --- housekeeping -----------------------------------------------------------------------------
 
@@ -378,6 +539,7 @@ class ReplicaManager:
             if removed:
                 deleted += len(removed)
                 delete_snapshots_below(part.log.store, part.log.log_start_offset)
+                part.transactions.drop_below(part.log.log_start_offset)
         self.expire_producers(now_ms)
         return deleted
 
@@ -396,6 +558,6 @@ class ReplicaManager:
     def close_all(self) -> None:
         for part in self.partitions.values():
             # Clean shutdown: a snapshot at the log end, so the next start reads no log at all.
-            write_snapshot(part.log.store, part.producer_state)
+            self._checkpoint(part)
             part.log.close()
         self.partitions.clear()

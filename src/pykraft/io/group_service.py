@@ -6,8 +6,9 @@ completions), ticks its timers, appends the records it produces to the ``__consu
 partition of the group (offset commits are answered only once their records are in the log), and
 loads (replays) every partition this node leads when the metadata image says so.
 
-The internal topic is created through the controller like any topic, lazily, on the first
-FindCoordinator for a group (``offsets.topic.num.partitions`` partitions).
+The internal topic is created on the first FindCoordinator for a group (io/internal_topics.py).
+TxnOffsetCommit (KIP-98) appends its offsets as a transactional batch of the producer; they stay pending
+until the transaction's marker reaches the group's partition (:meth:`GroupService.on_txn_marker`).
 """
 
 from __future__ import annotations
@@ -17,11 +18,10 @@ import contextvars
 import logging
 import random
 import time
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Awaitable, Callable
 from typing import Any
 
-from pykraft.broker import handlers
-from pykraft.broker.handlers import COORDINATOR_KEY_TYPE_GROUP, BrokerContext, ClusterView
+from pykraft.broker.handlers import BrokerContext, ClusterView
 from pykraft.coordinator import group_api
 from pykraft.coordinator.group_coordinator import (
     GroupConfig,
@@ -33,9 +33,10 @@ from pykraft.coordinator.group_coordinator import (
 from pykraft.coordinator.offsets_records import OFFSETS_TOPIC, RecordFormatError
 from pykraft.core.config import NodeConfig
 from pykraft.core.errors import ErrorCode
-from pykraft.io.waiting import wait_event, wait_shielded
+from pykraft.io.internal_topics import CreateTopics, InternalTopic, is_commit_marker, iter_batches
+from pykraft.io.waiting import wait_event
 from pykraft.protocol.messages import ApiKey
-from pykraft.protocol.records import Record, build_batch, decode_records, scan_batches
+from pykraft.protocol.records import Record, build_batch
 
 log = logging.getLogger("pykraft.groups")
 
@@ -47,15 +48,21 @@ CURRENT_CLIENT: contextvars.ContextVar[tuple[str, str]] = contextvars.ContextVar
     "pykraft_current_client", default=("", "")
 )
 
-# How long FindCoordinator waits for the controller to create __consumer_offsets before answering
-# COORDINATOR_NOT_AVAILABLE (the client then retries).
-OFFSETS_TOPIC_CREATE_TIMEOUT_S = 10.0
 # The timer loop never sleeps longer than this, so a deadline added by a request is never missed by
 # more than a wakeup.
 MAX_TICK_INTERVAL_S = 0.5
-LOAD_READ_BYTES = 1 << 20
 # How long an offset commit waits for the ISR of a replicated offsets partition (offsets.commit.timeout.ms).
 OFFSET_COMMIT_TIMEOUT_MS = 5000
+
+
+# (transactional id, producer id, epoch, partitions) -> the transaction coordinator's verdict per partition.
+VerifyTxn = Callable[[str, int, int, list[tuple[str, int]]], Awaitable[dict[tuple[str, int], ErrorCode]]]
+
+
+async def _no_transactions(
+    transactional_id: str, producer_id: int, producer_epoch: int, partitions: list[tuple[str, int]]
+) -> dict[tuple[str, int], ErrorCode]:
+    return {tp: ErrorCode.INVALID_TXN_STATE for tp in partitions}
 
 
 def now_ms() -> int:
@@ -72,9 +79,10 @@ class GroupService:
         self,
         config: NodeConfig,
         ctx: BrokerContext,
-        create_topics: Callable[[list[str], int, int], Coroutine[Any, Any, None]],
+        create_topics: CreateTopics,
         rng: random.Random,
         wait_replicated: Callable[[str, int, int, int], Awaitable[ErrorCode]] | None = None,
+        verify_txn: VerifyTxn | None = None,
     ) -> None:
         self.node_id = config.node_id
         self.ctx = ctx
@@ -88,12 +96,17 @@ class GroupService:
             ),
             rng,
         )
-        self._create_topics = create_topics
+        self.offsets_topic = InternalTopic(
+            OFFSETS_TOPIC,
+            config.offsets_topic_num_partitions,
+            config.offsets_topic_replication_factor,
+            ctx,
+            create_topics,
+        )
         # Group writes on a replicated __consumer_offsets partition are answered once the ISR has them
         # (Kafka appends them with acks=all); None: one replica, answered once appended.
         self._wait_replicated = wait_replicated
-        self.offsets_topic_replication_factor = config.offsets_topic_replication_factor
-        self._creating: asyncio.Task[None] | None = None
+        self._verify_txn: VerifyTxn = verify_txn or _no_transactions
         self._waiting: dict[int, asyncio.Future[JoinResult | SyncResult]] = {}
         self._next_token = 0
         self._wakeup = asyncio.Event()
@@ -102,13 +115,13 @@ class GroupService:
 
     def request_handlers(self) -> dict[int, RequestHandler]:
         return {
-            ApiKey.FIND_COORDINATOR: self.find_coordinator,
             ApiKey.JOIN_GROUP: self.join_group,
             ApiKey.SYNC_GROUP: self.sync_group,
             ApiKey.HEARTBEAT: self.heartbeat,
             ApiKey.LEAVE_GROUP: self.leave_group,
             ApiKey.OFFSET_COMMIT: self.offset_commit,
             ApiKey.OFFSET_FETCH: self.offset_fetch,
+            ApiKey.TXN_OFFSET_COMMIT: self.txn_offset_commit,
             ApiKey.OFFSET_DELETE: self.offset_delete,
             ApiKey.LIST_GROUPS: self.list_groups,
             ApiKey.DESCRIBE_GROUPS: self.describe_groups,
@@ -131,10 +144,7 @@ class GroupService:
     async def stop(self) -> None:
         """Node shutdown: stop creating the offsets topic and drop parked joins and syncs (their
         connections are closing; the clients rejoin elsewhere or after the restart)."""
-        creating, self._creating = self._creating, None
-        if creating is not None and not creating.done():
-            creating.cancel()
-            await asyncio.gather(creating, return_exceptions=True)
+        await self.offsets_topic.stop()
         waiting, self._waiting = self._waiting, {}
         for fut in waiting.values():
             fut.cancel()
@@ -157,33 +167,29 @@ class GroupService:
         started = time.monotonic()
         coordinator = self.coordinator
         coordinator.begin_load(partition)
-        plog = part.log
-        offset, records = plog.log_start_offset, 0
+        records = 0
         load_ms = now_ms()
-        # To the log end, as Kafka's GroupMetadataManager loads: a new leader's high watermark can lag
-        # what the ISR acknowledged (it moves once followers report), and its log is the truth now.
-        while offset < plog.log_end_offset:
-            result = plog.read(offset, LOAD_READ_BYTES, max_offset=plog.log_end_offset)
-            if not result.chunks:
-                break
-            for chunk in result.chunks:
-                for position, header in scan_batches(chunk, check_crc=False):
-                    if header.is_control:
-                        continue
-                    batch = chunk[position : position + header.size_in_bytes]
-                    for record in decode_records(batch):
-                        try:
-                            coordinator.replay(partition, record.key, record.value, load_ms)
-                        except RecordFormatError as exc:
-                            log.warning(
-                                "%s-%d offset %d: skipping a record that does not decode: %s",
-                                OFFSETS_TOPIC,
-                                partition,
-                                record.offset,
-                                exc,
-                            )
-                        records += 1
-            offset = result.next_offset
+        for header, batch_records in iter_batches(part.log):
+            if header.is_control:
+                # A transaction's marker decides its TxnOffsetCommit offsets (pending until here).
+                if batch_records:
+                    coordinator.complete_txn(
+                        partition, header.producer_id, is_commit_marker(batch_records[0])
+                    )
+                continue
+            producer_id = header.producer_id if header.is_transactional else -1
+            for record in batch_records:
+                try:
+                    coordinator.replay(partition, record.key, record.value, load_ms, producer_id)
+                except RecordFormatError as exc:
+                    log.warning(
+                        "%s-%d offset %d: skipping a record that does not decode: %s",
+                        OFFSETS_TOPIC,
+                        partition,
+                        record.offset,
+                        exc,
+                    )
+                records += 1
         coordinator.finish_load(partition, load_ms)
         if records:
             log.info(
@@ -216,21 +222,50 @@ class GroupService:
         if wake_timers:
             self._wakeup.set()
 
-    def _append(self, partition: int, records: list[tuple[bytes, bytes | None]]) -> tuple[ErrorCode, int]:
-        """(error, last offset appended; -1 when nothing was)."""
+    def _append(
+        self,
+        partition: int,
+        records: list[tuple[bytes, bytes | None]],
+        producer_id: int = -1,
+        producer_epoch: int = -1,
+        verification_guard: object | None = None,
+    ) -> tuple[ErrorCode, int]:
+        """(error, last offset appended; -1 when nothing was). With a producer id: one transactional
+        batch of that producer (TxnOffsetCommit), its sequence continuing the producer's in this
+        partition (only this coordinator writes that producer's batches here)."""
         if not records:
             return ErrorCode.NONE, -1
         part = self.ctx.replicas.get(OFFSETS_TOPIC, partition)
         if part is None:
             return ErrorCode.NOT_LEADER_OR_FOLLOWER, -1
         now = now_ms()
-        batch = build_batch([Record(key, value) for key, value in records], timestamp_ms=now)
-        result = self.ctx.replicas.append(part, memoryview(batch), now)
+        rows = [Record(key, value) for key, value in records]
+        if producer_id < 0:
+            batch = build_batch(rows, timestamp_ms=now)
+            result = self.ctx.replicas.append(part, memoryview(batch), now)
+        else:
+            entry = part.producer_state.entry(producer_id)
+            sequence = 0
+            if entry is not None and entry.producer_epoch == producer_epoch and not entry.is_empty:
+                sequence = (entry.last_seq + 1) & 0x7FFFFFFF
+            batch = build_batch(
+                rows,
+                timestamp_ms=now,
+                producer_id=producer_id,
+                producer_epoch=producer_epoch,
+                base_sequence=sequence,
+                is_transactional=True,
+            )
+            result = self.ctx.replicas.append(
+                part, memoryview(batch), now, verification_guard=verification_guard
+            )
         return result.error_code, result.last_offset
 
-    async def _write(self, plan: WritePlan) -> ErrorCode:
+    async def _write(self, plan: WritePlan, verification_guard: object | None = None) -> ErrorCode:
         """Append a plan's records, then make them visible; answered once the ISR has them."""
-        error, last_offset = self._append(plan.partition, plan.records)
+        error, last_offset = self._append(
+            plan.partition, plan.records, plan.producer_id, plan.producer_epoch, verification_guard
+        )
         if error == ErrorCode.NONE:
             self.coordinator.apply(plan, now_ms())
             if last_offset >= 0 and self._wait_replicated is not None:
@@ -239,44 +274,7 @@ class GroupService:
                 )
         return error
 
-    async def _ensure_offsets_topic(self) -> None:
-        if OFFSETS_TOPIC in self.ctx.cluster.topics:
-            return
-        if self._creating is None or self._creating.done():
-            self._creating = asyncio.get_running_loop().create_task(
-                self._create_topics([OFFSETS_TOPIC], self.num_partitions, self._offsets_replication_factor())
-            )
-        creating = self._creating
-        if not await wait_shielded(creating, OFFSETS_TOPIC_CREATE_TIMEOUT_S):
-            log.warning("creating %s took over %.0f s", OFFSETS_TOPIC, OFFSETS_TOPIC_CREATE_TIMEOUT_S)
-        elif not creating.cancelled() and creating.exception() is not None:
-            log.warning("creating %s failed: %s", OFFSETS_TOPIC, creating.exception())
-
-    def _offsets_replication_factor(self) -> int:
-        """offsets.topic.replication.factor, clamped to the live brokers (never below 1) with a log line,
-        so a cluster smaller than the default 3 still gets its offsets topic."""
-        live = max(1, len(self.ctx.cluster.brokers))
-        wanted = self.offsets_topic_replication_factor
-        if wanted > live:
-            log.info(
-                "creating %s with replication factor %d: offsets.topic.replication.factor=%d but %d broker(s) are live",
-                OFFSETS_TOPIC,
-                live,
-                wanted,
-                live,
-            )
-            return live
-        return wanted
-
     # --- handlers ------------------------------------------------------------------------------------
-
-    async def find_coordinator(self, request: Any, version: int) -> Any:
-        key_type = request.key_type if version >= 1 else COORDINATOR_KEY_TYPE_GROUP
-        if key_type == COORDINATOR_KEY_TYPE_GROUP:
-            # Kafka answers COORDINATOR_NOT_AVAILABLE until the topic exists; waiting for the
-            # controller here saves every first consumer a retry round trip.
-            await self._ensure_offsets_topic()
-        return handlers.handle_find_coordinator(request, version, self.ctx)
 
     async def join_group(self, request: Any, version: int) -> Any:
         client_id, peer = CURRENT_CLIENT.get()
@@ -312,6 +310,34 @@ class GroupService:
         error = await self._write(plan) if plan.error_code == ErrorCode.NONE else ErrorCode.NONE
         self._after()
         return group_api.commit_response(request, plan, version, error)
+
+    async def txn_offset_commit(self, request: Any, version: int) -> Any:
+        """TxnOffsetCommit (28): the offsets join the producer's transaction. KIP-890: the first write
+        of the producer's transaction to this ``__consumer_offsets`` partition is checked with the
+        transaction coordinator (the partition must have been added with AddOffsetsToTxn)."""
+        req = group_api.txn_commit_request(request, version)
+        plan = self.coordinator.txn_commit_offsets(req, request.producer_id, request.producer_epoch, now_ms())
+        error = ErrorCode.NONE
+        if plan.error_code == ErrorCode.NONE and plan.records:
+            guard: object | None = None
+            part = self.ctx.replicas.get(OFFSETS_TOPIC, plan.partition)
+            if part is not None and self.ctx.replicas.needs_verification(part, request.producer_id):
+                guard = self.ctx.replicas.begin_verification(part, request.producer_id)
+                verdict = await self._verify_txn(
+                    request.transactional_id or "",
+                    request.producer_id,
+                    request.producer_epoch,
+                    [(OFFSETS_TOPIC, plan.partition)],
+                )
+                error = verdict.get((OFFSETS_TOPIC, plan.partition), ErrorCode.INVALID_TXN_STATE)
+            if error == ErrorCode.NONE:
+                error = await self._write(plan, guard)
+        self._after()
+        return group_api.txn_commit_response(request, plan, version, error)
+
+    def on_txn_marker(self, partition: int, producer_id: int, commit: bool) -> None:
+        """WriteTxnMarkers wrote a marker to ``__consumer_offsets`` partition ``partition`` here."""
+        self.coordinator.complete_txn(partition, producer_id, commit)
 
     async def offset_fetch(self, request: Any, version: int) -> Any:
         return group_api.handle_offset_fetch(self.coordinator, request, version)

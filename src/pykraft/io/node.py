@@ -25,6 +25,7 @@ from pykraft.broker.producer_admin import handle_describe_configs, handle_descri
 from pykraft.broker.producer_id_manager import ProducerIdManager
 from pykraft.broker.replica_manager import ReplicaManager
 from pykraft.broker.replication import IsrProposal, Transition
+from pykraft.coordinator.offsets_records import OFFSETS_TOPIC
 from pykraft.core.config import NodeConfig
 from pykraft.core.errors import ErrorCode, RemoteProtocolError
 from pykraft.io.controller_link import ControllerLink
@@ -36,13 +37,15 @@ from pykraft.io.replica_fetcher import ReplicaFetchers
 from pykraft.io.rpc_channel import PeerUnavailable
 from pykraft.io.server import ConnectionInfo, KafkaServer
 from pykraft.io.snapshots import SnapshotStateError
+from pykraft.io.txn_service import TxnService
 from pykraft.io.waiting import wait_shielded
 from pykraft.log.partition_log import LogConfig, PartitionLog
 from pykraft.metadata.image import CONFIG_RESOURCE_TYPE_TOPIC, ConfigResource
 from pykraft.protocol import messages
 from pykraft.protocol.fetch import encode_fetch_response
 from pykraft.protocol.messages import ApiKey, RequestHeader
-from pykraft.protocol.produce import decode_produce_request, encode_produce_response
+from pykraft.protocol.produce import ProduceRequestData, decode_produce_request, encode_produce_response
+from pykraft.protocol.records import BATCH_HEADER_SIZE, read_batch_header
 from pykraft.raft import wire
 from pykraft.storage.ensemble import meta_properties_path
 from pykraft.storage.meta_properties import MetaPropertiesError
@@ -55,6 +58,9 @@ SHUTDOWN_BUDGET_S = 10.0
 # The part of it a broker process spends on controlled shutdown (the controller moving leadership off
 # it); past it the broker stops anyway and the controller fences it when its session expires.
 CONTROLLED_SHUTDOWN_BUDGET_S = 5.0
+
+# Transaction markers are appended with acks=all; the coordinator retries a marker that timed out.
+MARKER_TIMEOUT_MS = 5000
 
 # A request handler of the dispatch table: (decoded request, version) -> response object.
 RequestHandler = Callable[[Any, int], Awaitable[Any]]
@@ -119,6 +125,7 @@ class Node:
         self.producer_ids = ProducerIdManager(config.node_id)
         self.ctx: handlers.BrokerContext | None = None
         self.groups: GroupService | None = None
+        self.txns: TxnService | None = None
         self._data_arrived: asyncio.Future[None] | None = None
         self._tasks: set[asyncio.Task[Any]] = set()
         self._stopped = False
@@ -217,14 +224,28 @@ class Node:
             auto_create_topics_enable=config.auto_create_topics_enable,
             request_topic_creation=self._request_topic_creation,
             offsets_topic_num_partitions=config.offsets_topic_num_partitions,
+            transaction_state_num_partitions=config.transaction_state_log_num_partitions,
             min_insync_replicas=self._min_insync_replicas,
         )
         self.fetchers = ReplicaFetchers(
             config, self.replicas, self.rng, on_high_watermark=self._on_high_watermark
         )
         create_topics = link.create_topics_by_name if link is not None else metadata.create_topics_by_name
+        self.txns = TxnService(
+            config,
+            self.ctx,
+            create_topics,
+            wait_replicated=self.wait_replicated,
+            write_markers_locally=self._write_txn_markers,
+            after_producer_id=self._pump_producer_ids,
+        )
         self.groups = GroupService(
-            config, self.ctx, create_topics, self.rng, wait_replicated=self.wait_replicated
+            config,
+            self.ctx,
+            create_topics,
+            self.rng,
+            wait_replicated=self.wait_replicated,
+            verify_txn=self.txns.verify,
         )
         self._on_image()
         self._request_handlers = self._build_request_handlers()
@@ -254,6 +275,7 @@ class Node:
             self._spawn(link.run_session())
         self._spawn(self._housekeeping())
         self._spawn(self.groups.run_timers())
+        self._spawn(self.txns.run_timers())
         self._spawn(self._isr_timer())
 
     async def _register_in_process(self) -> None:
@@ -372,6 +394,8 @@ class Node:
                 await bounded(server.stop(), functools.partial(_connections_left, server))
         if self.groups is not None:
             await bounded(self.groups.stop(), lambda: "the group coordinator")
+        if self.txns is not None:
+            await bounded(self.txns.stop(), lambda: "the transaction coordinator")
         if self.fetchers is not None:
             await bounded(self.fetchers.close(), lambda: "the replica fetchers")
         for key in list(self._replication_waits):
@@ -476,6 +500,8 @@ class Node:
             self.fetchers.update(followed, {b.node_id: (b.host, b.port) for b in view.brokers})
         if self.groups is not None:
             self.groups.on_image(view)
+        if self.txns is not None:
+            self.txns.on_image()
 
     # --- replication (issue 14) -------------------------------------------------------------------
 
@@ -666,8 +692,13 @@ class Node:
         assert ctx is not None
         if key == ApiKey.PRODUCE:
             produce = decode_produce_request(view[header.body_offset :], version)
+            verification = None
+            if produce.transactional_id is not None:
+                verification = await self._verify_transactional_produce(produce)
             waits: list[handlers.ReplicationWait] = []
-            results = handlers.handle_produce(produce, version, ctx, now_ms(), waits)
+            results = handlers.handle_produce(
+                produce, version, ctx, now_ms(), waits, verification=verification
+            )
             self._notify_data()
             if produce.acks == 0:
                 return None
@@ -736,7 +767,13 @@ class Node:
 
             return call
 
+        txns = self.txns
+        groups = self.groups
+        assert txns is not None and groups is not None
+
         async def init_producer_id(request: Any, version: int) -> Any:
+            if request.transactional_id is not None:
+                return await txns.init_producer_id(request, version)
             response = handlers.handle_init_producer_id(request, version, ctx, now_ms())
             self._pump_producer_ids()
             return response
@@ -765,9 +802,94 @@ class Node:
             ApiKey.DESCRIBE_CONFIGS: sync(
                 lambda request, version, ctx: handle_describe_configs(request, version, ctx, self.config)
             ),
-            # FindCoordinator, the group APIs and committed offsets (io/group_service.py).
-            **(self.groups.request_handlers() if self.groups is not None else {}),
+            ApiKey.FIND_COORDINATOR: self._find_coordinator,
+            ApiKey.WRITE_TXN_MARKERS: self._write_txn_markers,
+            # The group APIs and committed offsets (io/group_service.py), transactions (io/txn_service.py).
+            **groups.request_handlers(),
+            **txns.request_handlers(),
         }
+
+    async def _find_coordinator(self, request: Any, version: int) -> Any:
+        """FindCoordinator: Kafka answers COORDINATOR_NOT_AVAILABLE until the internal topic exists;
+        creating it here (bounded) saves every first client a retry round trip."""
+        assert self.ctx is not None and self.groups is not None and self.txns is not None
+        key_type = request.key_type if version >= 1 else handlers.COORDINATOR_KEY_TYPE_GROUP
+        if key_type == handlers.COORDINATOR_KEY_TYPE_GROUP:
+            await self.groups.offsets_topic.ensure()
+        elif key_type == handlers.COORDINATOR_KEY_TYPE_TRANSACTION:
+            await self.txns.topic.ensure()
+        return handlers.handle_find_coordinator(request, version, self.ctx)
+
+    async def _verify_transactional_produce(
+        self, produce: ProduceRequestData
+    ) -> dict[tuple[str, int], object | ErrorCode]:
+        """KIP-890 part 1: a transactional producer's first batch to a partition in a transaction is
+        appended only once its transaction coordinator confirms the partition was added (else a write
+        after the transaction ended would open a transaction no coordinator knows: a hanging one).
+        The guard taken before asking is void if a marker lands meanwhile."""
+        assert self.ctx is not None and self.txns is not None
+        ctx = self.ctx
+        guards: dict[tuple[str, int], object] = {}
+        producer: tuple[int, int] | None = None
+        for topic in produce.topics:
+            for pdata in topic.partitions:
+                records = pdata.records
+                if records is None or len(records) < BATCH_HEADER_SIZE:
+                    continue
+                part, error = handlers.led_partition(ctx, topic.name, pdata.index)
+                if part is None:
+                    continue
+                batch = read_batch_header(records)
+                if not batch.is_transactional or batch.producer_id < 0:
+                    continue
+                producer = producer or (batch.producer_id, batch.producer_epoch)
+                if self.replicas.needs_verification(part, batch.producer_id):
+                    guards[(topic.name, pdata.index)] = self.replicas.begin_verification(
+                        part, batch.producer_id
+                    )
+        if not guards or producer is None:
+            return {}
+        verdict = await self.txns.verify(
+            produce.transactional_id or "", producer[0], producer[1], list(guards)
+        )
+        return {
+            tp: guard if verdict.get(tp) == ErrorCode.NONE else verdict.get(tp, ErrorCode.INVALID_TXN_STATE)
+            for tp, guard in guards.items()
+        }
+
+    async def _write_txn_markers(self, request: Any, version: int) -> Any:
+        """WriteTxnMarkers (27), from a transaction coordinator (this node's or another's): markers are
+        answered once the ISR has them (Kafka appends them with acks=all); a marker in
+        ``__consumer_offsets`` also settles the producer's TxnOffsetCommit offsets there."""
+        assert self.ctx is not None and self.groups is not None
+        waits: list[handlers.ReplicationWait] = []
+        outcome = handlers.handle_write_txn_markers(request, version, self.ctx, now_ms(), waits)
+        self._notify_data()
+        if waits:
+            # Each replicated partition's marker is answered once the ISR has it.
+            errors = await asyncio.gather(
+                *(
+                    self.wait_replicated(
+                        w.part.topic, w.part.partition_index, w.last_offset, MARKER_TIMEOUT_MS
+                    )
+                    for w in waits
+                )
+            )
+            failed = {
+                (w.part.topic, w.part.partition_index): e
+                for w, e in zip(waits, errors, strict=True)
+                if e != ErrorCode.NONE
+            }
+            for marker in outcome.response.markers:
+                for topic_result in marker.topics:
+                    for p in topic_result.partitions:
+                        error = failed.get((topic_result.name, p.partition_index))
+                        if error is not None and p.error_code == ErrorCode.NONE:
+                            p.error_code = error
+        for topic, partition, producer_id, commit in outcome.written:
+            if topic == OFFSETS_TOPIC:
+                self.groups.on_txn_marker(partition, producer_id, commit)
+        return outcome.response
 
     async def _forward_create(self, request: Any, version: int) -> Any:
         """CreateTopics on a broker process: forwarded to the active controller; answered once this

@@ -27,7 +27,6 @@ from collections.abc import Iterable
 
 from crc32c import crc32c
 
-from pykraft.log.partition_log import PartitionLog
 from pykraft.log.producer_state import ProducerStateManager, SnapshotEntry
 from pykraft.log.store import SEGMENT_NAME_DIGITS, SegmentStore
 
@@ -141,19 +140,3 @@ def delete_snapshots_below(store: SegmentStore, offset: int) -> list[int]:
     for doomed_offset in doomed:
         store.delete_checkpoint(snapshot_file_name(doomed_offset))
     return doomed
-
-
-def recover_producer_state(log: PartitionLog, manager: ProducerStateManager, now_ms: int) -> list[str]:
-    """Producer state on start: the newest usable snapshot, then the log's batch headers after it
-    (all of them when there is none). Returns one line per snapshot file given up."""
-    loaded, problems = load_latest_snapshot(log.store, manager, log.log_end_offset, now_ms)
-    start = log.log_start_offset if loaded is None else max(loaded, log.log_start_offset)
-    if start < log.log_end_offset:
-        for header in log.batch_headers(start):
-            # A snapshot older than the log start leaves a gap the log no longer holds (KIP-360: the
-            # state it has is still worth keeping); never re-apply what the snapshot already holds.
-            if header.base_offset >= manager.map_end_offset:
-                manager.replay(header, now_ms)
-    if manager.map_end_offset < log.log_end_offset:
-        manager.map_end_offset = log.log_end_offset
-    return problems

@@ -389,6 +389,31 @@ class ProducerStateManager:
         txn = self._txn.get(producer_id)
         return txn is not None and txn[1] != NO_OFFSET
 
+    # --- transactions (KIP-98) ------------------------------------------------------------------------
+
+    def open_transaction_first_offset(self, producer_id: int) -> int | None:
+        """The first offset of the producer's open transaction in this partition, or None."""
+        txn = self._txn.get(producer_id)
+        return None if txn is None or txn[1] == NO_OFFSET else txn[1]
+
+    def open_transactions(self) -> dict[int, int]:
+        """producer id -> first offset of its open transaction."""
+        return {pid: first for pid, (_, first) in self._txn.items() if first != NO_OFFSET}
+
+    def first_unstable_offset(self) -> int | None:
+        """The lowest first offset of an open transaction (what holds the last stable offset back)."""
+        firsts = [first for _, first in self._txn.values() if first != NO_OFFSET]
+        return min(firsts) if firsts else None
+
+    def coordinator_epoch(self, producer_id: int) -> int:
+        return self._txn.get(producer_id, (NO_COORDINATOR_EPOCH, NO_OFFSET))[0]
+
+    def set_coordinator_epoch(self, producer_id: int, coordinator_epoch: int) -> None:
+        """A marker's coordinator epoch (in its record, not its header): a later marker from an older
+        coordinator is fenced with it (TRANSACTION_COORDINATOR_FENCED)."""
+        first = self._txn.get(producer_id, (NO_COORDINATOR_EPOCH, NO_OFFSET))[1]
+        self._txn[producer_id] = (coordinator_epoch, first)
+
     # --- leader: check, then apply ---------------------------------------------------------------
 
     def check_append(self, headers: Sequence[BatchHeader]) -> AppendCheck:

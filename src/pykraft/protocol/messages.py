@@ -147,7 +147,17 @@ SUPPORTED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     ApiKey.CREATE_TOPICS: (2, 7),
     ApiKey.DELETE_TOPICS: (1, 6),
     ApiKey.DELETE_RECORDS: (0, 2),
-    ApiKey.INIT_PRODUCER_ID: (0, 4),
+    ApiKey.INIT_PRODUCER_ID: (0, 5),
+    # Transactions (issue 15): KIP-98 with KIP-360 bumps and KIP-890 part 1 verification. The versions
+    # stop before transaction.version 2 (KIP-890 part 2: EndTxn v5, AddOffsetsToTxn v4, TxnOffsetCommit
+    # v5, Produce v12); AddPartitionsToTxn v4 is the brokers' batched verify-only form.
+    ApiKey.ADD_PARTITIONS_TO_TXN: (0, 4),
+    ApiKey.ADD_OFFSETS_TO_TXN: (0, 3),
+    ApiKey.END_TXN: (0, 3),
+    ApiKey.WRITE_TXN_MARKERS: (1, 1),
+    ApiKey.TXN_OFFSET_COMMIT: (0, 3),
+    ApiKey.DESCRIBE_TRANSACTIONS: (0, 0),
+    ApiKey.LIST_TRANSACTIONS: (0, 1),
     # Preferred and unclean leader election (KIP-460), forwarded to the active controller.
     ApiKey.ELECT_LEADERS: (0, 2),
     # Producer state (issue 5): KIP-758's window is advertised as a broker config; KIP-664 view.
