@@ -39,6 +39,7 @@ bench: $(STAMP)
 	$(BIN)/python -m bench.election
 	$(BIN)/python -m bench.replication
 	$(BIN)/python -m bench.cluster
+	$(BIN)/python -m bench.transactions
 
 clean:
 	rm -rf $(VENV) data .pytest_cache .mypy_cache .ruff_cache

@@ -18,7 +18,13 @@ from typing import Any
 from kafka.protocol.admin import CreateTopicsResponse
 from kafka.protocol.consumer import ListOffsetsResponse
 from kafka.protocol.metadata import FindCoordinatorResponse, MetadataResponse
-from kafka.protocol.producer import InitProducerIdResponse, ProduceResponse
+from kafka.protocol.producer import (
+    AddOffsetsToTxnResponse,
+    AddPartitionsToTxnResponse,
+    EndTxnResponse,
+    InitProducerIdResponse,
+    ProduceResponse,
+)
 
 from pykraft.protocol import messages
 from pykraft.protocol.fetch import (
@@ -241,6 +247,28 @@ class NullBroker:
                     )
                 )
             return ListOffsetsResponse(version=version, throttle_time_ms=0, topics=topics)
+        if key in (ApiKey.END_TXN, ApiKey.ADD_OFFSETS_TO_TXN):
+            # Transactions: success without a coordinator, a log or markers (the ceiling for T1).
+            cls = EndTxnResponse if key == ApiKey.END_TXN else AddOffsetsToTxnResponse
+            return cls(version=version, throttle_time_ms=0, error_code=0)
+        if key == ApiKey.ADD_PARTITIONS_TO_TXN:
+            topic_result: Any = AddPartitionsToTxnResponse.AddPartitionsToTxnTopicResult
+            return AddPartitionsToTxnResponse(
+                version=version,
+                throttle_time_ms=0,
+                results_by_topic_v3_and_below=[
+                    topic_result(
+                        name=t.name,
+                        results_by_partition=[
+                            topic_result.AddPartitionsToTxnPartitionResult(
+                                partition_index=p, partition_error_code=0
+                            )
+                            for p in t.partitions
+                        ],
+                    )
+                    for t in request.v3_and_below_topics
+                ],
+            )
         if key == ApiKey.FIND_COORDINATOR:
             if version >= 4:
                 return FindCoordinatorResponse(
