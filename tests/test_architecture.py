@@ -24,6 +24,8 @@ LAYER = {
     "broker": 4,
     "coordinator": 4,
     "io": 5,
+    # pykraft's own asyncio client (sockets): shell level, beside io.
+    "client": 5,
     # PySpark source/sink and pipelines: shell level (pyspark, sockets, files).
     "spark": 6,
 }

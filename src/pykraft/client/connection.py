@@ -1,0 +1,116 @@
+"""One asyncio connection to a broker: pipelined requests over kafka-python's client-side codec.
+
+Requests are written in order and answered in order (Kafka answers a connection's requests in the order
+it sent them); ``request()`` returns a future per request, so a caller can keep many in flight. A lost
+connection fails every pending future with :class:`ConnectionLost`; the caller decides what to resend.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import struct
+from collections import deque
+from typing import Any
+
+from pykraft.client.errors import ConnectionLost
+
+_SIZE = struct.Struct(">i")
+
+
+class Connection:
+    def __init__(self, host: str, port: int, *, client_id: str, node_id: int = -1) -> None:
+        self.host, self.port, self.node_id = host, port, node_id
+        self.client_id = client_id
+        self._reader: asyncio.StreamReader | None = None
+        self._writer: asyncio.StreamWriter | None = None
+        self._pending: deque[tuple[int, Any, int, asyncio.Future[Any]]] = deque()
+        self._correlation_id = 0
+        self._read_task: asyncio.Task[None] | None = None
+        self.closed = False
+
+    async def connect(self, timeout_s: float) -> None:
+        try:
+            self._reader, self._writer = await asyncio.wait_for(
+                asyncio.open_connection(self.host, self.port), timeout_s
+            )
+        except (OSError, TimeoutError) as exc:
+            self.closed = True
+            raise ConnectionLost(f"cannot connect to {self.host}:{self.port}: {exc}") from None
+        self._read_task = asyncio.get_running_loop().create_task(self._read_loop())
+
+    @property
+    def in_flight(self) -> int:
+        return len(self._pending)
+
+    def request(self, request: Any, response_class: Any, version: int) -> asyncio.Future[Any]:
+        """Send ``request`` at ``version``; the future resolves to the decoded response."""
+        fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        if self.closed or self._writer is None:
+            fut.set_exception(ConnectionLost(f"connection to {self.host}:{self.port} is closed"))
+            return fut
+        self._correlation_id = (self._correlation_id + 1) & 0x7FFFFFFF
+        request._header = None
+        request.API_VERSION = version
+        request.with_header(correlation_id=self._correlation_id, client_id=self.client_id)
+        self._pending.append((self._correlation_id, response_class, version, fut))
+        self._writer.write(bytes(request.encode(header=True, framed=True)))
+        return fut
+
+    async def call(self, request: Any, response_class: Any, version: int, timeout_s: float) -> Any:
+        fut = self.request(request, response_class, version)
+        try:
+            return await asyncio.wait_for(fut, timeout_s)
+        except TimeoutError:
+            self.close("request timed out")
+            raise ConnectionLost(f"{type(request).__name__} to {self.host}:{self.port} timed out") from None
+
+    async def _read_loop(self) -> None:
+        assert self._reader is not None
+        reason = "closed by the broker"
+        try:
+            while True:
+                size = _SIZE.unpack(await self._reader.readexactly(4))[0]
+                frame = await self._reader.readexactly(size)
+                if not self._pending:
+                    reason = "an answer nobody asked for"
+                    break
+                correlation_id, response_class, version, fut = self._pending.popleft()
+                if _SIZE.unpack_from(frame)[0] != correlation_id:
+                    reason = (
+                        f"answer for correlation id {_SIZE.unpack_from(frame)[0]}, expected {correlation_id}"
+                    )
+                    if not fut.done():
+                        fut.set_exception(ConnectionLost(reason))
+                    break
+                if not fut.done():
+                    try:
+                        fut.set_result(response_class.decode(frame, version=version, header=True))
+                    except Exception as exc:  # a response that does not decode ends the connection
+                        fut.set_exception(ConnectionLost(f"undecodable response: {exc}"))
+                        reason = "undecodable response"
+                        break
+        except (asyncio.IncompleteReadError, OSError) as exc:
+            reason = f"connection lost: {exc}"
+        except asyncio.CancelledError:
+            reason = "closed"
+        self._fail_pending(reason)
+        self.closed = True
+        if self._writer is not None:
+            self._writer.close()
+
+    def _fail_pending(self, reason: str) -> None:
+        while self._pending:
+            _, _, _, fut = self._pending.popleft()
+            if not fut.done():
+                fut.set_exception(ConnectionLost(f"{self.host}:{self.port}: {reason}"))
+
+    def close(self, reason: str = "closed") -> None:
+        if self.closed and self._read_task is None:
+            return
+        self.closed = True
+        self._fail_pending(reason)
+        if self._writer is not None:
+            self._writer.close()
+        if self._read_task is not None and not self._read_task.done():
+            self._read_task.cancel()
+        self._read_task = None
