@@ -1,16 +1,13 @@
 """A small assign()-style asyncio consumer: positions you set, Fetch v11 with an isolation level.
 
 ``read_committed`` reads up to the last stable offset and drops the records of aborted transactions with
-the Java client's algorithm: the Fetch answer lists (producer id, first offset) of the aborted
-transactions the read overlaps; walking the batches in order, a producer becomes *aborted* once a
-batch at or past its first offset comes, its transactional batches are skipped, and its ABORT marker
-ends that. Control batches are never returned.
+the Java client's algorithm (``protocol.records.committed_batches``). Control batches are never
+returned.
 """
 
 from __future__ import annotations
 
 import asyncio
-import heapq
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -34,7 +31,7 @@ from pykraft.client.connection import Connection
 from pykraft.client.errors import ConnectionLost, KafkaClientError
 from pykraft.client.producer import parse_bootstrap
 from pykraft.core.errors import ErrorCode
-from pykraft.protocol.records import decode_records, scan_batches
+from pykraft.protocol.records import committed_batches, decode_records, scan_batches
 
 TopicPartition = tuple[str, int]
 FETCH_VERSION = 11
@@ -57,28 +54,11 @@ class ConsumerRecord:
 def committed_records(
     topic: str, partition: int, records: bytes, aborted: list[tuple[int, int]] | None, fetch_offset: int
 ) -> list[ConsumerRecord]:
-    """The records of a Fetch answer a consumer may see: data batches at or past ``fetch_offset``,
-    without control batches and, when ``aborted`` is a list (read_committed), without the records of
-    those aborted transactions."""
+    """The records of a Fetch answer a consumer may see (:func:`committed_batches`), at or past
+    ``fetch_offset``."""
     out: list[ConsumerRecord] = []
-    pending = sorted((first, pid) for pid, first in aborted or [])
-    heapq.heapify(pending)
-    aborted_producers: set[int] = set()
-    for position, header in scan_batches(records, check_crc=True):
-        if aborted is not None:
-            while pending and pending[0][0] <= header.last_offset:
-                aborted_producers.add(heapq.heappop(pending)[1])
-        batch = records[position : position + header.size_in_bytes]
-        if header.is_control:
-            if header.producer_id in aborted_producers:
-                decoded = decode_records(batch)
-                key = decoded[0].key if decoded else None
-                if key is not None and len(key) >= 4 and int.from_bytes(key[2:4], "big") == 0:
-                    aborted_producers.discard(header.producer_id)
-            continue
-        if aborted is not None and header.is_transactional and header.producer_id in aborted_producers:
-            continue
-        for record in decode_records(batch):
+    for position, header in committed_batches(records, list(scan_batches(records, check_crc=True)), aborted):
+        for record in decode_records(records[position : position + header.size_in_bytes]):
             if record.offset >= fetch_offset:
                 out.append(
                     ConsumerRecord(

@@ -443,3 +443,39 @@ def decode_records(batch: bytes | bytearray | memoryview) -> list[Record]:
     if pos != len(body):
         raise ValueError(f"{len(body) - pos} byte(s) of garbage after the last record")
     return records
+
+
+def is_abort_marker_batch(batch: bytes | bytearray | memoryview) -> bool:
+    """A control batch whose EndTransactionMarker (key: version int16, type int16) says ABORT (0)."""
+    records = decode_records(batch)
+    key = records[0].key if records else None
+    return key is not None and len(key) >= 4 and int.from_bytes(key[2:4], "big", signed=True) == 0
+
+
+def committed_batches(
+    records: bytes | bytearray | memoryview,
+    batches: Sequence[tuple[int, BatchHeader]],
+    aborted_transactions: Sequence[tuple[int, int]] | None,
+) -> list[tuple[int, BatchHeader]]:
+    """The data batches of a Fetch answer a consumer may see: control batches never, and with
+    read_committed (``aborted_transactions`` a list of (producer id, first offset)) not the batches of
+    those aborted transactions. The Java consumer's walk: in offset order, a producer counts as aborted
+    once a batch ends at or past its aborted transaction's first offset, its transactional batches are
+    skipped, and its ABORT marker ends that (a later transaction of it may commit)."""
+    pending = sorted((first, pid) for pid, first in aborted_transactions or ())
+    aborted_producers: set[int] = set()
+    out: list[tuple[int, BatchHeader]] = []
+    for position, header in batches:
+        if aborted_transactions is not None:
+            while pending and pending[0][0] <= header.last_offset:
+                aborted_producers.add(pending.pop(0)[1])
+        if header.is_control:
+            if header.producer_id in aborted_producers and is_abort_marker_batch(
+                records[position : position + header.size_in_bytes]
+            ):
+                aborted_producers.discard(header.producer_id)
+            continue
+        if header.is_transactional and header.producer_id in aborted_producers:
+            continue
+        out.append((position, header))
+    return out

@@ -77,6 +77,8 @@ class FetchedPartition:
     high_watermark: int
     log_start_offset: int
     records: memoryview  # stored RecordBatch bytes, possibly ending in a partial batch
+    # read_committed: (producer id, first offset) of the aborted transactions the read overlaps.
+    aborted_transactions: list[tuple[int, int]] | None = None
 
 
 class _Reader:
@@ -245,16 +247,23 @@ class BrokerConnection:
 
     # --- ListOffsets v1 ----------------------------------------------------------------------------
 
-    def list_offsets(self, topic: str, partitions: list[int], timestamp: int) -> dict[int, int]:
-        """Offset per partition for ``timestamp`` (EARLIEST_TIMESTAMP = log start, LATEST = end)."""
+    def list_offsets(
+        self, topic: str, partitions: list[int], timestamp: int, *, isolation_level: int = 0
+    ) -> dict[int, int]:
+        """Offset per partition for ``timestamp`` (EARLIEST_TIMESTAMP = log start, LATEST = end; with
+        isolation_level 1 the end is the last stable offset: ListOffsets v2)."""
+        version = 2 if isolation_level else 1
         body = (
             _INT32.pack(-1)
+            + (bytes([isolation_level]) if version >= 2 else b"")
             + _INT32.pack(1)
             + _string(topic)
             + _INT32.pack(len(partitions))
             + b"".join(_INT32.pack(p) + _INT64.pack(timestamp) for p in partitions)
         )
-        r = self.request(_API_LIST_OFFSETS, 1, body)
+        r = self.request(_API_LIST_OFFSETS, version, body)
+        if version >= 2:
+            r.int32()  # throttle
         out: dict[int, int] = {}
         for _ in range(r.int32()):
             name = r.string()
@@ -271,13 +280,34 @@ class BrokerConnection:
     # --- Fetch v5 ----------------------------------------------------------------------------------
 
     def fetch(
-        self, topic: str, partition: int, offset: int, *, max_bytes: int, max_wait_ms: int = 100
+        self,
+        topic: str,
+        partition: int,
+        offset: int,
+        *,
+        max_bytes: int,
+        max_wait_ms: int = 100,
+        isolation_level: int = 0,
     ) -> FetchedPartition:
-        sent = self.send_fetch(topic, partition, offset, max_bytes=max_bytes, max_wait_ms=max_wait_ms)
-        return self.receive_fetch(sent, topic, partition)
+        sent = self.send_fetch(
+            topic,
+            partition,
+            offset,
+            max_bytes=max_bytes,
+            max_wait_ms=max_wait_ms,
+            isolation_level=isolation_level,
+        )
+        return self.receive_fetch(sent, topic, partition, isolation_level=isolation_level)
 
     def send_fetch(
-        self, topic: str, partition: int, offset: int, *, max_bytes: int, max_wait_ms: int = 100
+        self,
+        topic: str,
+        partition: int,
+        offset: int,
+        *,
+        max_bytes: int,
+        max_wait_ms: int = 100,
+        isolation_level: int = 0,
     ) -> int:
         """Send a Fetch without waiting for it, so the broker reads the next records while the caller
         decodes the last ones; ``receive_fetch`` takes the answer."""
@@ -286,7 +316,7 @@ class BrokerConnection:
             + _INT32.pack(max_wait_ms)
             + _INT32.pack(1)  # min bytes
             + _INT32.pack(max_bytes)
-            + b"\x00"  # isolation level: read_uncommitted, as Spark's Kafka source by default
+            + bytes([isolation_level])  # 0 read_uncommitted (Spark's Kafka source default), 1 read_committed
             + _INT32.pack(1)
             + _string(topic)
             + _INT32.pack(1)
@@ -297,7 +327,9 @@ class BrokerConnection:
         )
         return self.send(_API_FETCH, 5, body)
 
-    def receive_fetch(self, correlation: int, topic: str, partition: int) -> FetchedPartition:
+    def receive_fetch(
+        self, correlation: int, topic: str, partition: int, *, isolation_level: int = 0
+    ) -> FetchedPartition:
         r = self.receive(correlation, _API_FETCH)
         r.int32()  # throttle
         for _ in range(r.int32()):
@@ -305,10 +337,12 @@ class BrokerConnection:
             for _p in range(r.int32()):
                 part, error, high_watermark, _lso, log_start = _FETCH_PARTITION.unpack_from(r.buf, r.pos)
                 r.pos += _FETCH_PARTITION.size
-                aborted = r.int32()
-                if aborted > 0:
-                    r.pos = r.pos + 16 * aborted
+                aborted: list[tuple[int, int]] = []
+                for _a in range(max(r.int32(), 0)):
+                    aborted.append((r.int64(), r.int64()))
                 records = r.bytes_()
                 if part == partition:
-                    return FetchedPartition(error, high_watermark, log_start, records)
+                    return FetchedPartition(
+                        error, high_watermark, log_start, records, aborted if isolation_level else None
+                    )
         raise KafkaClientError(f"Fetch {topic}-{partition}: the response does not name the partition")

@@ -117,7 +117,14 @@ def _pid_chart(rows: list[Allocation], path: str) -> None:
 # --- eos-verify ---------------------------------------------------------------------------------------
 
 
-def load_topic(spark: Any, topic: str, *, bootstrap: str | None = None, data_dir: str | None = None) -> Any:
+def load_topic(
+    spark: Any,
+    topic: str,
+    *,
+    bootstrap: str | None = None,
+    data_dir: str | None = None,
+    isolation_level: str = "read_uncommitted",
+) -> Any:
     import pykraft.spark
 
     pykraft.spark.register(spark)
@@ -125,14 +132,21 @@ def load_topic(spark: Any, topic: str, *, bootstrap: str | None = None, data_dir
     if data_dir is not None:
         return reader.option("path", data_dir).load()
     assert bootstrap is not None
-    return reader.option("kafka.bootstrap.servers", bootstrap).option("startingOffsets", "earliest").load()
+    return (
+        reader.option("kafka.bootstrap.servers", bootstrap)
+        .option("startingOffsets", "earliest")
+        .option("kafka.isolation.level", isolation_level)
+        .load()
+    )
 
 
 def run_eos_verify(
     spark: Any, df: Any, expected_file: str | None = None, out_dir: str | None = None
 ) -> PipelineResult:
     """Per partition and producer (id, epoch): duplicated, missing (gaps) and reordered sequences;
-    with ``expected_file`` (one expected record value per line, UTF-8), records that never arrived."""
+    with ``expected_file`` (one expected record value per line, UTF-8), records that never arrived and
+    expected values that arrived more than once (a retried writer is a new producer, so its copies
+    carry other sequence numbers: only their values give them away)."""
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
@@ -202,6 +216,17 @@ def run_eos_verify(
         if lost:
             sample = [r["value"] for r in lost_df.limit(5).collect()]
             violations.append(f"{lost} expected record(s) never arrived, e.g. {sample}")
+        copies_df = (
+            df.select(F.col("value").cast("string").alias("value"))
+            .join(exp_df, "value", "left_semi")
+            .groupBy("value")
+            .count()
+            .where(F.col("count") > 1)
+        )
+        repeated = copies_df.count()
+        if repeated:
+            sample = [r["value"] for r in copies_df.orderBy("value").limit(5).collect()]
+            violations.append(f"{repeated} expected record(s) arrived more than once, e.g. {sample}")
         summary.append(
             {
                 "partition": "all",
@@ -212,7 +237,7 @@ def run_eos_verify(
                 "last_seq": "-",
                 "duplicates": "-",
                 "gaps": "-",
-                "reorders": f"lost={lost}",
+                "reorders": f"lost={lost} repeated={repeated}",
             }
         )
     if out_dir is not None:
@@ -221,3 +246,53 @@ def run_eos_verify(
         summary_df.write.mode("overwrite").parquet(path)
         outputs.append(path)
     return PipelineResult(summary, violations, outputs)
+
+
+def run_eos_demo(spark: Any, bootstrap: str, rows: int, out_dir: str) -> tuple[list[dict[str, Any]], bool]:
+    """Write ``rows`` rows twice, at-least-once and exactly-once, with the first attempt of every task
+    failing after its records are committed (Spark retries it), then verify each topic read_committed
+    against the rows. Returns the table and whether the outcome is the expected one (exactly-once
+    clean, at-least-once showing the retried tasks' duplicates)."""
+    import time
+
+    from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
+
+    stamp = time.strftime("%Y%m%d%H%M%S")
+    os.makedirs(out_dir, exist_ok=True)
+    expected = os.path.join(out_dir, "expected.txt")
+    with open(expected, "w", encoding="utf-8") as fh:
+        fh.writelines(f"row-{i}\n" for i in range(rows))
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    table: list[dict[str, Any]] = []
+    ok = True
+    for mode, exactly_once in (("at-least-once", False), ("exactly-once", True)):
+        topic = f"eos-demo-{'once' if exactly_once else 'alo'}-{stamp}"
+        for fut in admin.create_topics([NewTopic(topic, num_partitions=2)]).values():
+            fut.result(timeout=30)
+        df = spark.range(0, rows, 1, 4).selectExpr("cast(concat('row-', id) as binary) as value")
+        writer = (
+            df.write.format("pykraft")
+            .option("kafka.bootstrap.servers", bootstrap)
+            .option("topic", topic)
+            .option("simulateFailureAfterCommit", os.path.join(out_dir, f"failed-{topic}"))
+            .option("exactlyOnce", str(exactly_once).lower())
+            .option("queryName", topic)
+            .mode("append")
+        )
+        writer.save()
+        loaded = load_topic(spark, topic, bootstrap=bootstrap, isolation_level="read_committed")
+        result = run_eos_verify(spark, loaded, expected)
+        failed_tasks = len(os.listdir(os.path.join(out_dir, f"failed-{topic}")))
+        records = loaded.count()
+        table.append(
+            {
+                "mode": mode,
+                "topic": topic,
+                "rows": rows,
+                "tasks failed after commit": failed_tasks,
+                "records (read_committed)": records,
+                "verdict": "clean" if not result.violations else f"{len(result.violations)} violation(s)",
+            }
+        )
+        ok &= (not result.violations) if exactly_once else (records > rows and failed_tasks > 0)
+    return table, ok

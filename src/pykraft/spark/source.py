@@ -43,7 +43,20 @@ on the way out, as Spark's KafkaDataWriter.close() does). Spark then runs the ta
 first row of its partition, so the topic holds that prefix twice; other tasks' records once. The
 idempotent producer only removes duplicates of one producer's retries, not those of a new task
 attempt. A streaming batch that is replayed after a crash re-writes the whole batch the same way.
-Readers that need exactly-once dedupe on a key, or wait for the transactional sink mode.
+
+Exactly-once (``exactlyOnce=true``, with ``topic`` and ``queryName`` — a streaming query's id is used
+when it has no name): each task writes its rows in one Kafka transaction (transactional id
+``pykraft-sink-<query>-<task partition>``) and commits, in the same transaction, a marker of (query,
+partition, batch id) with TxnOffsetCommit (group ``pykraft-sink-<query>-<partition>``, offset
+batch id + 1 on partition 0 of the topic). A retried or speculative attempt first fences every earlier
+one (``init_transactions``: an open transaction of theirs is aborted, a committing one completes), then
+reads the marker and writes nothing when its batch is already committed. So read_committed readers see
+every row exactly once, whatever tasks fail and however often a micro-batch is replayed. The batch id
+is the micro-batch id when streaming, else the ``batchId`` option (default 0: re-running the same batch
+write with the same queryName writes nothing). Cost: one transaction per task. Read the output with
+``kafka.isolation.level=read_committed`` (an option of this source too: it reads up to the last stable
+offset and drops aborted transactions). ``simulateFailureAfterCommit=DIR`` makes the first attempt of
+every task fail after its records are committed (``pykraft pipeline eos-demo`` and the tests use it).
 """
 
 from __future__ import annotations
@@ -64,7 +77,7 @@ from pyspark.sql.datasource import (
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows, SupportsTriggerAvailableNow
 
 from pykraft.core.errors import ErrorCode
-from pykraft.protocol.records import BatchHeader, scan_batches
+from pykraft.protocol.records import BatchHeader, committed_batches, scan_batches
 from pykraft.spark import offsets as off
 from pykraft.spark.client import (
     EARLIEST_TIMESTAMP,
@@ -102,6 +115,17 @@ class ReadSettings:
     fail_on_data_loss: bool
     fetch_max_bytes: int
     timeout_s: float
+    # 0 read_uncommitted (default, as Spark's Kafka source), 1 read_committed (kafka.isolation.level).
+    isolation_level: int = 0
+
+
+def parse_isolation_level(options: Any) -> int:
+    raw = str(options.get("kafka.isolation.level") or "read_uncommitted").strip().lower()
+    if raw not in ("read_uncommitted", "read_committed"):
+        raise off.OptionError(
+            f"option kafka.isolation.level: {raw!r} is not read_uncommitted or read_committed"
+        )
+    return 1 if raw == "read_committed" else 0
 
 
 def _read_settings(options: Any) -> ReadSettings:
@@ -114,6 +138,7 @@ def _read_settings(options: Any) -> ReadSettings:
         fail_on_data_loss=off.parse_bool(options, "failOnDataLoss", True),
         fetch_max_bytes=fetch_max,
         timeout_s=timeout_ms / 1000.0,
+        isolation_level=parse_isolation_level(options),
     )
 
 
@@ -155,6 +180,7 @@ class BrokerView:
         timeout_ms = off.parse_int(options, "requestTimeoutMs", DEFAULT_REQUEST_TIMEOUT_MS, minimum=1)
         assert timeout_ms is not None
         self.timeout_s = timeout_ms / 1000.0
+        self.isolation_level = parse_isolation_level(options)
 
     def _connect(self, address: tuple[str, int] | None = None) -> BrokerConnection:
         errors = []
@@ -202,7 +228,11 @@ class BrokerView:
                 for topic, plist in topics.items():
                     for p, o in conn.list_offsets(topic, plist, EARLIEST_TIMESTAMP).items():
                         earliest[(topic, p)] = o
-                    for p, o in conn.list_offsets(topic, plist, LATEST_TIMESTAMP).items():
+                    # read_committed ends at the last stable offset (KIP-98).
+                    latest_offsets = conn.list_offsets(
+                        topic, plist, LATEST_TIMESTAMP, isolation_level=self.isolation_level
+                    )
+                    for p, o in latest_offsets.items():
                         latest[(topic, p)] = o
         return earliest, latest
 
@@ -250,11 +280,19 @@ def read_partition(part: OffsetRangePartition, schema: Any) -> Any:
     with BrokerConnection(*part.leader, timeout_s=settings.timeout_s) as conn:
 
         def send_fetch(at: int) -> int:
-            return conn.send_fetch(part.topic, part.partition, at, max_bytes=settings.fetch_max_bytes)
+            return conn.send_fetch(
+                part.topic,
+                part.partition,
+                at,
+                max_bytes=settings.fetch_max_bytes,
+                isolation_level=settings.isolation_level,
+            )
 
         pending = send_fetch(offset)
         while True:
-            fetched = conn.receive_fetch(pending, part.topic, part.partition)
+            fetched = conn.receive_fetch(
+                pending, part.topic, part.partition, isolation_level=settings.isolation_level
+            )
             if fetched.error_code == ErrorCode.OFFSET_OUT_OF_RANGE:
                 if settings.fail_on_data_loss:
                     raise PykraftDataLossError(
@@ -293,6 +331,9 @@ def read_partition(part: OffsetRangePartition, schema: Any) -> Any:
             if next_offset < part.end:
                 # One fetch ahead: the broker serves it while these records are decoded and shipped.
                 pending = send_fetch(next_offset)
+            if fetched.aborted_transactions is not None:
+                # read_committed: whole batches of aborted transactions (and markers) are dropped.
+                batches = committed_batches(fetched.records, batches, fetched.aborted_transactions)
             yield from decoder.decode(fetched.records, batches, offset, part.end)
             if next_offset >= part.end:
                 break
@@ -554,12 +595,13 @@ def _name_of(err: Any) -> str:
     return error_name(code) if code > 0 else str(err.name())
 
 
-def write_batches(options: dict[str, str], iterator: Any) -> SinkCommit:
-    from confluent_kafka import KafkaException, Producer
+def _produce_rows(
+    producer: Any, options: dict[str, str], iterator: Any, failures: list[str]
+) -> tuple[int, int]:
+    """Hand every row of the Arrow batches to ``producer``; (records, value bytes)."""
+    from confluent_kafka import KafkaException
 
     topic_option = options.get("topic")
-    producer = Producer(_producer_config(options))
-    failures: list[str] = []
     sent = 0
     nbytes = 0
 
@@ -567,43 +609,71 @@ def write_batches(options: dict[str, str], iterator: Any) -> SinkCommit:
         if err is not None and len(failures) < 5:
             failures.append(f"{msg.topic()}-{msg.partition()}: {_name_of(err)}: {err.str()}")
 
+    for batch in iterator:
+        names = batch.schema.names
+        if "value" not in names:
+            raise off.OptionError("the pykraft sink needs a value column (binary or string)")
+        if topic_option is None and "topic" not in names:
+            raise off.OptionError("the pykraft sink needs a topic column or the topic option")
+        values = batch.column("value").to_pylist()
+        n = len(values)
+        keys = batch.column("key").to_pylist() if "key" in names else [None] * n
+        topics = [topic_option] * n if topic_option else batch.column("topic").to_pylist()
+        partitions = batch.column("partition").to_pylist() if "partition" in names else [None] * n
+        headers = batch.column("headers").to_pylist() if "headers" in names else [None] * n
+        for i in range(n):
+            topic = topics[i]
+            if topic is None:
+                raise KafkaSinkError("a row has a null topic and no topic option is set")
+            kwargs: dict[str, Any] = {"on_delivery": on_delivery}
+            if partitions[i] is not None:
+                kwargs["partition"] = partitions[i]
+            row_headers = headers[i]
+            if row_headers:
+                kwargs["headers"] = [(h["key"], h["value"]) for h in row_headers]
+            while True:
+                try:
+                    producer.produce(topic, values[i], keys[i], **kwargs)
+                    break
+                except BufferError:  # local queue full: let deliveries drain
+                    producer.poll(0.05)
+                except KafkaException as exc:
+                    raise KafkaSinkError(f"produce to {topic}: {_name_of(exc.args[0])}") from None
+            sent += 1
+            if values[i] is not None:
+                nbytes += len(values[i])
+        producer.poll(0)
+        if failures:
+            break
+    return sent, nbytes
+
+
+def _simulate_failure_after_commit(options: dict[str, str]) -> None:
+    """``simulateFailureAfterCommit=DIR`` (demos and tests of what a retried task leaves): the first
+    attempt of every task fails after its records are committed and before Spark hears of it."""
+    directory = options.get("simulateFailureAfterCommit")
+    if not directory:
+        return
+    from pyspark import TaskContext
+
+    ctx = TaskContext.get()
+    if ctx is None or ctx.attemptNumber() != 0:
+        return
+    os.makedirs(directory, exist_ok=True)
+    with open(os.path.join(directory, f"stage{ctx.stageId()}-task{ctx.partitionId()}"), "w") as fh:
+        fh.write("failed after commit\n")
+    raise RuntimeError("simulated task failure after commit (simulateFailureAfterCommit)")
+
+
+def write_batches(options: dict[str, str], iterator: Any) -> SinkCommit:
+    from confluent_kafka import Producer
+
+    if off.parse_bool(options, "exactlyOnce", False):
+        return write_batches_exactly_once(options, iterator)
+    producer = Producer(_producer_config(options))
+    failures: list[str] = []
     try:
-        for batch in iterator:
-            names = batch.schema.names
-            if "value" not in names:
-                raise off.OptionError("the pykraft sink needs a value column (binary or string)")
-            if topic_option is None and "topic" not in names:
-                raise off.OptionError("the pykraft sink needs a topic column or the topic option")
-            values = batch.column("value").to_pylist()
-            n = len(values)
-            keys = batch.column("key").to_pylist() if "key" in names else [None] * n
-            topics = [topic_option] * n if topic_option else batch.column("topic").to_pylist()
-            partitions = batch.column("partition").to_pylist() if "partition" in names else [None] * n
-            headers = batch.column("headers").to_pylist() if "headers" in names else [None] * n
-            for i in range(n):
-                topic = topics[i]
-                if topic is None:
-                    raise KafkaSinkError("a row has a null topic and no topic option is set")
-                kwargs: dict[str, Any] = {"on_delivery": on_delivery}
-                if partitions[i] is not None:
-                    kwargs["partition"] = partitions[i]
-                row_headers = headers[i]
-                if row_headers:
-                    kwargs["headers"] = [(h["key"], h["value"]) for h in row_headers]
-                while True:
-                    try:
-                        producer.produce(topic, values[i], keys[i], **kwargs)
-                        break
-                    except BufferError:  # local queue full: let deliveries drain
-                        producer.poll(0.05)
-                    except KafkaException as exc:
-                        raise KafkaSinkError(f"produce to {topic}: {_name_of(exc.args[0])}") from None
-                sent += 1
-                if values[i] is not None:
-                    nbytes += len(values[i])
-            producer.poll(0)
-            if failures:
-                break
+        sent, nbytes = _produce_rows(producer, options, iterator, failures)
     finally:
         # Deliver what was produced even when the input failed, as Spark's Kafka writer does on close.
         remaining = producer.flush(60.0)
@@ -613,6 +683,92 @@ def write_batches(options: dict[str, str], iterator: Any) -> SinkCommit:
         raise KafkaSinkError(
             f"pykraft sink: {remaining} record(s) not acknowledged within 60 s (REQUEST_TIMED_OUT)"
         )
+    _simulate_failure_after_commit(options)
+    return SinkCommit(sent, nbytes)
+
+
+def _sink_identity(options: dict[str, str]) -> tuple[str, int, int]:
+    """(query, task partition, batch id) of this task's exactly-once write."""
+    from pyspark import TaskContext
+
+    ctx = TaskContext.get()
+    if ctx is None:
+        raise KafkaSinkError("the exactly-once sink runs inside Spark tasks only")
+    streaming_batch = ctx.getLocalProperty("streaming.sql.batchId")
+    query = options.get("queryName") or ctx.getLocalProperty("sql.streaming.queryId")
+    if not query:
+        raise off.OptionError("exactlyOnce=true needs the option queryName (it names the transactional ids)")
+    if streaming_batch is not None:
+        batch_id = int(streaming_batch)
+    else:
+        parsed = off.parse_int(options, "batchId", 0, minimum=0)
+        assert parsed is not None
+        batch_id = parsed
+    return query, ctx.partitionId(), batch_id
+
+
+def write_batches_exactly_once(options: dict[str, str], iterator: Any) -> SinkCommit:
+    """``exactlyOnce=true``: this task's rows in one Kafka transaction, with a marker of (query, task
+    partition, batch id) committed in the same transaction (TxnOffsetCommit: group
+    ``pykraft-sink-<query>-<partition>``, offset batch id + 1 on partition 0 of the topic). A retried or
+    speculative attempt first fences every earlier attempt (init_transactions with the same
+    transactional id: an open transaction of theirs is aborted, a committing one completes) and then, if
+    the marker shows the batch committed, writes nothing."""
+    from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+
+    topic = options.get("topic")
+    if not topic:
+        raise off.OptionError("exactlyOnce=true needs the topic option (its partition 0 holds the markers)")
+    query, partition_id, batch_id = _sink_identity(options)
+    name = f"pykraft-sink-{query}-{partition_id}"
+    config = _producer_config(options)
+    config["transactional.id"] = name
+    timeout_s = 60.0
+    producer = Producer(config)
+    consumer = Consumer(
+        {
+            "bootstrap.servers": config["bootstrap.servers"],
+            "group.id": name,
+            "enable.auto.commit": False,
+            "isolation.level": "read_committed",
+        }
+    )
+    marker = TopicPartition(topic, 0)
+    try:
+        try:
+            producer.init_transactions(timeout_s)
+            committed = consumer.committed([marker], timeout=timeout_s)[0]
+        except KafkaException as exc:
+            raise KafkaSinkError(f"exactly-once sink {name}: {_name_of(exc.args[0])}") from None
+        if committed.error is None and committed.offset >= batch_id + 1:
+            return SinkCommit(0, 0)  # this batch was committed by an earlier attempt
+        failures: list[str] = []
+        try:
+            producer.begin_transaction()
+            sent, nbytes = _produce_rows(producer, options, iterator, failures)
+            if producer.flush(timeout_s) or failures:
+                producer.abort_transaction(timeout_s)
+                raise KafkaSinkError(
+                    "pykraft sink: delivery failed: " + "; ".join(failures or ["flush timed out"])
+                )
+            producer.send_offsets_to_transaction(
+                [
+                    TopicPartition(
+                        topic,
+                        0,
+                        batch_id + 1,
+                        f'{{"query":"{query}","partition":{partition_id},"batch":{batch_id}}}',
+                    )
+                ],
+                consumer.consumer_group_metadata(),
+                timeout_s,
+            )
+            producer.commit_transaction(timeout_s)
+        except KafkaException as exc:
+            raise KafkaSinkError(f"exactly-once sink {name}: {_name_of(exc.args[0])}") from None
+    finally:
+        consumer.close()
+    _simulate_failure_after_commit(options)
     return SinkCommit(sent, nbytes)
 
 
