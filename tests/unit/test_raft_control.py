@@ -2,10 +2,10 @@ from __future__ import annotations
 
 import pytest
 
+from pykraft.protocol.records import control_type_of
 from pykraft.raft.control import (
     CONTROL_TYPE_LEADER_CHANGE,
     LeaderChangeMessage,
-    control_type_of,
     decode_leader_change,
     encode_leader_change,
     leader_change_record,

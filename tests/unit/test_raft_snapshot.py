@@ -10,8 +10,7 @@ from crc32c import crc32c
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pykraft.protocol.records import read_batch_header
-from pykraft.raft.control import control_type_of
+from pykraft.protocol.records import control_type_of, read_batch_header
 from pykraft.raft.messages import OffsetAndEpoch
 from pykraft.raft.snapshot import (
     BOOTSTRAP_SNAPSHOT_ID,

@@ -24,13 +24,16 @@ from pykraft.log.producer_state import (
     RETAINED_BATCHES_DEFAULT,
     ProducerStateManager,
 )
-from pykraft.log.txn_index import TransactionIndex, is_abort_marker, marker_record, recover, write_index
+from pykraft.log.txn_index import TransactionIndex, recover, write_index
 from pykraft.protocol.records import (
+    CONTROL_TYPE_ABORT,
     NO_SEQUENCE,
     BatchHeader,
     InvalidBatchError,
     build_batch,
+    control_type_of,
     decode_records,
+    end_txn_marker,
     validate_batches,
 )
 
@@ -366,14 +369,16 @@ class ReplicaManager:
             if header.is_control and header.has_producer_id and header.record_count > 0:
                 marker = decode_records(memoryview(buf)[position : position + header.size_in_bytes])[0]
                 first = part.producer_state.open_transaction_first_offset(header.producer_id)
+                part.producer_state.replay(header, now_ms)
                 part.transactions.on_marker(
                     header.producer_id,
                     header.base_offset if first is None else first,
                     header.base_offset,
-                    not is_abort_marker(marker),
-                    self.last_stable_offset(part),
+                    control_type_of(marker.key) != CONTROL_TYPE_ABORT,
+                    self._lso_after(part, header.base_offset),
                 )
-            part.producer_state.replay(header, now_ms)
+            else:
+                part.producer_state.replay(header, now_ms)
             position += header.size_in_bytes
         if part.producer_state.map_end_offset < part.log.log_end_offset:
             part.producer_state.map_end_offset = part.log.log_end_offset
@@ -455,6 +460,13 @@ class ReplicaManager:
             part.producer_state.first_unstable_offset(), part.log.high_watermark
         )
 
+    @staticmethod
+    def _lso_after(part: Partition, marker_offset: int) -> int:
+        """The last stable offset an aborted transaction records: the first offset still undecided
+        once its marker is applied (Kafka's lastStableOffset(completedTxn)), else the marker's."""
+        first = part.producer_state.first_unstable_offset()
+        return marker_offset if first is None else min(first, marker_offset)
+
     def needs_verification(self, part: Partition, producer_id: int) -> bool:
         """A transactional batch of this producer would open a transaction here (KIP-890)."""
         return part.producer_state.open_transaction_first_offset(producer_id) is None
@@ -490,7 +502,7 @@ class ReplicaManager:
                 f"{state.coordinator_epoch(producer_id)}",
             )
         batch = build_batch(
-            [marker_record(commit, coordinator_epoch)],
+            [end_txn_marker(commit, coordinator_epoch)],
             timestamp_ms=now_ms,
             producer_id=producer_id,
             producer_epoch=producer_epoch,
@@ -500,7 +512,6 @@ class ReplicaManager:
         )
         headers = validate_batches(batch)
         first = state.open_transaction_first_offset(producer_id)
-        lso = self.last_stable_offset(part)
         rolled_from = part.log.active_segment_base_offset
         leader_epoch = part.replication.leader_epoch
         info = part.log.append(batch, headers, leader_epoch=max(leader_epoch, 0))
@@ -512,7 +523,11 @@ class ReplicaManager:
         state.set_coordinator_epoch(producer_id, coordinator_epoch)
         part.verification_guards.pop(producer_id, None)
         part.transactions.on_marker(
-            producer_id, info.first_offset if first is None else first, info.first_offset, commit, lso
+            producer_id,
+            info.first_offset if first is None else first,
+            info.first_offset,
+            commit,
+            self._lso_after(part, info.first_offset),
         )
         if part.replicated:
             self._advance_high_watermark(part)

@@ -30,9 +30,9 @@ class Connection:
 
     async def connect(self, timeout_s: float) -> None:
         try:
-            self._reader, self._writer = await asyncio.wait_for(
-                asyncio.open_connection(self.host, self.port), timeout_s
-            )
+            # asyncio.timeout, not wait_for: 3.11's wait_for can swallow a cancellation (gh-86296).
+            async with asyncio.timeout(timeout_s):
+                self._reader, self._writer = await asyncio.open_connection(self.host, self.port)
         except (OSError, TimeoutError) as exc:
             self.closed = True
             raise ConnectionLost(f"cannot connect to {self.host}:{self.port}: {exc}") from None
@@ -59,7 +59,8 @@ class Connection:
     async def call(self, request: Any, response_class: Any, version: int, timeout_s: float) -> Any:
         fut = self.request(request, response_class, version)
         try:
-            return await asyncio.wait_for(fut, timeout_s)
+            async with asyncio.timeout(timeout_s):
+                return await fut
         except TimeoutError:
             self.close("request timed out")
             raise ConnectionLost(f"{type(request).__name__} to {self.host}:{self.port} timed out") from None

@@ -655,7 +655,8 @@ class Producer:
             retry = False
             for batch, fut in in_flight:
                 try:
-                    response = await asyncio.wait_for(fut, self.request_timeout_s)
+                    async with asyncio.timeout(self.request_timeout_s):
+                        response = await fut
                     answer = response.responses[0].partition_responses[0]
                     code, offset = answer.error_code, answer.base_offset
                 except (ConnectionLost, TimeoutError):
@@ -683,10 +684,13 @@ class Producer:
                     break
                 self._fail_from(tp, state, batch, code)
                 break
+            for _, fut in in_flight:
+                # Answers this loop did not read (it resends from the first unacknowledged batch).
+                if not fut.done():
+                    fut.cancel()
+                elif not fut.cancelled():
+                    fut.exception()
             if retry:
-                for _, fut in in_flight:
-                    if not fut.done():
-                        fut.cancel()
                 if not self._expire(tp, state):
                     await asyncio.sleep(RETRY_BACKOFF_S)
 

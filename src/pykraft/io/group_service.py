@@ -33,10 +33,10 @@ from pykraft.coordinator.group_coordinator import (
 from pykraft.coordinator.offsets_records import OFFSETS_TOPIC, RecordFormatError
 from pykraft.core.config import NodeConfig
 from pykraft.core.errors import ErrorCode
-from pykraft.io.internal_topics import CreateTopics, InternalTopic, is_commit_marker, iter_batches
+from pykraft.io.internal_topics import CreateTopics, InternalTopic, iter_batches
 from pykraft.io.waiting import wait_event
 from pykraft.protocol.messages import ApiKey
-from pykraft.protocol.records import Record, build_batch
+from pykraft.protocol.records import CONTROL_TYPE_COMMIT, Record, build_batch, control_type_of
 
 log = logging.getLogger("pykraft.groups")
 
@@ -174,7 +174,9 @@ class GroupService:
                 # A transaction's marker decides its TxnOffsetCommit offsets (pending until here).
                 if batch_records:
                     coordinator.complete_txn(
-                        partition, header.producer_id, is_commit_marker(batch_records[0])
+                        partition,
+                        header.producer_id,
+                        control_type_of(batch_records[0].key) == CONTROL_TYPE_COMMIT,
                     )
                 continue
             producer_id = header.producer_id if header.is_transactional else -1

@@ -79,15 +79,9 @@ class InternalTopic:
             await asyncio.gather(creating, return_exceptions=True)
 
 
-def is_commit_marker(record: Record) -> bool:
-    """An EndTransactionMarker's key is version int16 + type int16 (0 ABORT, 1 COMMIT)."""
-    key = record.key or b""
-    return len(key) >= 4 and int.from_bytes(key[2:4], "big", signed=True) == 1
-
-
 def iter_batches(plog: PartitionLog) -> Iterator[tuple[BatchHeader, list[Record]]]:
     """Every batch of ``plog`` from its log start to its log end, with its records (a control batch has
-    one: the marker, see :func:`is_commit_marker`).
+    one: its marker).
 
     To the log end, not the high watermark, as Kafka's coordinators load: a new leader's high watermark
     can lag what the ISR acknowledged (it moves once followers report), and its log is the truth now."""

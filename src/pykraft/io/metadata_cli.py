@@ -32,8 +32,8 @@ from pykraft.metadata.records import (
     decode_metadata_record,
 )
 from pykraft.protocol.messages import DescribeQuorumRequest, DescribeQuorumResponse
-from pykraft.protocol.records import read_batch_header
-from pykraft.raft.control import CONTROL_TYPE_LEADER_CHANGE, control_type_of, decode_leader_change
+from pykraft.protocol.records import control_type_of, read_batch_header
+from pykraft.raft.control import CONTROL_TYPE_LEADER_CHANGE, decode_leader_change
 from pykraft.raft.messages import METADATA_TOPIC_NAME, OffsetAndEpoch
 from pykraft.raft.snapshot import (
     CONTROL_TYPE_SNAPSHOT_FOOTER,

@@ -26,8 +26,7 @@ from dataclasses import dataclass
 from pykraft.core.config import NodeConfig
 from pykraft.metadata.image import MetadataImage
 from pykraft.metadata.snapshots import SnapshotTrigger, image_snapshot_values, load_snapshot_image
-from pykraft.protocol.records import scan_batches
-from pykraft.raft.control import control_type_of
+from pykraft.protocol.records import control_type_of, scan_batches
 from pykraft.raft.messages import OffsetAndEpoch
 from pykraft.raft.node import RaftNode
 from pykraft.raft.ready import CommittedBatch

@@ -29,14 +29,10 @@ from pykraft.log.partition_log import PartitionLog
 from pykraft.log.producer_snapshot import load_latest_snapshot, snapshot_file_name, snapshot_offset
 from pykraft.log.producer_state import ProducerStateManager
 from pykraft.log.store import SegmentStore
-from pykraft.protocol.records import BatchHeader, Record, decode_records
+from pykraft.protocol.records import CONTROL_TYPE_ABORT, BatchHeader, Record, control_type_of, decode_records
 
 TXN_INDEX_SUFFIX = ".txnindex"
 _ENTRY = struct.Struct(">hqqqq")
-_MARKER_KEY = struct.Struct(">hh")
-_MARKER_VALUE = struct.Struct(">hi")
-CONTROL_TYPE_ABORT = 0
-CONTROL_TYPE_COMMIT = 1
 
 
 class AbortedTxn(NamedTuple):
@@ -44,28 +40,6 @@ class AbortedTxn(NamedTuple):
     first_offset: int
     last_offset: int
     last_stable_offset: int
-
-
-def marker_record(commit: bool, coordinator_epoch: int) -> Record:
-    """Kafka's EndTransactionMarker: key (version 0, type), value (version 0, coordinator epoch)."""
-    return Record(
-        _MARKER_KEY.pack(0, CONTROL_TYPE_COMMIT if commit else CONTROL_TYPE_ABORT),
-        _MARKER_VALUE.pack(0, coordinator_epoch),
-    )
-
-
-def marker_of(record: Record) -> tuple[bool, int]:
-    """(is commit, coordinator epoch) of a control record (-1 for a field too short to hold it)."""
-    key = record.key or b""
-    value = record.value or b""
-    kind = _MARKER_KEY.unpack_from(key)[1] if len(key) >= _MARKER_KEY.size else -1
-    epoch = _MARKER_VALUE.unpack_from(value)[1] if len(value) >= _MARKER_VALUE.size else -1
-    return kind == CONTROL_TYPE_COMMIT, epoch
-
-
-def is_abort_marker(record: Record) -> bool:
-    key = record.key or b""
-    return len(key) >= _MARKER_KEY.size and _MARKER_KEY.unpack_from(key)[1] == CONTROL_TYPE_ABORT
 
 
 def txn_index_file_name(offset: int) -> str:
@@ -181,7 +155,7 @@ def recover(
                 if header.is_control and header.record_count > 0:
                     marker = _marker_in(log, header)
                     first = open_txns.pop(pid, header.base_offset)
-                    if marker is not None and is_abort_marker(marker):
+                    if marker is not None and control_type_of(marker.key) == CONTROL_TYPE_ABORT:
                         index.aborted.append(AbortedTxn(pid, first, header.base_offset, header.base_offset))
                 elif header.is_transactional:
                     open_txns.setdefault(pid, header.base_offset)

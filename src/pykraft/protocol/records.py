@@ -445,11 +445,39 @@ def decode_records(batch: bytes | bytearray | memoryview) -> list[Record]:
     return records
 
 
+# --- control records (ControlRecordType.java): key = version int16 (0) + type int16 ----------------------
+
+CONTROL_KEY_VERSION = 0
+CONTROL_TYPE_ABORT = 0
+CONTROL_TYPE_COMMIT = 1
+_CONTROL_KEY = struct.Struct(">hh")
+_END_TXN_MARKER_VALUE = struct.Struct(">hi")  # version int16 (0), coordinator epoch int32
+
+
+def control_key(control_type: int) -> bytes:
+    return _CONTROL_KEY.pack(CONTROL_KEY_VERSION, control_type)
+
+
+def control_type_of(key: bytes | None) -> int:
+    """The control type of a control record's key; -1 (unknown) when the key is malformed."""
+    if key is None or len(key) < _CONTROL_KEY.size:
+        return -1
+    _version, control_type = _CONTROL_KEY.unpack_from(key)
+    return int(control_type)
+
+
+def end_txn_marker(commit: bool, coordinator_epoch: int) -> Record:
+    """Kafka's EndTransactionMarker: the one record of a COMMIT/ABORT control batch."""
+    return Record(
+        control_key(CONTROL_TYPE_COMMIT if commit else CONTROL_TYPE_ABORT),
+        _END_TXN_MARKER_VALUE.pack(0, coordinator_epoch),
+    )
+
+
 def is_abort_marker_batch(batch: bytes | bytearray | memoryview) -> bool:
-    """A control batch whose EndTransactionMarker (key: version int16, type int16) says ABORT (0)."""
+    """A control batch whose EndTransactionMarker says ABORT."""
     records = decode_records(batch)
-    key = records[0].key if records else None
-    return key is not None and len(key) >= 4 and int.from_bytes(key[2:4], "big", signed=True) == 0
+    return bool(records) and control_type_of(records[0].key) == CONTROL_TYPE_ABORT
 
 
 def committed_batches(

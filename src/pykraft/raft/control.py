@@ -11,28 +11,14 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 
-from pykraft.protocol.records import Record
+from pykraft.protocol.records import Record, control_key
 from pykraft.protocol.wire import put_uvarint, read_uvarint, skip_tagged_fields
 
 CONTROL_TYPE_LEADER_CHANGE = 2
-CONTROL_KEY_VERSION = 0
 LEADER_CHANGE_VERSION = 0
 
-_CONTROL_KEY = struct.Struct(">hh")
 _INT16 = struct.Struct(">h")
 _INT32 = struct.Struct(">i")
-
-
-def control_key(control_type: int) -> bytes:
-    return _CONTROL_KEY.pack(CONTROL_KEY_VERSION, control_type)
-
-
-def control_type_of(key: bytes | None) -> int:
-    """The control type of a control record's key; -1 (unknown) when the key is malformed."""
-    if key is None or len(key) < _CONTROL_KEY.size:
-        return -1
-    _version, control_type = _CONTROL_KEY.unpack_from(key)
-    return int(control_type)
 
 
 @dataclass(frozen=True, slots=True)

@@ -29,11 +29,12 @@ from pykraft.protocol.records import (
     BatchHeader,
     Record,
     build_batch,
+    control_key,
+    control_type_of,
     decode_records,
     read_batch_header,
     scan_batches,
 )
-from pykraft.raft.control import control_key, control_type_of
 from pykraft.raft.messages import FETCH_MAX_BYTES, OffsetAndEpoch
 
 SNAPSHOT_SUFFIX = ".checkpoint"
