@@ -3,6 +3,7 @@ topic with replication factor 3 and min.insync.replicas=2. An idempotent acks=al
 writing while the partition's leader is killed (kill -9) and restarted ten times; every acknowledged
 record is then read back exactly once, in order, and the three replicas hold the same bytes. A leader
 that appended records nobody replicated truncates them when it returns, and no consumer sees them.
+Group commits and transactions survive the kill -9 of their coordinator.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ OVERRIDES = {
     "min.insync.replicas": "2",
     "group.initial.rebalance.delay.ms": "0",
     "offsets.topic.num.partitions": "3",
+    "transaction.state.log.num.partitions": "3",
 }
 BROKERS = (101, 102, 103)
 KILLS = 10
@@ -321,6 +323,75 @@ def test_group_commits_survive_the_loss_of_their_coordinator(cluster: ProcessClu
         committed = resumed.committed([TopicPartition(topic, 0)], timeout=30)
         resumed.close()
         assert committed[0].offset == 7
+    finally:
+        cluster.start(coordinator)
+        wait_until(lambda: len(_partition(cluster, topic).isr_nodes) == 3, 60, "the ISR back to three")
+
+
+def test_a_transaction_commits_after_its_coordinator_is_killed(cluster: ProcessCluster) -> None:
+    """Issue 15 on a cluster: the transaction's state is in __transaction_state, replicated 3 ways; the
+    coordinator's broker dies with the transaction open, the new leader of that partition loads it, the
+    commit completes there, and read_committed readers see exactly the committed records."""
+    import confluent_kafka
+    from confluent_kafka import TopicPartition
+
+    from pykraft.coordinator.offsets_records import partition_for
+    from pykraft.coordinator.txn_records import TRANSACTION_STATE_TOPIC
+
+    topic, transactional_id = "txn-failover", "failover-1"
+    _create(cluster, topic)
+    producer = confluent_kafka.Producer(
+        {"bootstrap.servers": cluster.bootstrap_servers, "transactional.id": transactional_id, "linger.ms": 5}
+    )
+    producer.init_transactions(60)
+    producer.begin_transaction()
+    for i in range(10):
+        producer.produce(topic, b"a%d" % i, partition=0)
+    producer.commit_transaction(60)
+    producer.begin_transaction()
+    for i in range(10):
+        producer.produce(topic, b"b%d" % i, partition=0)
+    assert producer.flush(30) == 0
+    state_partition = partition_for(transactional_id, int(OVERRIDES["transaction.state.log.num.partitions"]))
+    with RawClient(cluster.bootstrap_servers.split(",")[0], timeout_s=5) as client:
+        metadata = client.request(
+            MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(name=TRANSACTION_STATE_TOPIC)]),
+            MetadataResponse,
+            9,
+        )
+    coordinator = next(
+        p.leader_id for p in metadata.topics[0].partitions if p.partition_index == state_partition
+    )
+    cluster.kill(coordinator)
+    try:
+        producer.commit_transaction(60)  # rediscovers the coordinator: the new leader loaded the state
+        producer.begin_transaction()
+        producer.produce(topic, b"never", partition=0)
+        assert producer.flush(30) == 0
+        producer.abort_transaction(60)
+        consumer = confluent_kafka.Consumer(
+            {
+                "bootstrap.servers": cluster.bootstrap_servers,
+                "group.id": "txn-failover-check",
+                "isolation.level": "read_committed",
+                "enable.auto.commit": False,
+                "enable.partition.eof": True,
+            }
+        )
+        consumer.assign([TopicPartition(topic, 0, 0)])
+        values: list[bytes] = []
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            message = consumer.poll(0.5)
+            if message is None:
+                continue
+            if message.error() is not None:
+                if message.error().code() == -191 and len(values) >= 20:  # _PARTITION_EOF
+                    break
+                continue
+            values.append(message.value())
+        consumer.close()
+        assert values == [b"a%d" % i for i in range(10)] + [b"b%d" % i for i in range(10)]
     finally:
         cluster.start(coordinator)
         wait_until(lambda: len(_partition(cluster, topic).isr_nodes) == 3, 60, "the ISR back to three")
