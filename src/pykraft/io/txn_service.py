@@ -61,6 +61,9 @@ TXN_WRITE_TIMEOUT_MS = 5000
 MARKER_RETRY_BACKOFF_S = 0.05
 MARKER_RETRY_BACKOFF_MAX_S = 1.0
 MARKER_REQUEST_TIMEOUT_MS = 5000
+# How long a request waits for the id's previous transaction to complete before it answers
+# CONCURRENT_TRANSACTIONS (the client then retries after its back-off).
+COMPLETION_WAIT_S = 1.0
 WRITE_TXN_MARKERS_VERSION = 1
 ADD_PARTITIONS_VERIFY_VERSION = 4
 
@@ -141,6 +144,8 @@ class TxnService:
         )
         self._tasks: set[asyncio.Task[Any]] = set()
         self._wakeup = asyncio.Event()
+        # Transactional ids whose transaction is being completed (markers, Complete write) here.
+        self._completing: dict[str, asyncio.Event] = {}
 
     # --- wiring -----------------------------------------------------------------------------------------
 
@@ -265,6 +270,20 @@ class TxnService:
             self._spawn(self._complete_transaction(job))
         return ErrorCode.NONE if error == ErrorCode.NONE else txn_append_error(error)
 
+    async def _settle(
+        self, transactional_id: str, decide: Callable[[], TxnOutcome]
+    ) -> tuple[TxnOutcome, ErrorCode]:
+        """Decide, write, answer. A request that finds the id's previous transaction still being
+        completed here (markers, then the Complete write) waits for that, bounded, and decides again,
+        instead of sending the client into its CONCURRENT_TRANSACTIONS back-off: the next transaction
+        of a producer usually starts a millisecond after EndTxn was answered."""
+        outcome = decide()
+        completing = self._completing.get(transactional_id)
+        if outcome.error_code == ErrorCode.CONCURRENT_TRANSACTIONS and completing is not None:
+            await wait_event(completing, COMPLETION_WAIT_S)
+            outcome = decide()
+        return outcome, await self._answer(outcome)
+
     async def _answer(self, outcome: TxnOutcome) -> ErrorCode:
         if outcome.write is None:
             return outcome.error_code
@@ -277,6 +296,15 @@ class TxnService:
 
     async def _complete_transaction(self, job: MarkerJob) -> None:
         """Markers to every partition of the transaction, then the Complete state."""
+        completing = self._completing.setdefault(job.transactional_id, asyncio.Event())
+        try:
+            await self._write_markers_then_complete(job)
+        finally:
+            if self._completing.get(job.transactional_id) is completing:
+                del self._completing[job.transactional_id]
+            completing.set()
+
+    async def _write_markers_then_complete(self, job: MarkerJob) -> None:
         remaining = set(job.partitions)
         backoff_s = MARKER_RETRY_BACKOFF_S
         while remaining:
@@ -446,16 +474,18 @@ class TxnService:
         given = version >= 3
         producer_id = request.producer_id if given else -1
         producer_epoch = request.producer_epoch if given else -1
-        outcome = self.coordinator.init_producer_id(
+        outcome, error = await self._settle(
             request.transactional_id,
-            request.transaction_timeout_ms,
-            producer_id,
-            producer_epoch,
-            now_ms(),
-            lambda: self.ctx.producer_ids.generate_producer_id(now_ms()),
+            lambda: self.coordinator.init_producer_id(
+                request.transactional_id,
+                request.transaction_timeout_ms,
+                producer_id,
+                producer_epoch,
+                now_ms(),
+                lambda: self.ctx.producer_ids.generate_producer_id(now_ms()),
+            ),
         )
         self._after_producer_id()
-        error = await self._answer(outcome)
         ok = error == ErrorCode.NONE
         return InitProducerIdResponse(
             version=version,
@@ -490,8 +520,11 @@ class TxnService:
                 if error != ErrorCode.NONE:
                     verdict = {tp: error for tp in wanted}
                 return results(verdict)
-            error = await self._answer(
-                self.coordinator.add_partitions(txn_id, producer_id, producer_epoch, wanted, now_ms())
+            _, error = await self._settle(
+                txn_id,
+                lambda: self.coordinator.add_partitions(
+                    txn_id, producer_id, producer_epoch, wanted, now_ms()
+                ),
             )
             return results({tp: error for tp in wanted})
 
@@ -518,23 +551,31 @@ class TxnService:
         )
 
     async def add_offsets_to_txn(self, request: Any, version: int) -> Any:
-        outcome = self.coordinator.add_offsets(
-            request.transactional_id, request.producer_id, request.producer_epoch, request.group_id, now_ms()
+        _, error = await self._settle(
+            request.transactional_id,
+            lambda: self.coordinator.add_offsets(
+                request.transactional_id,
+                request.producer_id,
+                request.producer_epoch,
+                request.group_id,
+                now_ms(),
+            ),
         )
-        error = await self._answer(outcome)
         return AddOffsetsToTxnResponse(
             version=version, throttle_time_ms=0, error_code=fenced_for_version(error, version, 2)
         )
 
     async def end_txn(self, request: Any, version: int) -> Any:
-        outcome = self.coordinator.end_txn(
+        _, error = await self._settle(
             request.transactional_id,
-            request.producer_id,
-            request.producer_epoch,
-            bool(request.committed),
-            now_ms(),
+            lambda: self.coordinator.end_txn(
+                request.transactional_id,
+                request.producer_id,
+                request.producer_epoch,
+                bool(request.committed),
+                now_ms(),
+            ),
         )
-        error = await self._answer(outcome)
         return EndTxnResponse(
             version=version, throttle_time_ms=0, error_code=fenced_for_version(error, version, 2)
         )
