@@ -409,3 +409,93 @@ def test_a_bump_retried_after_kill_9_gets_the_same_producer_id_and_epoch(tmp_pat
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait()
+
+
+def test_unknown_partitions_are_not_added_to_a_transaction(pykraft_node) -> None:
+    from kafka.protocol.producer import AddPartitionsToTxnRequest, AddPartitionsToTxnResponse
+
+    bootstrap = pykraft_node.bootstrap_servers
+    create_topic(bootstrap, "known")
+    with RawClient(bootstrap) as client:
+        assert _find_txn_coordinator(client, "adder-1") == ErrorCode.NONE
+        init = _init(client, "adder-1", -1, -1)
+        topic_cls = AddPartitionsToTxnRequest.AddPartitionsToTxnTopic
+        response = client.request(
+            AddPartitionsToTxnRequest(
+                v3_and_below_transactional_id="adder-1",
+                v3_and_below_producer_id=init.producer_id,
+                v3_and_below_producer_epoch=init.producer_epoch,
+                v3_and_below_topics=[
+                    topic_cls(name="known", partitions=[0]),
+                    topic_cls(name="unknown", partitions=[0]),
+                ],
+            ),
+            AddPartitionsToTxnResponse,
+            3,
+        )
+    errors = {
+        (t.name, p.partition_index): p.partition_error_code
+        for t in response.results_by_topic_v3_and_below
+        for p in t.results_by_partition
+    }
+    assert errors == {
+        ("known", 0): ErrorCode.OPERATION_NOT_ATTEMPTED,
+        ("unknown", 0): ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+    }
+
+
+def test_an_open_transaction_survives_kill_9_and_the_next_instance_aborts_it(tmp_path) -> None:
+    """The coordinator's node dies with a transaction open; after the restart a new producer instance
+    fences it, the coordinator aborts it (markers), and read_committed readers see only what the new
+    instance commits; the partition's last stable offset reaches its end again."""
+    from kafka.protocol.consumer import ListOffsetsRequest, ListOffsetsResponse
+
+    port = free_port()
+    config = tmp_path / "server.properties"
+    config.write_text(node_properties(str(tmp_path / "data"), port, free_port()))
+    bootstrap = f"127.0.0.1:{port}"
+    proc = _start_server(str(config), port)
+    try:
+        create_topic(bootstrap, "survivor")
+        old = confluent_txn_producer(bootstrap, "survivor-1")
+        old.begin_transaction()
+        for i in range(20):
+            old.produce("survivor", value=b"lost-%d" % i, partition=0)
+        assert old.flush(30) == 0
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=10)
+        proc = _start_server(str(config), port)
+        new = confluent_txn_producer(bootstrap, "survivor-1")
+        new.begin_transaction()
+        new.produce("survivor", value=b"kept", partition=0)
+        new.commit_transaction(30)
+        assert confluent_read(bootstrap, "survivor", 1, "read_committed", 1) == [b"kept"]
+        topic_cls = ListOffsetsRequest.ListOffsetsTopic
+        offsets = {}
+        with RawClient(bootstrap) as client:
+            for isolation in (0, 1):
+                response = client.request(
+                    ListOffsetsRequest(
+                        replica_id=-1,
+                        isolation_level=isolation,
+                        topics=[
+                            topic_cls(
+                                name="survivor",
+                                partitions=[topic_cls.ListOffsetsPartition(partition_index=0, timestamp=-1)],
+                            )
+                        ],
+                    ),
+                    ListOffsetsResponse,
+                    4,
+                )
+                offsets[isolation] = response.topics[0].partitions[0].offset
+        # 20 aborted records (0-19), their ABORT marker (20), "kept" (21) and its COMMIT marker (22).
+        assert offsets[0] == offsets[1] == 23
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()

@@ -308,7 +308,9 @@ class World:
                 # old one that already had a producer id and is still working becomes a zombie.
                 transactional_id = self.rng.choice(ids)
                 self.clients = [
-                    c for c in self.clients if not (c.transactional_id == transactional_id and c.phase == "init")
+                    c
+                    for c in self.clients
+                    if not (c.transactional_id == transactional_id and c.phase == "init")
                 ]
                 self.clients.append(Client(transactional_id))
             elif roll < 0.02:

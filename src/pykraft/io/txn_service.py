@@ -520,6 +520,18 @@ class TxnService:
                 if error != ErrorCode.NONE:
                     verdict = {tp: error for tp in wanted}
                 return results(verdict)
+            unknown = [tp for tp in wanted if not self._partition_exists(tp)]
+            if unknown:
+                # Kafka's answer (KafkaApis.handleAddPartitionsToTxnRequest): the unknown partitions
+                # say so, the others were not attempted; nothing joins the transaction.
+                return results(
+                    {
+                        tp: ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                        if tp in unknown
+                        else ErrorCode.OPERATION_NOT_ATTEMPTED
+                        for tp in wanted
+                    }
+                )
             _, error = await self._settle(
                 txn_id,
                 lambda: self.coordinator.add_partitions(
@@ -549,6 +561,10 @@ class TxnService:
         return AddPartitionsToTxnResponse(
             version=version, throttle_time_ms=0, error_code=ErrorCode.NONE, results_by_transaction=answers
         )
+
+    def _partition_exists(self, tp: TopicPartition) -> bool:
+        view = self.ctx.cluster.topics.get(tp[0])
+        return view is not None and 0 <= tp[1] < len(view.partitions)
 
     async def add_offsets_to_txn(self, request: Any, version: int) -> Any:
         _, error = await self._settle(
