@@ -34,6 +34,26 @@ class Endpoint:
 
 
 @dataclass(frozen=True, slots=True)
+class SslConfig:
+    """The ssl.* properties of SSL listeners, Kafka's names; PEM files only (ssl.keystore.type=PEM)."""
+
+    keystore_location: str | None = None  # ssl.keystore.location: certificate chain and private key
+    key_password: str | None = None  # ssl.key.password: of an encrypted private key
+    truststore_location: str | None = None  # ssl.truststore.location: CA certificates for clients
+    client_auth: str = "none"  # ssl.client.auth: none | requested | required
+    enabled_protocols: tuple[str, ...] = ("TLSv1.2", "TLSv1.3")  # ssl.enabled.protocols
+
+    def __repr__(self) -> str:
+        # Secrets never reach a log line.
+        password = "[hidden]" if self.key_password else None
+        return (
+            f"SslConfig(keystore_location={self.keystore_location!r}, key_password={password!r}, "
+            f"truststore_location={self.truststore_location!r}, client_auth={self.client_auth!r}, "
+            f"enabled_protocols={self.enabled_protocols!r})"
+        )
+
+
+@dataclass(frozen=True, slots=True)
 class NodeConfig:
     node_id: int
     process_roles: tuple[str, ...]
@@ -95,6 +115,8 @@ class NodeConfig:
     transactional_id_expiration_ms: int = 604800000
     transaction_abort_timed_out_transaction_cleanup_interval_ms: int = 10000
     transaction_remove_expired_transaction_cleanup_interval_ms: int = 3600000
+    # TLS on SSL listeners (issue 16).
+    ssl: SslConfig = field(default_factory=lambda: SslConfig())
     # KIP-835: the active controller writes a NoOpRecord when the log was idle this long (0 = never).
     metadata_max_idle_interval_ms: int = 500
     ignored: tuple[str, ...] = field(default=())
@@ -244,6 +266,13 @@ USED_PROPERTIES: Final[frozenset[str]] = frozenset(
         "replica.fetch.backoff.ms",
         "unclean.leader.election.enable",
         "offsets.topic.replication.factor",
+        "ssl.keystore.location",
+        "ssl.keystore.type",
+        "ssl.key.password",
+        "ssl.truststore.location",
+        "ssl.truststore.type",
+        "ssl.client.auth",
+        "ssl.enabled.protocols",
         "transaction.state.log.num.partitions",
         "transaction.state.log.replication.factor",
         "transaction.max.timeout.ms",
@@ -283,6 +312,39 @@ USED_PROPERTIES: Final[frozenset[str]] = frozenset(
 )
 
 
+_TLS_PROTOCOLS = ("TLSv1.2", "TLSv1.3")
+
+
+def _ssl_settings(props: dict[str, str], *, uses_ssl: bool) -> SslConfig:
+    """The ssl.* properties (Kafka's names), checked when a listener uses SSL."""
+    for key in ("ssl.keystore.type", "ssl.truststore.type"):
+        kind = props.get(key, "PEM").strip().upper()
+        if kind != "PEM":
+            raise ConfigError(f"{key}: {kind} is not supported; use PEM files")
+    client_auth = props.get("ssl.client.auth", "none").strip().lower()
+    if client_auth not in ("none", "requested", "required"):
+        raise ConfigError(f"ssl.client.auth: {client_auth!r} is not none, requested or required")
+    protocols = tuple(
+        p.strip()
+        for p in props.get("ssl.enabled.protocols", ",".join(_TLS_PROTOCOLS)).split(",")
+        if p.strip()
+    )
+    for protocol in protocols:
+        if protocol not in _TLS_PROTOCOLS:
+            raise ConfigError(
+                f"ssl.enabled.protocols: {protocol!r} is not one of {', '.join(_TLS_PROTOCOLS)}"
+            )
+    keystore = props.get("ssl.keystore.location") or None
+    truststore = props.get("ssl.truststore.location") or None
+    if uses_ssl and keystore is None:
+        raise ConfigError(
+            "ssl.keystore.location: required by an SSL listener (a PEM file: certificate chain and key)"
+        )
+    if uses_ssl and client_auth != "none" and truststore is None:
+        raise ConfigError(f"ssl.truststore.location: required with ssl.client.auth={client_auth}")
+    return SslConfig(keystore, props.get("ssl.key.password") or None, truststore, client_auth, protocols)
+
+
 def load_config(text: str, overrides: dict[str, str] | None = None) -> NodeConfig:
     props = parse_properties(text)
     props.update(overrides or {})
@@ -318,9 +380,22 @@ def load_config(text: str, overrides: dict[str, str] | None = None) -> NodeConfi
         protocol_map.setdefault(name, "PLAINTEXT")
     for endpoint in listeners:
         proto = protocol_map.get(endpoint.listener_name, endpoint.listener_name)
-        if proto != "PLAINTEXT":
+        if proto == "PLAINTEXT":
+            continue
+        if proto != "SSL":
             raise ConfigError(
-                f"listeners: {endpoint.listener_name} uses {proto}; pykraft serves PLAINTEXT only for now"
+                f"listeners: {endpoint.listener_name} uses {proto}; pykraft serves PLAINTEXT and SSL "
+                "(SASL is not supported yet)"
+            )
+        if endpoint.listener_name in controller_names:
+            raise ConfigError(
+                f"listeners: the controller listener {endpoint.listener_name} uses SSL; TLS between "
+                "controllers and brokers is not supported yet"
+            )
+        if "controller" not in roles:
+            raise ConfigError(
+                f"listeners: {endpoint.listener_name} uses SSL on a broker process; brokers replicate "
+                "from each other over PLAINTEXT only for now (TLS serves a broker,controller node)"
             )
     voters = _voters(props.get("controller.quorum.voters", ""))
     if not voters and props.get("controller.quorum.bootstrap.servers") and "controller" in roles:
@@ -456,5 +531,6 @@ def load_config(text: str, overrides: dict[str, str] | None = None) -> NodeConfi
         transaction_remove_expired_transaction_cleanup_interval_ms=_int(
             props, "transaction.remove.expired.transaction.cleanup.interval.ms", 3600000, minimum=1
         ),
+        ssl=_ssl_settings(props, uses_ssl="SSL" in {protocol_map.get(e.listener_name) for e in listeners}),
         ignored=ignored,
     )

@@ -37,6 +37,7 @@ from pykraft.io.replica_fetcher import ReplicaFetchers
 from pykraft.io.rpc_channel import PeerUnavailable
 from pykraft.io.server import ConnectionInfo, KafkaServer
 from pykraft.io.snapshots import SnapshotStateError
+from pykraft.io.tls import TlsConfigError, server_context
 from pykraft.io.txn_service import TxnService
 from pykraft.io.waiting import wait_shielded
 from pykraft.log.partition_log import LogConfig, PartitionLog
@@ -251,12 +252,19 @@ class Node:
         self._request_handlers = self._build_request_handlers()
         if link is None:
             await self._register_in_process()
+        ssl_context = None
+        if config.listener_security_protocol_map.get(config.client_listener.listener_name) == "SSL":
+            try:
+                ssl_context = server_context(config.ssl)
+            except TlsConfigError as exc:
+                raise StartupError(str(exc)) from None
         self.server = KafkaServer(
             self._handle,
             host=self.client_host,
             port=self.client_port,
             listener_name=config.client_listener.listener_name,
             socket_request_max_bytes=config.socket_request_max_bytes,
+            ssl_context=ssl_context,
         )
         try:
             self.client_port = await self.server.start()

@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import ssl
 import struct
 from collections.abc import Awaitable, Callable, Sequence
 
 from pykraft.core.errors import RemoteProtocolError
+from pykraft.io.tls import ANONYMOUS, principal_of
 
 log = logging.getLogger("pykraft.server")
 
@@ -22,14 +24,18 @@ log = logging.getLogger("pykraft.server")
 Handler = Callable[[bytearray, "ConnectionInfo"], Awaitable[Sequence[bytes | bytearray | memoryview] | None]]
 
 _SIZE = struct.Struct(">i")
+# A client that connects to an SSL listener and does not finish the handshake is dropped after this.
+TLS_HANDSHAKE_TIMEOUT_S = 10.0
 
 
 class ConnectionInfo:
-    __slots__ = ("peer", "listener_name")
+    __slots__ = ("peer", "listener_name", "principal")
 
-    def __init__(self, peer: str, listener_name: str) -> None:
+    def __init__(self, peer: str, listener_name: str, principal: str = ANONYMOUS) -> None:
         self.peer = peer
         self.listener_name = listener_name
+        # Who the client is: User:ANONYMOUS on PLAINTEXT, the certificate's subject with mutual TLS.
+        self.principal = principal
 
 
 class KafkaServer:
@@ -41,8 +47,11 @@ class KafkaServer:
         port: int,
         listener_name: str,
         socket_request_max_bytes: int,
+        ssl_context: ssl.SSLContext | None = None,
     ) -> None:
         self.handler = handler
+        # An SSL listener (issue 16): every connection is TLS; a failed handshake closes only it.
+        self.ssl_context = ssl_context
         self.host = host
         self.port = port
         self.listener_name = listener_name
@@ -53,7 +62,14 @@ class KafkaServer:
 
     async def start(self) -> int:
         """Bind and listen; returns the bound port (useful with port 0)."""
-        self._server = await asyncio.start_server(self._serve, self.host, self.port, limit=1 << 20)
+        self._server = await asyncio.start_server(
+            self._serve,
+            self.host,
+            self.port,
+            limit=1 << 20,
+            ssl=self.ssl_context,
+            ssl_handshake_timeout=TLS_HANDSHAKE_TIMEOUT_S if self.ssl_context is not None else None,
+        )
         sock = self._server.sockets[0]
         self.port = sock.getsockname()[1]
         return self.port
@@ -85,7 +101,9 @@ class KafkaServer:
         self._connections.add(task)
         peername = writer.get_extra_info("peername")
         peer = f"{peername[0]}:{peername[1]}" if peername else "?"
-        info = ConnectionInfo(peer, self.listener_name)
+        ssl_object = writer.get_extra_info("ssl_object")
+        principal = principal_of(ssl_object.getpeercert()) if ssl_object is not None else ANONYMOUS
+        info = ConnectionInfo(peer, self.listener_name, principal)
         try:
             while True:
                 try:
