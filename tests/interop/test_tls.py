@@ -270,7 +270,14 @@ def test_the_principal_is_the_certificate_subject_in_rfc_2253_order(certs: Path)
         ({"ssl.client.auth": "sometimes"}, "ssl.client.auth: 'sometimes'"),
         (
             {"listener.security.protocol.map": "SSL:SASL_SSL,CONTROLLER:PLAINTEXT"},
-            "SASL is not supported yet",
+            "listener.name.ssl.plain.sasl.jaas.config: required by the SASL listener SSL",
+        ),
+        (
+            {
+                "listener.security.protocol.map": "SSL:SASL_SSL,CONTROLLER:PLAINTEXT",
+                "sasl.enabled.mechanisms": "SCRAM-SHA-512",
+            },
+            "sasl.enabled.mechanisms: SCRAM-SHA-512 is not supported",
         ),
     ],
 )

@@ -166,6 +166,8 @@ def test_supported_versions_table() -> None:
         ApiKey.LIST_GROUPS: (0, 5),
         ApiKey.DELETE_GROUPS: (0, 2),
         ApiKey.OFFSET_DELETE: (0, 0),
+        ApiKey.SASL_HANDSHAKE: (1, 1),
+        ApiKey.SASL_AUTHENTICATE: (0, 2),
     }
     assert ApiKey.GET_TELEMETRY_SUBSCRIPTIONS not in SUPPORTED_VERSIONS
 

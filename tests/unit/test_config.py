@@ -55,7 +55,12 @@ def test_properties_syntax() -> None:
         ({"auto.create.topics.enable": "yes"}, "auto.create.topics.enable"),
         ({"listeners": "PLAINTEXT://127.0.0.1:notaport"}, "listeners"),
         ({"listeners": "127.0.0.1:9092"}, "listeners"),
-        ({"listeners": "SSL://127.0.0.1:9092,CONTROLLER://127.0.0.1:9093"}, "listeners"),
+        ({"listeners": "SSL://127.0.0.1:9092,CONTROLLER://127.0.0.1:9093"}, "ssl.keystore.location"),
+        (
+            {"listeners": "SASL_PLAINTEXT://127.0.0.1:9092,CONTROLLER://127.0.0.1:9093"},
+            "listener.name.sasl_plaintext.plain.sasl.jaas.config",
+        ),
+        ({"listeners": "KERBEROS://127.0.0.1:9092,CONTROLLER://127.0.0.1:9093"}, "listeners"),
         ({"process.roles": "zookeeper"}, "process.roles"),
         ({"controller.quorum.voters": "2@127.0.0.1:9093"}, "controller.quorum.voters"),
         ({"controller.quorum.voters": "one@x"}, "controller.quorum.voters"),

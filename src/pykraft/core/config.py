@@ -54,6 +54,22 @@ class SslConfig:
 
 
 @dataclass(frozen=True, slots=True)
+class SaslConfig:
+    """sasl.enabled.mechanisms and the PLAIN users' JAAS text of the client listener
+    (``listener.name.<listener>.plain.sasl.jaas.config``, else ``sasl.jaas.config``)."""
+
+    enabled_mechanisms: tuple[str, ...] = ("PLAIN",)
+    plain_jaas_config: str | None = None
+    # The key it came from, for error messages.
+    plain_jaas_key: str = ""
+
+    def __repr__(self) -> str:
+        # The JAAS text holds passwords: never in a log line.
+        jaas = "[hidden]" if self.plain_jaas_config else None
+        return f"SaslConfig(enabled_mechanisms={self.enabled_mechanisms!r}, plain_jaas_config={jaas!r})"
+
+
+@dataclass(frozen=True, slots=True)
 class NodeConfig:
     node_id: int
     process_roles: tuple[str, ...]
@@ -115,8 +131,9 @@ class NodeConfig:
     transactional_id_expiration_ms: int = 604800000
     transaction_abort_timed_out_transaction_cleanup_interval_ms: int = 10000
     transaction_remove_expired_transaction_cleanup_interval_ms: int = 3600000
-    # TLS on SSL listeners (issue 16).
+    # TLS on SSL and SASL_SSL listeners, SASL on SASL_* listeners (issue 16).
     ssl: SslConfig = field(default_factory=lambda: SslConfig())
+    sasl: SaslConfig = field(default_factory=lambda: SaslConfig())
     # KIP-835: the active controller writes a NoOpRecord when the log was idle this long (0 = never).
     metadata_max_idle_interval_ms: int = 500
     ignored: tuple[str, ...] = field(default=())
@@ -266,6 +283,8 @@ USED_PROPERTIES: Final[frozenset[str]] = frozenset(
         "replica.fetch.backoff.ms",
         "unclean.leader.election.enable",
         "offsets.topic.replication.factor",
+        "sasl.enabled.mechanisms",
+        "sasl.jaas.config",
         "ssl.keystore.location",
         "ssl.keystore.type",
         "ssl.key.password",
@@ -313,6 +332,34 @@ USED_PROPERTIES: Final[frozenset[str]] = frozenset(
 
 
 _TLS_PROTOCOLS = ("TLSv1.2", "TLSv1.3")
+
+
+_SASL_MECHANISMS = ("PLAIN",)
+
+
+def _sasl_settings(
+    props: dict[str, str], listeners: tuple[Endpoint, ...], protocol_map: dict[str, str]
+) -> SaslConfig:
+    sasl_listeners = [e for e in listeners if protocol_map.get(e.listener_name, "").startswith("SASL_")]
+    mechanisms = tuple(
+        m.strip().upper() for m in props.get("sasl.enabled.mechanisms", "PLAIN").split(",") if m.strip()
+    )
+    if not sasl_listeners:
+        return SaslConfig(mechanisms)
+    for mechanism in mechanisms:
+        if mechanism not in _SASL_MECHANISMS:
+            raise ConfigError(
+                f"sasl.enabled.mechanisms: {mechanism} is not supported (pykraft serves {', '.join(_SASL_MECHANISMS)})"
+            )
+    key = f"listener.name.{sasl_listeners[0].listener_name.lower()}.plain.sasl.jaas.config"
+    jaas = props.get(key)
+    if jaas is None and "sasl.jaas.config" in props:
+        key, jaas = "sasl.jaas.config", props["sasl.jaas.config"]
+    if jaas is None:
+        raise ConfigError(
+            f"{key}: required by the SASL listener {sasl_listeners[0].listener_name} (PLAIN users)"
+        )
+    return SaslConfig(mechanisms, jaas, key)
 
 
 def _ssl_settings(props: dict[str, str], *, uses_ssl: bool) -> SslConfig:
@@ -379,23 +426,24 @@ def load_config(text: str, overrides: dict[str, str] | None = None) -> NodeConfi
         # effectiveListenerSecurityProtocolMap), so Kafka's short sample configs start.
         protocol_map.setdefault(name, "PLAINTEXT")
     for endpoint in listeners:
-        proto = protocol_map.get(endpoint.listener_name, endpoint.listener_name)
+        # A listener missing from the map is the protocol its name says (PLAINTEXT://, SSL://...).
+        proto = protocol_map.setdefault(endpoint.listener_name, endpoint.listener_name)
         if proto == "PLAINTEXT":
             continue
-        if proto != "SSL":
+        if proto not in ("SSL", "SASL_PLAINTEXT", "SASL_SSL"):
             raise ConfigError(
-                f"listeners: {endpoint.listener_name} uses {proto}; pykraft serves PLAINTEXT and SSL "
-                "(SASL is not supported yet)"
+                f"listeners: {endpoint.listener_name} uses {proto}; pykraft serves PLAINTEXT, SSL, "
+                "SASL_PLAINTEXT and SASL_SSL"
             )
         if endpoint.listener_name in controller_names:
             raise ConfigError(
-                f"listeners: the controller listener {endpoint.listener_name} uses SSL; TLS between "
-                "controllers and brokers is not supported yet"
+                f"listeners: the controller listener {endpoint.listener_name} uses {proto}; security "
+                "between controllers and brokers is not supported yet"
             )
         if "controller" not in roles:
             raise ConfigError(
-                f"listeners: {endpoint.listener_name} uses SSL on a broker process; brokers replicate "
-                "from each other over PLAINTEXT only for now (TLS serves a broker,controller node)"
+                f"listeners: {endpoint.listener_name} uses {proto} on a broker process; brokers replicate "
+                "from each other over PLAINTEXT only for now (security serves a broker,controller node)"
             )
     voters = _voters(props.get("controller.quorum.voters", ""))
     if not voters and props.get("controller.quorum.bootstrap.servers") and "controller" in roles:
@@ -459,7 +507,14 @@ def load_config(text: str, overrides: dict[str, str] | None = None) -> NodeConfi
             f"controller.quorum.request.timeout.ms: {request_timeout_ms} must be above the raft fetch's 500 ms wait"
         )
 
-    ignored = tuple(sorted(k for k in props if k not in USED_PROPERTIES))
+    ignored = tuple(
+        sorted(
+            k
+            for k in props
+            if k not in USED_PROPERTIES
+            and not (k.startswith("listener.name.") and k.endswith(".plain.sasl.jaas.config"))
+        )
+    )
     return NodeConfig(
         node_id=node_id,
         process_roles=roles,
@@ -531,6 +586,9 @@ def load_config(text: str, overrides: dict[str, str] | None = None) -> NodeConfi
         transaction_remove_expired_transaction_cleanup_interval_ms=_int(
             props, "transaction.remove.expired.transaction.cleanup.interval.ms", 3600000, minimum=1
         ),
-        ssl=_ssl_settings(props, uses_ssl="SSL" in {protocol_map.get(e.listener_name) for e in listeners}),
+        ssl=_ssl_settings(
+            props, uses_ssl=bool({"SSL", "SASL_SSL"} & {protocol_map.get(e.listener_name) for e in listeners})
+        ),
+        sasl=_sasl_settings(props, listeners, protocol_map),
         ignored=ignored,
     )

@@ -25,6 +25,7 @@ from pykraft.broker.producer_admin import handle_describe_configs, handle_descri
 from pykraft.broker.producer_id_manager import ProducerIdManager
 from pykraft.broker.replica_manager import ReplicaManager
 from pykraft.broker.replication import IsrProposal, Transition
+from pykraft.broker.sasl import JaasConfigError, PlainAuthenticator, SaslSession, parse_plain_jaas
 from pykraft.coordinator.offsets_records import OFFSETS_TOPIC
 from pykraft.core.config import NodeConfig
 from pykraft.core.errors import ErrorCode, RemoteProtocolError
@@ -127,6 +128,8 @@ class Node:
         self.ctx: handlers.BrokerContext | None = None
         self.groups: GroupService | None = None
         self.txns: TxnService | None = None
+        # The PLAIN users of a SASL client listener (None: the listener does not use SASL).
+        self._plain: PlainAuthenticator | None = None
         self._data_arrived: asyncio.Future[None] | None = None
         self._tasks: set[asyncio.Task[Any]] = set()
         self._stopped = False
@@ -253,7 +256,17 @@ class Node:
         if link is None:
             await self._register_in_process()
         ssl_context = None
-        if config.listener_security_protocol_map.get(config.client_listener.listener_name) == "SSL":
+        protocol = config.listener_security_protocol_map.get(
+            config.client_listener.listener_name, "PLAINTEXT"
+        )
+        if protocol.startswith("SASL_"):
+            try:
+                self._plain = PlainAuthenticator(
+                    parse_plain_jaas(config.sasl.plain_jaas_config or "", config.sasl.plain_jaas_key)
+                )
+            except JaasConfigError as exc:
+                raise StartupError(str(exc)) from None
+        if protocol in ("SSL", "SASL_SSL"):
             try:
                 ssl_context = server_context(config.ssl)
             except TlsConfigError as exc:
@@ -696,6 +709,14 @@ class Node:
         if not messages.is_supported(key, version):
             # Kafka's answer to an API or version it does not serve: close the connection.
             raise RemoteProtocolError(f"unsupported api key {key} version {version}")
+        if key in (ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE) or (
+            self._plain is not None and not self._authenticated(conn)
+        ):
+            return [
+                messages.encode_response(
+                    header, self._sasl(header, messages.decode_request(header, view), conn)
+                )
+            ]
         ctx = self.ctx
         assert ctx is not None
         if key == ApiKey.PRODUCE:
@@ -723,6 +744,59 @@ class Node:
             raise RemoteProtocolError(f"api key {key} is advertised but has no handler")
         response = await handler(request, version)
         return [messages.encode_response(header, response)]
+
+    def _authenticated(self, conn: ConnectionInfo) -> bool:
+        session = conn.sasl
+        return isinstance(session, SaslSession) and session.authenticated
+
+    def _sasl(self, header: RequestHeader, request: Any, conn: ConnectionInfo) -> Any:
+        """SaslHandshake / SaslAuthenticate (KIP-152), and the refusal of anything else before the
+        connection authenticated on a SASL listener (Kafka closes it)."""
+        from kafka.protocol.sasl import SaslAuthenticateResponse, SaslHandshakeResponse
+
+        key, version = header.api_key, header.api_version
+        plain = self._plain
+        if plain is None:
+            # Not a SASL listener.
+            if key == ApiKey.SASL_HANDSHAKE:
+                return SaslHandshakeResponse(
+                    version=version, error_code=ErrorCode.ILLEGAL_SASL_STATE, mechanisms=[]
+                )
+            return SaslAuthenticateResponse(
+                version=version,
+                error_code=ErrorCode.ILLEGAL_SASL_STATE,
+                error_message="this listener does not use SASL",
+                auth_bytes=b"",
+                session_lifetime_ms=0,
+            )
+        session = conn.sasl
+        if not isinstance(session, SaslSession):
+            session = conn.sasl = SaslSession(self.config.sasl.enabled_mechanisms)
+        if key == ApiKey.SASL_HANDSHAKE:
+            error = plain.handshake(session, request.mechanism)
+            if error != ErrorCode.NONE:
+                conn.close_after_response = True
+            return SaslHandshakeResponse(
+                version=version, error_code=error, mechanisms=list(self.config.sasl.enabled_mechanisms)
+            )
+        if key != ApiKey.SASL_AUTHENTICATE:
+            raise RemoteProtocolError(
+                f"{ApiKey(key).name} before SASL authentication on listener {conn.listener_name}"
+            )
+        result = plain.authenticate(session, bytes(request.auth_bytes or b""))
+        if result.close:
+            conn.close_after_response = True
+            log.info("SASL/%s authentication from %s failed", session.mechanism or "?", conn.peer)
+        elif session.principal is not None:
+            conn.principal = session.principal
+        return SaslAuthenticateResponse(
+            version=version,
+            error_code=result.error_code,
+            error_message=result.error_message,
+            auth_bytes=b"",
+            # No re-authentication (KIP-368) yet: the session does not expire.
+            session_lifetime_ms=0,
+        )
 
     async def _handle_controller_request(
         self, frame: bytearray, conn: ConnectionInfo

@@ -29,13 +29,18 @@ TLS_HANDSHAKE_TIMEOUT_S = 10.0
 
 
 class ConnectionInfo:
-    __slots__ = ("peer", "listener_name", "principal")
+    __slots__ = ("peer", "listener_name", "principal", "sasl", "close_after_response")
 
     def __init__(self, peer: str, listener_name: str, principal: str = ANONYMOUS) -> None:
         self.peer = peer
         self.listener_name = listener_name
-        # Who the client is: User:ANONYMOUS on PLAINTEXT, the certificate's subject with mutual TLS.
+        # Who the client is: User:ANONYMOUS on PLAINTEXT, the certificate's subject with mutual TLS,
+        # User:<name> once SASL authenticated it.
         self.principal = principal
+        # The connection's SASL state on a SASL listener (the node's; None elsewhere).
+        self.sasl: object | None = None
+        # Send this response, then close (a failed SASL authentication).
+        self.close_after_response = False
 
 
 class KafkaServer:
@@ -133,6 +138,9 @@ class KafkaServer:
                     writer.writelines(chunks)
                     if writer.transport.get_write_buffer_size() > (4 << 20):
                         await writer.drain()
+                if info.close_after_response:
+                    await writer.drain()
+                    return
         except asyncio.CancelledError:
             pass
         except ConnectionError:

@@ -163,6 +163,9 @@ SUPPORTED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     # Producer state (issue 5): KIP-758's window is advertised as a broker config; KIP-664 view.
     ApiKey.DESCRIBE_CONFIGS: (1, 4),
     ApiKey.DESCRIBE_PRODUCERS: (0, 0),
+    # SASL (issue 16): KIP-152 framing only (SaslHandshake v1, then SaslAuthenticate).
+    ApiKey.SASL_HANDSHAKE: (1, 1),
+    ApiKey.SASL_AUTHENTICATE: (0, 2),
 }
 
 
