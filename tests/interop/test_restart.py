@@ -90,6 +90,18 @@ def _start_server(config_path: str, port: int) -> subprocess.Popen:
     return proc
 
 
+def _stop_server(proc: subprocess.Popen) -> None:
+    """SIGTERM (a clean stop), or kill -9 when that does not end it within 30 s."""
+    if proc.poll() is not None:
+        return
+    proc.send_signal(signal.SIGTERM)
+    try:
+        proc.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
 def test_kill_9_during_produce_keeps_every_acknowledged_message(tmp_path) -> None:
     port = free_port()
     config = tmp_path / "server.properties"

@@ -6,7 +6,6 @@ authenticating each fail, and the broker keeps serving the others."""
 from __future__ import annotations
 
 import asyncio
-import signal
 import socket
 import subprocess
 import time
@@ -18,7 +17,7 @@ from confluent_kafka.admin import AdminClient
 
 from pykraft.broker.sasl import JaasConfigError, parse_plain_jaas, parse_plain_token
 from pykraft.testing import free_port
-from tests.interop.test_restart import _start_server
+from tests.interop.test_restart import _start_server, _stop_server
 from tests.interop.test_tls import _produce_and_consume_confluent, certs  # noqa: F401 (a fixture)
 
 pytestmark = pytest.mark.slow
@@ -56,22 +55,13 @@ def _start(
     return _start_server(str(config), port), f"127.0.0.1:{port}"
 
 
-def _stop(proc: subprocess.Popen[bytes]) -> None:
-    proc.send_signal(signal.SIGTERM)
-    try:
-        proc.wait(timeout=30)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
-
-
 @pytest.fixture(scope="module")
 def sasl_node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     proc, bootstrap = _start(tmp_path_factory.mktemp("sasl"), "SASL_PLAINTEXT")
     try:
         yield bootstrap
     finally:
-        _stop(proc)
+        _stop_server(proc)
 
 
 def _confluent(
@@ -173,7 +163,7 @@ def test_sasl_ssl(certs: Path, tmp_path: Path) -> None:  # noqa: F811 (the fixtu
         admin = AdminClient({"bootstrap.servers": bootstrap, **settings})
         assert admin.list_topics(timeout=20).brokers
     finally:
-        _stop(proc)
+        _stop_server(proc)
 
 
 def test_jaas_and_token_parsing() -> None:

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import signal
 import socket
 import ssl
 import subprocess
@@ -22,7 +21,7 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 
 from pykraft.io.tls import ANONYMOUS, principal_of
 from pykraft.testing import free_port
-from tests.interop.test_restart import _start_server
+from tests.interop.test_restart import _start_server, _stop_server
 
 pytestmark = pytest.mark.slow
 
@@ -99,12 +98,7 @@ def tls_node(certs: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[
     try:
         yield f"127.0.0.1:{port}"
     finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        _stop_server(proc)
 
 
 def _confluent_tls(certs: Path, who: str = "alice") -> dict[str, str]:

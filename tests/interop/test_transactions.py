@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-import subprocess
 import time
 
 import pytest
@@ -20,7 +19,7 @@ from kafka.protocol.producer import InitProducerIdRequest, InitProducerIdRespons
 
 from pykraft.core.errors import ErrorCode
 from pykraft.testing import free_port, node_properties, running_node
-from tests.interop.test_restart import _start_server
+from tests.interop.test_restart import _start_server, _stop_server
 from tests.raw_client import RawClient
 
 pytestmark = pytest.mark.slow
@@ -402,13 +401,7 @@ def test_a_bump_retried_after_kill_9_gets_the_same_producer_id_and_epoch(tmp_pat
                 ErrorCode.PRODUCER_FENCED
             )
     finally:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+        _stop_server(proc)
 
 
 def test_unknown_partitions_are_not_added_to_a_transaction(pykraft_node) -> None:
@@ -492,10 +485,4 @@ def test_an_open_transaction_survives_kill_9_and_the_next_instance_aborts_it(tmp
         # 20 aborted records (0-19), their ABORT marker (20), "kept" (21) and its COMMIT marker (22).
         assert offsets[0] == offsets[1] == 23
     finally:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+        _stop_server(proc)

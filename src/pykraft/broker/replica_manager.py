@@ -17,7 +17,7 @@ from pykraft.broker.replication import (
     follower_truncation_offset,
 )
 from pykraft.core.errors import ErrorCode, KafkaError
-from pykraft.log.partition_log import LogConfig, PartitionLog
+from pykraft.log.partition_log import AppendInfo, LogConfig, PartitionLog
 from pykraft.log.producer_snapshot import delete_snapshots_below, write_snapshot
 from pykraft.log.producer_state import (
     DUPLICATE_WINDOW_DEFAULT,
@@ -270,16 +270,7 @@ class ReplicaManager:
                 # acks=all answers the retry only once the original is replicated too.
                 last_offset=check.duplicate.last_offset,
             )
-        rolled_from = part.log.active_segment_base_offset
-        leader_epoch = part.replication.leader_epoch
-        # The leader stamps its epoch on every batch (followers truncate by it, KIP-101).
-        info = part.log.append(records, headers, leader_epoch=max(leader_epoch, 0))
-        if part.replicated:
-            part.epochs.assign(leader_epoch, info.first_offset)
-        if part.log.active_segment_base_offset != rolled_from:
-            # Kafka snapshots producer state at every roll, as of the new segment's base offset, which
-            # is where the state stands before this append's batches (UnifiedLog.roll).
-            self._checkpoint(part)
+        info = self._leader_append(part, records, headers)
         assigned: list[BatchHeader] = []
         next_offset = info.first_offset
         for header in headers:
@@ -512,13 +503,7 @@ class ReplicaManager:
         )
         headers = validate_batches(batch)
         first = state.open_transaction_first_offset(producer_id)
-        rolled_from = part.log.active_segment_base_offset
-        leader_epoch = part.replication.leader_epoch
-        info = part.log.append(batch, headers, leader_epoch=max(leader_epoch, 0))
-        if part.replicated:
-            part.epochs.assign(leader_epoch, info.first_offset)
-        if part.log.active_segment_base_offset != rolled_from:
-            self._checkpoint(part)
+        info = self._leader_append(part, batch, headers)
         state.on_append([headers[0]._replace(base_offset=info.first_offset)], now_ms)
         state.set_coordinator_epoch(producer_id, coordinator_epoch)
         part.verification_guards.pop(producer_id, None)
@@ -539,6 +524,22 @@ class ReplicaManager:
             log_start_offset=part.log.log_start_offset,
             last_offset=info.last_offset,
         )
+
+    def _leader_append(
+        self, part: Partition, records: bytearray | memoryview, headers: list[BatchHeader]
+    ) -> AppendInfo:
+        """Append as the leader: its epoch stamped on every batch (followers truncate by it, KIP-101)
+        and recorded; producer state and the transaction index checkpointed at a roll."""
+        rolled_from = part.log.active_segment_base_offset
+        leader_epoch = part.replication.leader_epoch
+        info = part.log.append(records, headers, leader_epoch=max(leader_epoch, 0))
+        if part.replicated:
+            part.epochs.assign(leader_epoch, info.first_offset)
+        if part.log.active_segment_base_offset != rolled_from:
+            # Kafka snapshots producer state at every roll, as of the new segment's base offset, which
+            # is where the state stands before this append's batches (UnifiedLog.roll).
+            self._checkpoint(part)
+        return info
 
     def _checkpoint(self, part: Partition) -> None:
         """Producer state and the aborted-transaction index, as of the log end (segment roll, close)."""

@@ -31,6 +31,7 @@ from pykraft.client.connection import Connection
 from pykraft.client.errors import ConnectionLost, KafkaClientError
 from pykraft.client.producer import parse_bootstrap
 from pykraft.core.errors import ErrorCode
+from pykraft.core.partitions import by_topic as group_by_topic
 from pykraft.protocol.records import committed_batches, decode_records, scan_batches
 
 TopicPartition = tuple[str, int]
@@ -234,9 +235,7 @@ class Consumer:
 
     async def _fetch(self, leader: int, tps: list[TopicPartition], timeout_ms: int) -> list[ConsumerRecord]:
         conn = await self._connection(leader)
-        by_topic: dict[str, list[int]] = {}
-        for topic, partition in tps:
-            by_topic.setdefault(topic, []).append(partition)
+        by_topic = group_by_topic(tps)
         topic_cls: Any = FetchRequest.FetchTopic
         request = FetchRequest(
             replica_id=-1,
@@ -309,9 +308,7 @@ class Consumer:
         group_conn = Connection(coordinator.host, coordinator.port, client_id=self.client_id)
         await group_conn.connect(self.request_timeout_s)
         try:
-            by_topic: dict[str, list[int]] = {}
-            for topic, partition in tps:
-                by_topic.setdefault(topic, []).append(partition)
+            by_topic = group_by_topic(tps)
             deadline = time.monotonic() + self.request_timeout_s
             while True:
                 response = await group_conn.call(

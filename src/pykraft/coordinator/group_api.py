@@ -158,23 +158,28 @@ def handle_leave_group(coordinator: GroupCoordinator, request: Any, version: int
 # --- OffsetCommit / OffsetFetch / OffsetDelete -------------------------------------------------------------
 
 
+def _commit_offsets(request: Any, with_leader_epoch: bool) -> tuple[CommitOffset, ...]:
+    """The offsets of an OffsetCommit or TxnOffsetCommit (the same topic/partition layout)."""
+    return tuple(
+        CommitOffset(
+            t.name,
+            p.partition_index,
+            p.committed_offset,
+            p.committed_leader_epoch if with_leader_epoch else -1,
+            p.committed_metadata,
+        )
+        for t in request.topics
+        for p in t.partitions
+    )
+
+
 def commit_request(request: Any, version: int) -> CommitRequest:
     return CommitRequest(
         group_id=request.group_id or "",
         generation_id=request.generation_id_or_member_epoch,
         member_id=request.member_id or "",
         group_instance_id=request.group_instance_id if version >= 7 else None,
-        offsets=tuple(
-            CommitOffset(
-                t.name,
-                p.partition_index,
-                p.committed_offset,
-                p.committed_leader_epoch if version >= 6 else -1,
-                p.committed_metadata,
-            )
-            for t in request.topics
-            for p in t.partitions
-        ),
+        offsets=_commit_offsets(request, version >= 6),
     )
 
 
@@ -208,17 +213,7 @@ def txn_commit_request(request: Any, version: int) -> CommitRequest:
         generation_id=request.generation_id if version >= 3 else -1,
         member_id=(request.member_id or "") if version >= 3 else "",
         group_instance_id=request.group_instance_id if version >= 3 else None,
-        offsets=tuple(
-            CommitOffset(
-                t.name,
-                p.partition_index,
-                p.committed_offset,
-                p.committed_leader_epoch if version >= 2 else -1,
-                p.committed_metadata,
-            )
-            for t in request.topics
-            for p in t.partitions
-        ),
+        offsets=_commit_offsets(request, version >= 2),
     )
 
 

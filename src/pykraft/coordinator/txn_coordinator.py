@@ -47,6 +47,7 @@ from pykraft.coordinator.txn_records import (
     encode_txn_value,
 )
 from pykraft.core.errors import ErrorCode
+from pykraft.core.partitions import by_topic as group_by_topic
 
 NO_PRODUCER_ID = -1
 NO_PRODUCER_EPOCH = -1
@@ -134,9 +135,7 @@ class TxnTarget:
     txn_last_update_timestamp_ms: int
 
     def log_value(self) -> TxnLogValue:
-        by_topic: dict[str, list[int]] = {}
-        for topic, p in self.partitions:
-            by_topic.setdefault(topic, []).append(p)
+        by_topic = group_by_topic(self.partitions)
         return TxnLogValue(
             producer_id=self.producer_id,
             producer_epoch=self.producer_epoch,

@@ -45,6 +45,7 @@ from pykraft.coordinator.txn_coordinator import (
 from pykraft.coordinator.txn_records import TRANSACTION_STATE_TOPIC, TxnRecordError
 from pykraft.core.config import NodeConfig
 from pykraft.core.errors import ErrorCode
+from pykraft.core.partitions import by_topic as group_by_topic
 from pykraft.io.internal_topics import CreateTopics, InternalTopic, iter_batches
 from pykraft.io.rpc_channel import PeerUnavailable, RpcClient
 from pykraft.io.waiting import wait_event
@@ -340,9 +341,7 @@ class TxnService:
         self, job: MarkerJob, leader: int, partitions: list[TopicPartition]
     ) -> list[TopicPartition]:
         """One WriteTxnMarkers to ``leader``; the partitions whose marker is written."""
-        by_topic: dict[str, list[int]] = {}
-        for topic, partition in partitions:
-            by_topic.setdefault(topic, []).append(partition)
+        by_topic = group_by_topic(partitions)
         marker_cls: Any = WriteTxnMarkersRequest.WritableTxnMarker
         request = WriteTxnMarkersRequest(
             version=WRITE_TXN_MARKERS_VERSION,
@@ -430,9 +429,7 @@ class TxnService:
         broker = next((b for b in self.ctx.cluster.brokers if b.node_id == leader), None)
         if broker is None:
             return ErrorCode.COORDINATOR_NOT_AVAILABLE, {}
-        by_topic: dict[str, list[int]] = {}
-        for topic, partition in partitions:
-            by_topic.setdefault(topic, []).append(partition)
+        by_topic = group_by_topic(partitions)
         txn_cls: Any = AddPartitionsToTxnRequest.AddPartitionsToTxnTransaction
         request = AddPartitionsToTxnRequest(
             version=ADD_PARTITIONS_VERIFY_VERSION,
@@ -601,9 +598,7 @@ class TxnService:
         states = []
         for transactional_id in request.transactional_ids:
             d = self.coordinator.describe(transactional_id)
-            by_topic: dict[str, list[int]] = {}
-            for topic, p in d.partitions:
-                by_topic.setdefault(topic, []).append(p)
+            by_topic = group_by_topic(d.partitions)
             states.append(
                 state_cls(
                     error_code=d.error_code,
