@@ -5,8 +5,16 @@ import signal
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
 
 pytest_plugins = ["pykraft.testing"]
+
+# In CI every property test draws the same examples on every run: a failure there replays exactly, and
+# a green run cannot turn red because a new random example was drawn. Locally the draws stay random, to
+# keep exploring (a failure prints the example to pin with @example).
+settings.register_profile("ci", derandomize=True, print_blob=True)
+if os.environ.get("CI"):
+    settings.load_profile("ci")
 
 
 def _children_of(pid: int) -> list[tuple[int, str]]:

@@ -458,6 +458,8 @@ def _error_response(key: ApiKey, error: ErrorCode) -> RaftResponse:
 
 def decode_describe_quorum_request(header: RequestHeader, frame: memoryview) -> None:
     """Validate a DescribeQuorum request: it must ask for ``__cluster_metadata-0``."""
+    if header.api_key != ApiKey.DESCRIBE_QUORUM:
+        raise RemoteProtocolError(f"api key {header.api_key} is not DescribeQuorum")
     request = messages.decode_request(header, frame)
     topic, p = _only_partition(request.topics, "DescribeQuorum")
     _expect_metadata_partition("DescribeQuorum", topic.topic_name, p.partition_index)
