@@ -17,6 +17,8 @@ LAYER = {
     "core": 0,
     "protocol": 1,
     "storage": 1,
+    # Authentication (SASL, SCRAM) and authorization (ACLs): pure, below the image that stores them.
+    "security": 1,
     "raft": 2,
     "metadata": 2,
     "log": 2,
@@ -29,7 +31,18 @@ LAYER = {
     # PySpark source/sink and pipelines: shell level (pyspark, sockets, files).
     "spark": 6,
 }
-PURE = {"core", "protocol", "storage", "raft", "metadata", "log", "controller", "broker", "coordinator"}
+PURE = {
+    "core",
+    "protocol",
+    "storage",
+    "security",
+    "raft",
+    "metadata",
+    "log",
+    "controller",
+    "broker",
+    "coordinator",
+}
 FORBIDDEN_IN_PURE = {
     "asyncio",
     "socket",

@@ -22,6 +22,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "pykraft.io.producers_cli",
     "pykraft.io.topics_cli",
     "pykraft.io.transactions_cli",
+    "pykraft.io.security_cli",
     "pykraft.io.dev_cli",
 )
 

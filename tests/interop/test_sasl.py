@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from confluent_kafka.admin import AdminClient
 
-from pykraft.broker.sasl import JaasConfigError, parse_plain_jaas, parse_plain_token
+from pykraft.security.sasl import JaasConfigError, parse_plain_jaas, parse_plain_token
 from pykraft.testing import free_port
 from tests.interop.test_restart import _start_server, _stop_server
 from tests.interop.test_tls import _produce_and_consume_confluent, certs  # noqa: F401 (a fixture)

@@ -168,6 +168,11 @@ def test_supported_versions_table() -> None:
         ApiKey.OFFSET_DELETE: (0, 0),
         ApiKey.SASL_HANDSHAKE: (1, 1),
         ApiKey.SASL_AUTHENTICATE: (0, 2),
+        ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: (0, 0),
+        ApiKey.ALTER_USER_SCRAM_CREDENTIALS: (0, 0),
+        ApiKey.DESCRIBE_ACLS: (1, 3),
+        ApiKey.CREATE_ACLS: (1, 3),
+        ApiKey.DELETE_ACLS: (1, 3),
     }
     assert ApiKey.GET_TELEMETRY_SUBSCRIPTIONS not in SUPPORTED_VERSIONS
 

@@ -73,6 +73,8 @@ def _value(field: dict[str, Any], version: int, owner: Any) -> st.SearchStrategy
         values = _UUIDS
     elif type_ == "string":
         values = _TEXT
+    elif type_ == "bytes":
+        values = st.binary(max_size=16)
     else:
         raise AssertionError(f"no strategy for {type_}")
     return st.one_of(st.none(), values) if _nullable(field, version) else values
@@ -106,7 +108,29 @@ ANY_RECORD = st.sampled_from(ALL_TYPES_AND_VERSIONS).flatmap(lambda kv: _record(
 
 
 def test_record_table__covers_the_brief() -> None:
-    assert sorted(RECORD_TYPES_BY_API_KEY) == [0, 1, 2, 3, 4, 5, 7, 8, 9, 12, 15, 17, 20, 23, 24, 25, 29]
+    assert sorted(RECORD_TYPES_BY_API_KEY) == [
+        0,
+        1,
+        2,
+        3,
+        4,
+        5,
+        7,
+        8,
+        9,
+        11,
+        12,
+        15,
+        17,
+        18,
+        19,
+        20,
+        22,
+        23,
+        24,
+        25,
+        29,
+    ]
     assert CLUSTER_ID_RECORD_API_KEY == 29
     assert RECORD_TYPES_BY_API_KEY[29] is ClusterIdRecord
     assert valid_versions(RegisterBrokerRecord) == (0, 3)
@@ -220,3 +244,18 @@ def test_decode__bad_frame__raises_with_kafka_message(value: bytes, message: str
 
 def test_metadata_record_error__is_a_value_error() -> None:
     assert issubclass(MetadataRecordError, ValueError)
+
+
+def test_user_scram_credential_record__matches_kafka_layout() -> None:
+    """Kafka 3.5+ UserScramCredentialRecord (key 11, v0, flexible): Name, Mechanism, Salt, StoredKey,
+    ServerKey, Iterations, then an empty tagged-field section."""
+    from pykraft.metadata.records import UserScramCredentialRecord
+
+    record = UserScramCredentialRecord(
+        name="a", mechanism=2, salt=b"x", stored_key=b"y", server_key=b"z", iterations=4096
+    )
+    value = encode_metadata_record(ApiMessageAndVersion.of(record))
+    assert (
+        value == bytes.fromhex("010b00") + b"\x02a\x02\x02x\x02y\x02z" + (4096).to_bytes(4, "big") + b"\x00"
+    )
+    assert decode_metadata_record(value).message == record

@@ -23,6 +23,7 @@ from pykraft.coordinator.txn_records import TRANSACTION_STATE_TOPIC
 from pykraft.core.errors import ErrorCode
 from pykraft.protocol.fetch import FetchPartitionResponse, FetchResponseData, FetchTopicResponse
 from pykraft.protocol.produce import ProducePartitionResult, ProduceRequestData, ProduceTopicResult
+from pykraft.security.acls import AclOperation, ResourceType, allowed, allowed_on_cluster
 
 # ListOffsets special timestamps (ListOffsetsRequest.java).
 LATEST_TIMESTAMP = -1
@@ -115,7 +116,8 @@ def handle_metadata(request: Any, version: int, ctx: BrokerContext) -> Any:
     ]
     live = {b.node_id for b in cluster.brokers}
     if request.topics is None:
-        names = sorted(cluster.topics)
+        # Every topic: those the principal may not describe are left out (Kafka).
+        names = sorted(n for n in cluster.topics if allowed(AclOperation.DESCRIBE, ResourceType.TOPIC, n))
     else:
         names = [t.name for t in request.topics if t.name is not None]
     topics = []
@@ -123,6 +125,25 @@ def handle_metadata(request: Any, version: int, ctx: BrokerContext) -> Any:
     allow_auto = version < 4 or bool(request.allow_auto_topic_creation)
     for name in names:
         view = cluster.topics.get(name)
+        if request.topics is not None and not allowed(AclOperation.DESCRIBE, ResourceType.TOPIC, name):
+            view = None
+            error = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+        elif view is None and allow_auto and ctx.auto_create_topics_enable and not may_create_topic(name):
+            error = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+        else:
+            error = ErrorCode.NONE
+        if error != ErrorCode.NONE:
+            topics.append(
+                MetadataResponse.MetadataResponseTopic(
+                    error_code=error,
+                    name=name,
+                    topic_id=uuid.UUID(int=0),
+                    is_internal=False,
+                    partitions=[],
+                    authorized_operations=AUTHORIZED_OPERATIONS_OMITTED,
+                )
+            )
+            continue
         if view is None:
             error = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
             if allow_auto and ctx.auto_create_topics_enable and request.topics is not None:
@@ -182,6 +203,11 @@ _LEGAL_TOPIC_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUV
 MAX_TOPIC_NAME_LENGTH = 249
 
 
+def may_create_topic(name: str) -> bool:
+    """Kafka: CREATE on the cluster, or on the topic."""
+    return allowed_on_cluster(AclOperation.CREATE) or allowed(AclOperation.CREATE, ResourceType.TOPIC, name)
+
+
 def is_valid_topic_name(name: str) -> bool:
     """Kafka's Topic.validate: [a-zA-Z0-9._-], at most 249 characters, not '.' or '..'."""
     return (
@@ -223,16 +249,35 @@ def handle_produce(
     the verification ended in."""
     responses: list[ProduceTopicResult] = []
     to_create: list[str] = []
+    # Kafka: WRITE on the transactional id for a transactional request, then WRITE on each topic.
+    txn_refused = request.transactional_id is not None and not allowed(
+        AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, request.transactional_id
+    )
     for topic in request.topics:
         partition_responses: list[ProducePartitionResult] = []
         view = ctx.cluster.topics.get(topic.name)
-        if view is None and ctx.auto_create_topics_enable and is_valid_topic_name(topic.name):
+        topic_refused = not allowed(AclOperation.WRITE, ResourceType.TOPIC, topic.name)
+        if (
+            view is None
+            and ctx.auto_create_topics_enable
+            and is_valid_topic_name(topic.name)
+            and not topic_refused
+            and may_create_topic(topic.name)
+        ):
             to_create.append(topic.name)
         for pdata in topic.partitions:
             error: ErrorCode = ErrorCode.NONE
             base_offset = -1
             log_start_offset = -1
             message: str | None = None
+            if txn_refused or topic_refused:
+                error = (
+                    ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+                    if txn_refused
+                    else ErrorCode.TOPIC_AUTHORIZATION_FAILED
+                )
+                partition_responses.append(ProducePartitionResult(pdata.index, error))
+                continue
             part, lookup_error = led_partition(ctx, topic.name, pdata.index)
             verdict = verification.get((topic.name, pdata.index)) if verification else None
             if request.acks not in VALID_ACKS:
@@ -306,8 +351,13 @@ def handle_fetch(request: Any, ctx: BrokerContext) -> FetchOutcome:
     topics: list[FetchTopicResponse] = []
     for topic in request.topics:
         partitions: list[FetchPartitionResponse] = []
+        refused = not allowed(AclOperation.READ, ResourceType.TOPIC, topic.topic)
         for fp in topic.partitions:
-            part, lookup_error = led_partition(ctx, topic.topic, fp.partition)
+            part, lookup_error = (
+                (None, ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+                if refused
+                else led_partition(ctx, topic.topic, fp.partition)
+            )
             if part is None:
                 has_error = True
                 partitions.append(
@@ -367,17 +417,25 @@ def handle_replica_fetch(
     has_error = False
     advanced: list[Partition] = []
     topics: list[FetchTopicResponse] = []
+    # Kafka: a follower's fetch needs CLUSTER_ACTION; refused, every partition is TOPIC_AUTHORIZATION_FAILED.
+    refused = not allowed_on_cluster(AclOperation.CLUSTER_ACTION)
     for topic in request.topics:
         partitions: list[FetchPartitionResponse] = []
         view = ctx.cluster.topics.get(topic.topic)
         for fp in topic.partitions:
             part = (
-                ctx.replicas.get(topic.topic, fp.partition) if view is not None and not ctx.fenced else None
+                ctx.replicas.get(topic.topic, fp.partition)
+                if view is not None and not ctx.fenced and not refused
+                else None
             )
             if part is None:
                 has_error = True
                 error = (
-                    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if view is None else ErrorCode.NOT_LEADER_OR_FOLLOWER
+                    ErrorCode.TOPIC_AUTHORIZATION_FAILED
+                    if refused
+                    else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                    if view is None
+                    else ErrorCode.NOT_LEADER_OR_FOLLOWER
                 )
                 partitions.append(FetchPartitionResponse(fp.partition, error, -1, -1, -1, []))
                 continue
@@ -516,11 +574,21 @@ def handle_find_coordinator(request: Any, version: int, ctx: BrokerContext) -> A
         if key_type == COORDINATOR_KEY_TYPE_TRANSACTION:
             if not key:
                 return ErrorCode.INVALID_REQUEST, "the transactional id is empty", -1, "", -1
+            if not allowed(AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, key):
+                return (
+                    ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+                    "Transactional Id authorization failed.",
+                    -1,
+                    "",
+                    -1,
+                )
             # The leader of the id's __transaction_state partition coordinates its transactions.
             internal_topic, num_partitions = TRANSACTION_STATE_TOPIC, ctx.transaction_state_num_partitions
         elif key_type == COORDINATOR_KEY_TYPE_GROUP:
             if not key:
                 return ErrorCode.INVALID_GROUP_ID, "the group id is empty", -1, "", -1
+            if not allowed(AclOperation.DESCRIBE, ResourceType.GROUP, key):
+                return ErrorCode.GROUP_AUTHORIZATION_FAILED, "Group authorization failed.", -1, "", -1
             # The leader of the group's __consumer_offsets partition coordinates the group.
             internal_topic, num_partitions = OFFSETS_TOPIC, ctx.offsets_topic_num_partitions
         else:

@@ -48,6 +48,15 @@ from pykraft.controller.replication import (
     TopicControlInfo,
 )
 from pykraft.controller.result import ControllerResult
+from pykraft.controller.security import (
+    AclControlManager,
+    AclCreationResult,
+    AclDeletionResult,
+    ScramAlterationResult,
+    ScramControlManager,
+    ScramDeletion,
+    ScramUpsertion,
+)
 from pykraft.core.errors import ErrorCode
 from pykraft.metadata.delta import FENCING_CHANGE_FENCE, FENCING_CHANGE_UNFENCE
 from pykraft.metadata.image import (
@@ -60,6 +69,7 @@ from pykraft.metadata.image import (
 )
 from pykraft.metadata.records import (
     AbortTransactionRecord,
+    AccessControlEntryRecord,
     ApiMessageAndVersion,
     BeginTransactionRecord,
     BrokerRegistrationChangeRecord,
@@ -75,11 +85,16 @@ from pykraft.metadata.records import (
     PartitionRecord,
     ProducerIdsRecord,
     RegisterBrokerRecord,
+    RemoveAccessControlEntryRecord,
     RemoveTopicRecord,
+    RemoveUserScramCredentialRecord,
     TopicRecord,
     UnfenceBrokerRecord,
     UnregisterBrokerRecord,
+    UserScramCredentialRecord,
 )
+from pykraft.security.acls import AclFilter, StandardAcl
+from pykraft.security.scram import ScramCredential
 
 T = TypeVar("T")
 
@@ -112,6 +127,8 @@ class ControllerState:
     configs: dict[ConfigResource, dict[str, str]]
     next_producer_block: ProducerIdsBlock
     producer_ids_broker_epoch: int
+    scram_credentials: dict[tuple[str, int], ScramCredential]
+    acls: dict[uuid.UUID, StandardAcl]
 
 
 class QuorumController:
@@ -144,6 +161,10 @@ class QuorumController:
             unclean_leader_election_enable=unclean_leader_election_enable,
         )
         self.producer_id_control = ProducerIdControlManager(self.cluster_control)
+        self.scram_control = ScramControlManager()
+        self.acl_control = AclControlManager(rng)
+        # Records the first controller writes after metadata.version (``storage format --add-scram``).
+        self.bootstrap_extra_records: list[ApiMessageAndVersion] = []
         # The offset the next appended record will take in the metadata log.
         self._next_write_offset = 0
         # Offset of an open BeginTransactionRecord, -1 when no metadata transaction is open.
@@ -178,6 +199,7 @@ class QuorumController:
         records = self.feature_control.generate_bootstrap_records(level)
         if cluster_id is not None:
             records.append(ApiMessageAndVersion.of(ClusterIdRecord(cluster_id=cluster_id)))
+        records.extend(self.bootstrap_extra_records)
         if MetadataVersion.is_metadata_transaction_supported(level):
             begin = ApiMessageAndVersion.of(BeginTransactionRecord(name=BOOTSTRAP_TRANSACTION_NAME))
             end = ApiMessageAndVersion.of(EndTransactionRecord())
@@ -356,6 +378,23 @@ class QuorumController:
                 fenced.append(broker_id)
         return ControllerResult(written, fenced)
 
+    def alter_user_scram_credentials(
+        self, deletions: Sequence[ScramDeletion], upsertions: Sequence[ScramUpsertion]
+    ) -> ControllerResult[list[ScramAlterationResult]]:
+        """AlterUserScramCredentials (51, KIP-554): per user, all of its alterations or none."""
+        records, results = self.scram_control.alter(deletions, upsertions)
+        return self._write(ControllerResult(records, results))
+
+    def create_acls(self, acls: Sequence[StandardAcl]) -> ControllerResult[list[AclCreationResult]]:
+        """CreateAcls (30)."""
+        records, results = self.acl_control.create(acls)
+        return self._write(ControllerResult(records, results))
+
+    def delete_acls(self, filters: Sequence[AclFilter]) -> ControllerResult[list[AclDeletionResult]]:
+        """DeleteAcls (31)."""
+        records, results = self.acl_control.delete(filters)
+        return self._write(ControllerResult(records, results))
+
     def no_op(self) -> ControllerResult[None]:
         """KIP-835: the NoOpRecord an idle active controller writes so followers see a live leader."""
         return self._write(ControllerResult([ApiMessageAndVersion.of(NoOpRecord())], None))
@@ -406,6 +445,8 @@ class QuorumController:
         self.configuration_control.restore(
             {resource: dict(values) for resource, values in image.configs.resources.items()}
         )
+        self.scram_control.restore(dict(image.scram.credentials))
+        self.acl_control.restore(dict(image.acls.acls))
         if image.producer_ids.next_producer_id >= 0:
             # What replaying the snapshot's one ProducerIdsRecord (BrokerId -1, BrokerEpoch -1) gives.
             self.producer_id_control.replay(
@@ -459,6 +500,10 @@ class QuorumController:
                 self.configuration_control.replay(message)
             case ProducerIdsRecord():
                 self.producer_id_control.replay(message)
+            case UserScramCredentialRecord() | RemoveUserScramCredentialRecord():
+                self.scram_control.replay(message)
+            case AccessControlEntryRecord() | RemoveAccessControlEntryRecord():
+                self.acl_control.replay(message)
             case BeginTransactionRecord():
                 if self._transaction_start_offset != -1:
                     raise MetadataReplayError(
@@ -491,6 +536,8 @@ class QuorumController:
         self.replication_control.restore(state.topics)
         self.configuration_control.restore(state.configs)
         self.producer_id_control.restore(state.next_producer_block, state.producer_ids_broker_epoch)
+        self.scram_control.restore(state.scram_credentials)
+        self.acl_control.restore(state.acls)
 
     def state(self) -> ControllerState:
         return ControllerState(
@@ -503,4 +550,6 @@ class QuorumController:
             configs=self.configuration_control.configs(),
             next_producer_block=self.producer_id_control.next_producer_block,
             producer_ids_broker_epoch=self.producer_id_control.broker_epoch,
+            scram_credentials=self.scram_control.credentials(),
+            acls=self.acl_control.acls(),
         )

@@ -70,6 +70,20 @@ class SaslConfig:
 
 
 @dataclass(frozen=True, slots=True)
+class AuthorizerSettings:
+    """``authorizer.class.name`` (Kafka's StandardAuthorizer, or none), ``super.users`` and
+    ``allow.everyone.if.no.acl.found``."""
+
+    enabled: bool = False
+    super_users: frozenset[str] = frozenset()
+    allow_everyone_if_no_acl_found: bool = False
+
+
+# The names ``authorizer.class.name`` accepts for the one authorizer pykraft has (Kafka's class name).
+STANDARD_AUTHORIZER_NAMES = ("org.apache.kafka.metadata.authorizer.StandardAuthorizer", "StandardAuthorizer")
+
+
+@dataclass(frozen=True, slots=True)
 class NodeConfig:
     node_id: int
     process_roles: tuple[str, ...]
@@ -134,6 +148,7 @@ class NodeConfig:
     # TLS on SSL and SASL_SSL listeners, SASL on SASL_* listeners (issue 16).
     ssl: SslConfig = field(default_factory=lambda: SslConfig())
     sasl: SaslConfig = field(default_factory=lambda: SaslConfig())
+    authorizer: AuthorizerSettings = field(default_factory=lambda: AuthorizerSettings())
     # KIP-835: the active controller writes a NoOpRecord when the log was idle this long (0 = never).
     metadata_max_idle_interval_ms: int = 500
     ignored: tuple[str, ...] = field(default=())
@@ -284,6 +299,9 @@ USED_PROPERTIES: Final[frozenset[str]] = frozenset(
         "unclean.leader.election.enable",
         "offsets.topic.replication.factor",
         "sasl.enabled.mechanisms",
+        "authorizer.class.name",
+        "super.users",
+        "allow.everyone.if.no.acl.found",
         "sasl.jaas.config",
         "ssl.keystore.location",
         "ssl.keystore.type",
@@ -334,7 +352,23 @@ USED_PROPERTIES: Final[frozenset[str]] = frozenset(
 _TLS_PROTOCOLS = ("TLSv1.2", "TLSv1.3")
 
 
-_SASL_MECHANISMS = ("PLAIN",)
+_SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
+
+
+def _authorizer_settings(props: dict[str, str]) -> AuthorizerSettings:
+    name = props.get("authorizer.class.name", "").strip()
+    if not name:
+        return AuthorizerSettings()
+    if name not in STANDARD_AUTHORIZER_NAMES:
+        raise ConfigError(
+            f"authorizer.class.name: {name} is not supported (pykraft has {STANDARD_AUTHORIZER_NAMES[0]})"
+        )
+    super_users = frozenset(u.strip() for u in props.get("super.users", "").split(";") if u.strip())
+    for user in super_users:
+        kind, sep, user_name = user.partition(":")
+        if not sep or not kind or not user_name:
+            raise ConfigError(f"super.users: {user!r} is not a principal (Type:name, e.g. User:admin)")
+    return AuthorizerSettings(True, super_users, _bool(props, "allow.everyone.if.no.acl.found", False))
 
 
 def _sasl_settings(
@@ -351,6 +385,11 @@ def _sasl_settings(
             raise ConfigError(
                 f"sasl.enabled.mechanisms: {mechanism} is not supported (pykraft serves {', '.join(_SASL_MECHANISMS)})"
             )
+    if not mechanisms:
+        raise ConfigError("sasl.enabled.mechanisms: empty, but a listener uses SASL")
+    if "PLAIN" not in mechanisms:
+        # SCRAM only: the credentials are in the metadata log, no JAAS users needed.
+        return SaslConfig(mechanisms)
     key = f"listener.name.{sasl_listeners[0].listener_name.lower()}.plain.sasl.jaas.config"
     jaas = props.get(key)
     if jaas is None and "sasl.jaas.config" in props:
@@ -590,5 +629,6 @@ def load_config(text: str, overrides: dict[str, str] | None = None) -> NodeConfi
             props, uses_ssl=bool({"SSL", "SASL_SSL"} & {protocol_map.get(e.listener_name) for e in listeners})
         ),
         sasl=_sasl_settings(props, listeners, protocol_map),
+        authorizer=_authorizer_settings(props),
         ignored=ignored,
     )

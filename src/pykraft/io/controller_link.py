@@ -342,6 +342,20 @@ class ControllerLink:
                 ],
             )
 
+    async def forward_or_refuse(
+        self,
+        request: Any,
+        version: int,
+        errors: Callable[[Any], list[int]],
+        refusal: Callable[[Any, int, ErrorCode, str], Any],
+    ) -> Any:
+        """Any other admin request for the active controller (SCRAM credentials, ACLs): its answer, or
+        ``refusal`` with NOT_CONTROLLER when none answers in time."""
+        try:
+            return await self.forward(request, version, topic_errors=errors)
+        except PeerUnavailable as exc:
+            return refusal(request, version, ErrorCode.NOT_CONTROLLER, str(exc))
+
     async def forward_delete_topics(self, request: Any, version: int) -> Any:
         try:
             return await self.forward(request, version, topic_errors=_delete_topics_errors)

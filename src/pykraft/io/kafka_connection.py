@@ -6,15 +6,64 @@ Requests and responses go through kafka-python's codec (client side); every fail
 
 from __future__ import annotations
 
+import re
 import socket
+import ssl
 import struct
+from dataclasses import dataclass
 from typing import Any
+
+from kafka.protocol.sasl import (
+    SaslAuthenticateRequest,
+    SaslAuthenticateResponse,
+    SaslHandshakeRequest,
+    SaslHandshakeResponse,
+)
 
 DEFAULT_TIMEOUT_S = 10.0
 
 
 class BrokerConnectionError(Exception):
     """One line for the user: what failed and where."""
+
+
+@dataclass(frozen=True, slots=True)
+class ClientSecurity:
+    """How a tool connects: Kafka's client properties (``--command-config``): ``security.protocol``,
+    ``sasl.mechanism``, the user from ``sasl.jaas.config`` (or librdkafka's ``sasl.username`` /
+    ``sasl.password``), and ``ssl.truststore.location`` / ``ssl.ca.location`` (PEM)."""
+
+    security_protocol: str = "PLAINTEXT"
+    sasl_mechanism: str = "PLAIN"
+    username: str | None = None
+    password: str | None = None
+    ca_location: str | None = None
+
+    def __repr__(self) -> str:
+        return (
+            f"ClientSecurity({self.security_protocol}, {self.sasl_mechanism}, user={self.username!r}, "
+            f"ca={self.ca_location!r})"
+        )
+
+    @classmethod
+    def from_properties(cls, props: dict[str, str], source: str) -> ClientSecurity:
+        protocol = props.get("security.protocol", "PLAINTEXT").strip().upper()
+        if protocol not in ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"):
+            raise BrokerConnectionError(f"{source}: security.protocol {protocol!r} is not supported")
+        username, password = props.get("sasl.username"), props.get("sasl.password")
+        jaas = props.get("sasl.jaas.config")
+        if jaas is not None:
+            options = dict(re.findall(r'(\w+)\s*=\s*"((?:[^"\\]|\\.)*)"', jaas))
+            username, password = options.get("username"), options.get("password")
+        if protocol.startswith("SASL_") and (not username or password is None):
+            raise BrokerConnectionError(f"{source}: SASL needs a username and password (sasl.jaas.config)")
+        return cls(
+            protocol,
+            props.get("sasl.mechanism", "PLAIN").strip().upper(),
+            username,
+            password,
+            props.get("ssl.truststore.location") or props.get("ssl.ca.location"),
+        )
 
 
 def parse_host_port(text: str, flag: str = "--bootstrap-server") -> tuple[str, int]:
@@ -26,15 +75,64 @@ def parse_host_port(text: str, flag: str = "--bootstrap-server") -> tuple[str, i
 
 class BrokerConnection:
     def __init__(
-        self, host: str, port: int, *, client_id: str = "pykraft", timeout_s: float = DEFAULT_TIMEOUT_S
+        self,
+        host: str,
+        port: int,
+        *,
+        client_id: str = "pykraft",
+        timeout_s: float = DEFAULT_TIMEOUT_S,
+        security: ClientSecurity | None = None,
     ) -> None:
         try:
-            self.sock = socket.create_connection((host, port), timeout=timeout_s)
+            sock = socket.create_connection((host, port), timeout=timeout_s)
         except OSError as exc:
             raise BrokerConnectionError(f"cannot connect to {host}:{port}: {exc.strerror or exc}") from None
-        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.sock: socket.socket = sock
         self.client_id = client_id
         self.correlation_id = 0
+        if security is not None and security.security_protocol in ("SSL", "SASL_SSL"):
+            context = ssl.create_default_context(cafile=security.ca_location)
+            try:
+                self.sock = context.wrap_socket(sock, server_hostname=host)
+            except (OSError, ssl.SSLError) as exc:
+                sock.close()
+                raise BrokerConnectionError(f"TLS to {host}:{port} failed: {exc}") from None
+        if security is not None and security.security_protocol.startswith("SASL_"):
+            try:
+                self._authenticate(security)
+            except BrokerConnectionError:
+                self.sock.close()
+                raise
+
+    def _authenticate(self, security: ClientSecurity) -> None:
+        """SaslHandshake v1 then SaslAuthenticate (KIP-152): PLAIN, or SCRAM-SHA-256/512."""
+        mechanism = security.sasl_mechanism
+        handshake = self.request(SaslHandshakeRequest(mechanism=mechanism), SaslHandshakeResponse, 1)
+        if handshake.error_code:
+            raise BrokerConnectionError(
+                f"SASL mechanism {mechanism} refused (the broker offers {', '.join(handshake.mechanisms)})"
+            )
+        username, password = security.username or "", security.password or ""
+        if mechanism == "PLAIN":
+            self._sasl_step(f"\x00{username}\x00{password}".encode())
+            return
+        import scramp
+
+        try:
+            client = scramp.ScramClient([mechanism], username, password)
+            server_first = self._sasl_step(client.get_client_first().encode())
+            client.set_server_first(server_first.decode())
+            server_final = self._sasl_step(client.get_client_final().encode())
+            client.set_server_final(server_final.decode())
+        except scramp.ScramException as exc:
+            raise BrokerConnectionError(f"SASL/{mechanism}: {exc}") from None
+
+    def _sasl_step(self, token: bytes) -> bytes:
+        response = self.request(SaslAuthenticateRequest(auth_bytes=token), SaslAuthenticateResponse, 2)
+        if response.error_code:
+            raise BrokerConnectionError(f"SASL authentication failed: {response.error_message}")
+        return bytes(response.auth_bytes or b"")
 
     @classmethod
     def to(cls, address: str, **kwargs: Any) -> BrokerConnection:

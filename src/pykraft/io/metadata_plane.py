@@ -28,6 +28,7 @@ from kafka.protocol.admin import (
     ElectLeadersResponse,
 )
 
+from pykraft.broker import security_api
 from pykraft.broker.handlers import BrokerView, ClusterView, PartitionView, TopicView
 from pykraft.broker.producer_id_manager import AllocateProducerIdsResponseData
 from pykraft.controller.cluster import BrokerHeartbeatReply, BrokerHeartbeatTracker
@@ -48,7 +49,7 @@ from pykraft.io.file_store import FileSegmentStore
 from pykraft.io.meta_properties_files import ClusterIdConflictError, ClusterIdPublisher
 from pykraft.io.raft_log import METADATA_PARTITION_DIR, FileRaftLog
 from pykraft.io.rpc_channel import Answered, ChannelEvent, RpcChannels
-from pykraft.io.snapshots import FileSnapshotStore, MetadataSnapshots
+from pykraft.io.snapshots import FileSnapshotStore, MetadataSnapshots, read_bootstrap_records
 from pykraft.io.waiting import wait_event, wait_shielded
 from pykraft.log.partition_log import PartitionLog
 from pykraft.metadata.delta import MetadataDelta
@@ -149,6 +150,7 @@ class MetadataPlane:
         # A condition this node cannot serve through (one line): the node stops and the process exits.
         self.on_fatal = on_fatal
         self.image = MetadataImage.EMPTY
+        self._bootstrap_records: list[ApiMessageAndVersion] = []
         self.controller = self._new_controller()
         self.raft_log: FileRaftLog | None = None
         self.snapshots: MetadataSnapshots | None = None
@@ -184,17 +186,22 @@ class MetadataPlane:
         self.cluster_id: str | None = None
 
     def _new_controller(self) -> QuorumController:
-        return QuorumController(
+        controller = QuorumController(
             rng=self.rng,
             default_num_partitions=self.config.num_partitions,
             default_replication_factor=self.config.default_replication_factor,
             unclean_leader_election_enable=self.config.unclean_leader_election_enable,
         )
+        # ``storage format --add-scram``: written by the first controller, inside the bootstrap transaction.
+        controller.bootstrap_extra_records = list(self._bootstrap_records)
+        return controller
 
     # --- lifecycle --------------------------------------------------------------------------------
 
     async def start(self) -> None:
         os.makedirs(self._meta_dir, exist_ok=True)
+        self._bootstrap_records = read_bootstrap_records(self.config.metadata_log_dir)
+        self.controller.bootstrap_extra_records = list(self._bootstrap_records)
         plog = PartitionLog.open(
             FileSegmentStore(self._meta_dir), FileRaftLog.config(self.config.metadata_log_segment_bytes)
         )
@@ -1004,6 +1011,28 @@ class MetadataPlane:
                 )
             )
         return CreateTopicsResponse(version=version, throttle_time_ms=0, topics=out)
+
+    async def handle_alter_user_scram_credentials(self, request: Any, version: int) -> Any:
+        """AlterUserScramCredentials (51, KIP-554): UserScramCredentialRecords from the active controller."""
+        deletions, upsertions = security_api.scram_alterations(request)
+        results = await self._write_or_not_controller(
+            self.controller.alter_user_scram_credentials(deletions, upsertions)
+        )
+        return security_api.alter_user_scram_credentials_response(version, results)
+
+    async def handle_create_acls(self, request: Any, version: int) -> Any:
+        """CreateAcls (30): AccessControlEntryRecords from the active controller."""
+        results = await self._write_or_not_controller(
+            self.controller.create_acls(security_api.acls_to_create(request))
+        )
+        return security_api.create_acls_response(version, results)
+
+    async def handle_delete_acls(self, request: Any, version: int) -> Any:
+        """DeleteAcls (31): a RemoveAccessControlEntryRecord per matching ACL."""
+        results = await self._write_or_not_controller(
+            self.controller.delete_acls(security_api.delete_acls_filters(request, version))
+        )
+        return security_api.delete_acls_response(version, results)
 
     async def handle_delete_topics(self, request: Any, version: int) -> Any:
         names: list[str | None] = []

@@ -14,18 +14,18 @@ import functools
 import logging
 import os
 import random
+import secrets
 import shutil
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
-from pykraft.broker import handlers
+from pykraft.broker import authorization, handlers, security_api
 from pykraft.broker.lifecycle import BrokerState
 from pykraft.broker.producer_admin import handle_describe_configs, handle_describe_producers
 from pykraft.broker.producer_id_manager import ProducerIdManager
 from pykraft.broker.replica_manager import ReplicaManager
 from pykraft.broker.replication import IsrProposal, Transition
-from pykraft.broker.sasl import JaasConfigError, PlainAuthenticator, SaslSession, parse_plain_jaas
 from pykraft.coordinator.offsets_records import OFFSETS_TOPIC
 from pykraft.core.config import NodeConfig
 from pykraft.core.errors import ErrorCode, RemoteProtocolError
@@ -49,6 +49,15 @@ from pykraft.protocol.messages import ApiKey, RequestHeader
 from pykraft.protocol.produce import ProduceRequestData, decode_produce_request, encode_produce_response
 from pykraft.protocol.records import BATCH_HEADER_SIZE, read_batch_header
 from pykraft.raft import wire
+from pykraft.security.acls import (
+    AclOperation,
+    AuthorizerConfig,
+    RequestAuthorization,
+    ResourceType,
+    allowed,
+    authorize_request,
+)
+from pykraft.security.sasl import JaasConfigError, SaslAuthenticator, SaslSession, parse_plain_jaas
 from pykraft.storage.ensemble import meta_properties_path
 from pykraft.storage.meta_properties import MetaPropertiesError
 
@@ -129,7 +138,13 @@ class Node:
         self.groups: GroupService | None = None
         self.txns: TxnService | None = None
         # The PLAIN users of a SASL client listener (None: the listener does not use SASL).
-        self._plain: PlainAuthenticator | None = None
+        self._sasl_authenticator: SaslAuthenticator | None = None
+        # authorizer.class.name set: every request on the client listener is judged by the ACLs.
+        self._authorizer: AuthorizerConfig | None = (
+            AuthorizerConfig(config.authorizer.super_users, config.authorizer.allow_everyone_if_no_acl_found)
+            if config.authorizer.enabled
+            else None
+        )
         self._data_arrived: asyncio.Future[None] | None = None
         self._tasks: set[asyncio.Task[Any]] = set()
         self._stopped = False
@@ -260,12 +275,22 @@ class Node:
             config.client_listener.listener_name, "PLAINTEXT"
         )
         if protocol.startswith("SASL_"):
-            try:
-                self._plain = PlainAuthenticator(
-                    parse_plain_jaas(config.sasl.plain_jaas_config or "", config.sasl.plain_jaas_key)
-                )
-            except JaasConfigError as exc:
-                raise StartupError(str(exc)) from None
+            plain_users: dict[str, str] = {}
+            if "PLAIN" in config.sasl.enabled_mechanisms:
+                try:
+                    plain_users = parse_plain_jaas(
+                        config.sasl.plain_jaas_config or "", config.sasl.plain_jaas_key
+                    )
+                except JaasConfigError as exc:
+                    raise StartupError(str(exc)) from None
+            image_of = self.metadata
+            assert image_of is not None
+            self._sasl_authenticator = SaslAuthenticator(
+                plain_users,
+                # SCRAM credentials as the latest image has them, read when an exchange starts.
+                lambda user, mechanism: image_of.image.scram.credential(user, mechanism),
+                secrets.token_bytes(32),
+            )
         if protocol in ("SSL", "SASL_SSL"):
             try:
                 ssl_context = server_context(config.ssl)
@@ -710,7 +735,7 @@ class Node:
             # Kafka's answer to an API or version it does not serve: close the connection.
             raise RemoteProtocolError(f"unsupported api key {key} version {version}")
         if key in (ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE) or (
-            self._plain is not None and not self._authenticated(conn)
+            self._sasl_authenticator is not None and not self._authenticated(conn)
         ):
             return [
                 messages.encode_response(
@@ -719,10 +744,15 @@ class Node:
             ]
         ctx = self.ctx
         assert ctx is not None
+        authorizing = self._authorizer is not None
+        if authorizing:
+            self._authorize(conn)
         if key == ApiKey.PRODUCE:
             produce = decode_produce_request(view[header.body_offset :], version)
             verification = None
-            if produce.transactional_id is not None:
+            if produce.transactional_id is not None and allowed(
+                AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, produce.transactional_id
+            ):
                 verification = await self._verify_transactional_produce(produce)
             waits: list[handlers.ReplicationWait] = []
             results = handlers.handle_produce(
@@ -742,8 +772,29 @@ class Node:
         handler = self._request_handlers.get(key)
         if handler is None:
             raise RemoteProtocolError(f"api key {key} is advertised but has no handler")
+        if not authorizing:
+            return [messages.encode_response(header, await handler(request, version))]
+        refusal = authorization.refuse(key, request, version)
+        if refusal is not None:
+            return [messages.encode_response(header, refusal)]
+        denied = authorization.split(key, request, version)
         response = await handler(request, version)
+        authorization.merge(key, response, denied)
+        authorization.filter_response(key, response, version)
         return [messages.encode_response(header, response)]
+
+    def _authorize(self, conn: ConnectionInfo) -> None:
+        """Who sends this request, judged by the ACLs of the latest image (StandardAuthorizer)."""
+        assert self._authorizer is not None and self.metadata is not None
+        authorize_request(
+            RequestAuthorization(
+                conn.principal,
+                # The ACL host: the address alone (Kafka's InetAddress.getHostAddress).
+                conn.peer.rsplit(":", 1)[0].strip("[]"),
+                self.metadata.image.acls.acls.values(),
+                self._authorizer,
+            )
+        )
 
     def _authenticated(self, conn: ConnectionInfo) -> bool:
         session = conn.sasl
@@ -755,8 +806,8 @@ class Node:
         from kafka.protocol.sasl import SaslAuthenticateResponse, SaslHandshakeResponse
 
         key, version = header.api_key, header.api_version
-        plain = self._plain
-        if plain is None:
+        authenticator = self._sasl_authenticator
+        if authenticator is None:
             # Not a SASL listener.
             if key == ApiKey.SASL_HANDSHAKE:
                 return SaslHandshakeResponse(
@@ -773,7 +824,7 @@ class Node:
         if not isinstance(session, SaslSession):
             session = conn.sasl = SaslSession(self.config.sasl.enabled_mechanisms)
         if key == ApiKey.SASL_HANDSHAKE:
-            error = plain.handshake(session, request.mechanism)
+            error = authenticator.handshake(session, request.mechanism)
             if error != ErrorCode.NONE:
                 conn.close_after_response = True
             return SaslHandshakeResponse(
@@ -783,7 +834,9 @@ class Node:
             raise RemoteProtocolError(
                 f"{ApiKey(key).name} before SASL authentication on listener {conn.listener_name}"
             )
-        result = plain.authenticate(session, bytes(request.auth_bytes or b""))
+        result = authenticator.authenticate(
+            session, bytes(request.auth_bytes or b""), secrets.token_urlsafe(24)
+        )
         if result.close:
             conn.close_after_response = True
             log.info("SASL/%s authentication from %s failed", session.mechanism or "?", conn.peer)
@@ -793,7 +846,7 @@ class Node:
             version=version,
             error_code=result.error_code,
             error_message=result.error_message,
-            auth_bytes=b"",
+            auth_bytes=result.auth_bytes,
             # No re-authentication (KIP-368) yet: the session does not expire.
             session_lifetime_ms=0,
         )
@@ -829,6 +882,9 @@ class Node:
             ApiKey.DESCRIBE_CLUSTER: metadata.handle_describe_cluster,
             ApiKey.ALTER_PARTITION: metadata.handle_alter_partition,
             ApiKey.ELECT_LEADERS: metadata.handle_elect_leaders,
+            ApiKey.ALTER_USER_SCRAM_CREDENTIALS: metadata.handle_alter_user_scram_credentials,
+            ApiKey.CREATE_ACLS: metadata.handle_create_acls,
+            ApiKey.DELETE_ACLS: metadata.handle_delete_acls,
         }
         handler = handlers_by_key.get(key)
         if handler is not None:
@@ -879,6 +935,7 @@ class Node:
                     ApiKey.ELECT_LEADERS: self.link.forward_elect_leaders,
                 }
             ),
+            **self._security_handlers(),
             ApiKey.DELETE_RECORDS: sync(handlers.handle_delete_records),
             ApiKey.DESCRIBE_PRODUCERS: sync(handle_describe_producers),
             ApiKey.DESCRIBE_CONFIGS: sync(
@@ -889,6 +946,61 @@ class Node:
             # The group APIs and committed offsets (io/group_service.py), transactions (io/txn_service.py).
             **groups.request_handlers(),
             **txns.request_handlers(),
+        }
+
+    def _security_handlers(self) -> dict[int, RequestHandler]:
+        """SCRAM credentials (KIP-554) and ACLs: described from the image, altered by the active
+        controller (this node's own, or forwarded). Without an authorizer the ACL APIs answer
+        SECURITY_DISABLED, as Kafka's do."""
+        metadata = self.metadata
+        assert metadata is not None
+        link = self.link
+        authorizer_enabled = self.config.authorizer.enabled
+
+        async def describe_scram(request: Any, version: int) -> Any:
+            return security_api.describe_user_scram_credentials(
+                request, version, metadata.image.scram.credentials
+            )
+
+        async def describe_acls(request: Any, version: int) -> Any:
+            acls = metadata.image.acls.acls.values() if authorizer_enabled else None
+            return security_api.describe_acls(request, version, acls)
+
+        def to_controller(
+            local: RequestHandler, errors: Callable[[Any], list[int]], refusal: Any, needs_authorizer: bool
+        ) -> RequestHandler:
+            async def call(request: Any, version: int) -> Any:
+                if needs_authorizer and not authorizer_enabled:
+                    return refusal(
+                        request, version, ErrorCode.SECURITY_DISABLED, security_api.NO_AUTHORIZER_MESSAGE
+                    )
+                if link is None:
+                    return await local(request, version)
+                return await link.forward_or_refuse(request, version, errors, refusal)
+
+            return call
+
+        return {
+            ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: describe_scram,
+            ApiKey.ALTER_USER_SCRAM_CREDENTIALS: to_controller(
+                metadata.handle_alter_user_scram_credentials,
+                lambda r: [x.error_code for x in r.results],
+                security_api.alter_user_scram_credentials_error,
+                False,
+            ),
+            ApiKey.DESCRIBE_ACLS: describe_acls,
+            ApiKey.CREATE_ACLS: to_controller(
+                metadata.handle_create_acls,
+                lambda r: [x.error_code for x in r.results],
+                security_api.create_acls_error,
+                True,
+            ),
+            ApiKey.DELETE_ACLS: to_controller(
+                metadata.handle_delete_acls,
+                lambda r: [x.error_code for x in r.filter_results],
+                security_api.delete_acls_error,
+                True,
+            ),
         }
 
     async def _find_coordinator(self, request: Any, version: int) -> Any:
@@ -1031,6 +1143,10 @@ CONTROLLER_API_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     ApiKey.DESCRIBE_CLUSTER: (0, 2),
     ApiKey.ALTER_PARTITION: (2, 3),
     ApiKey.ELECT_LEADERS: messages.SUPPORTED_VERSIONS[ApiKey.ELECT_LEADERS],
+    **{
+        key: messages.SUPPORTED_VERSIONS[key]
+        for key in (ApiKey.ALTER_USER_SCRAM_CREDENTIALS, ApiKey.CREATE_ACLS, ApiKey.DELETE_ACLS)
+    },
 }
 
 

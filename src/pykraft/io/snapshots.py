@@ -24,7 +24,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from pykraft.core.config import NodeConfig
-from pykraft.metadata.image import MetadataImage
+from pykraft.metadata.image import MetadataImage, scram_record
+from pykraft.metadata.records import (
+    ApiMessageAndVersion,
+    FeatureLevelRecord,
+    MetadataRecordError,
+    MetadataVersion,
+    decode_metadata_record,
+    encode_metadata_record,
+)
 from pykraft.metadata.snapshots import SnapshotTrigger, image_snapshot_values, load_snapshot_image
 from pykraft.protocol.records import control_type_of, scan_batches
 from pykraft.raft.messages import OffsetAndEpoch
@@ -42,6 +50,7 @@ from pykraft.raft.snapshot import (
     snapshot_file_name,
     write_snapshot,
 )
+from pykraft.security.scram import ScramCredential, ScramMechanism
 
 log = logging.getLogger("pykraft.metadata.snapshots")
 
@@ -298,3 +307,55 @@ class MetadataSnapshots:
                 raft.log.start_offset,
                 ", ".join(snapshot_file_name(i) for i in self.store.snapshot_ids()),
             )
+
+
+# --- bootstrap.checkpoint (``storage format --add-scram``) -------------------------------------------------
+
+# Kafka's BootstrapDirectory file name: a snapshot-format file of the records the first controller writes.
+BOOTSTRAP_CHECKPOINT = "bootstrap.checkpoint"
+
+
+def write_bootstrap_checkpoint(
+    metadata_log_dir: str, scram_credentials: Sequence[tuple[str, ScramMechanism, ScramCredential]]
+) -> None:
+    """metadata.version and the SCRAM credentials, in snapshot format, written whole (tmp, fsync, rename)."""
+    records = [
+        ApiMessageAndVersion.of(
+            FeatureLevelRecord(
+                name=MetadataVersion.FEATURE_NAME, feature_level=MetadataVersion.LATEST_PRODUCTION
+            )
+        ),
+        *(scram_record(user, mechanism, credential) for user, mechanism, credential in scram_credentials),
+    ]
+    now = int(time.time() * 1000)
+    data = write_snapshot(
+        OffsetAndEpoch(0, 0),
+        [encode_metadata_record(r) for r in records],
+        last_contained_log_timestamp=now,
+        now_ms=now,
+    )
+    os.makedirs(metadata_log_dir, exist_ok=True)
+    path = os.path.join(metadata_log_dir, BOOTSTRAP_CHECKPOINT)
+    with open(path + ".tmp", "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(path + ".tmp", path)
+    _fsync_dir(metadata_log_dir)
+
+
+def read_bootstrap_records(metadata_log_dir: str) -> list[ApiMessageAndVersion]:
+    """The records of ``bootstrap.checkpoint`` beyond metadata.version (which the controller writes
+    itself), or none when there is no such file; a damaged file is a SnapshotError naming it."""
+    path = os.path.join(metadata_log_dir, BOOTSTRAP_CHECKPOINT)
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except FileNotFoundError:
+        return []
+    contents = read_snapshot(data, path)
+    try:
+        records = [decode_metadata_record(v) for v in contents.values]
+    except MetadataRecordError as exc:
+        raise SnapshotError(f"{path}: {exc}") from None
+    return [r for r in records if not isinstance(r.message, FeatureLevelRecord)]

@@ -21,6 +21,7 @@ from pykraft.io.meta_properties_files import (
     write_meta_properties,
 )
 from pykraft.io.raft_log import METADATA_PARTITION_DIR
+from pykraft.io.snapshots import BOOTSTRAP_CHECKPOINT, write_bootstrap_checkpoint
 from pykraft.storage.formatter import BOOTSTRAP_RELEASE, FormatRequest, FormatterError, plan_format
 from pykraft.storage.info import describe_storage
 
@@ -53,6 +54,7 @@ def _format(args: argparse.Namespace) -> int:
         release_version=args.release_version,
         standalone=args.standalone,
         ignore_formatted=args.ignore_formatted,
+        add_scram=tuple(args.add_scram or ()),
     )
     ensemble = load_ensemble(config.log_dirs, config.metadata_log_dir)
     try:
@@ -66,6 +68,13 @@ def _format(args: argparse.Namespace) -> int:
             write_meta_properties(log_dir, meta)
         except OSError as exc:
             return _fail(f"Error while writing meta.properties file {log_dir}: {exc.strerror}")
+    if plan.scram_credentials:
+        try:
+            write_bootstrap_checkpoint(config.metadata_log_dir, plan.scram_credentials)
+        except OSError as exc:
+            return _fail(
+                f"Error while writing {BOOTSTRAP_CHECKPOINT} in {config.metadata_log_dir}: {exc.strerror}"
+            )
     return 0
 
 
@@ -114,6 +123,13 @@ def add_subcommands(subparsers: argparse._SubParsersAction[argparse.ArgumentPars
     )
     fmt.add_argument(
         "--ignore-formatted", "-g", action="store_true", help="skip dirs already formatted, format the rest"
+    )
+    fmt.add_argument(
+        "--add-scram",
+        "-S",
+        action="append",
+        metavar="MECHANISM=[name=N,password=P]",
+        help="a SCRAM credential the first controller writes (repeatable; iterations=, salt= optional)",
     )
     fmt.set_defaults(func=_format)
 

@@ -22,6 +22,7 @@ from typing import Any
 
 from pykraft.metadata.image import (
     CONFIG_RESOURCE_TYPE_TOPIC,
+    AclsImage,
     BrokerRegistration,
     ClusterImage,
     ConfigResource,
@@ -30,12 +31,14 @@ from pykraft.metadata.image import (
     MetadataImage,
     PartitionRegistration,
     ProducerIdsImage,
+    ScramImage,
     TopicImage,
     TopicsImage,
     frozen_map,
 )
 from pykraft.metadata.records import (
     AbortTransactionRecord,
+    AccessControlEntryRecord,
     ApiMessageAndVersion,
     BeginTransactionRecord,
     BrokerRegistrationChangeRecord,
@@ -51,12 +54,17 @@ from pykraft.metadata.records import (
     PartitionRecord,
     ProducerIdsRecord,
     RegisterBrokerRecord,
+    RemoveAccessControlEntryRecord,
     RemoveTopicRecord,
+    RemoveUserScramCredentialRecord,
     TopicRecord,
     UnfenceBrokerRecord,
     UnregisterBrokerRecord,
+    UserScramCredentialRecord,
     uuid_or_zero,
 )
+from pykraft.security.acls import StandardAcl, acl_from_record
+from pykraft.security.scram import ScramCredential
 
 # BrokerRegistrationChangeRecord.Fenced (Kafka BrokerRegistrationFencingChange).
 FENCING_CHANGE_UNFENCE = -1
@@ -79,6 +87,8 @@ class MetadataDelta:
         self._partitions: dict[uuid.UUID, dict[int, PartitionRegistration]] = {}
         self._configs: dict[ConfigResource, Mapping[str, str]] | None = None
         self._next_producer_id: int | None = None
+        self._scram: dict[tuple[str, int], ScramCredential] | None = None
+        self._acls: dict[uuid.UUID, StandardAcl] | None = None
         self._cluster_id: str | None = image.cluster_id
 
     # --- entry points ---------------------------------------------------------------------------
@@ -117,6 +127,8 @@ class MetadataDelta:
         producer_ids = base.producer_ids
         if self._next_producer_id is not None:
             producer_ids = ProducerIdsImage(self._next_producer_id)
+        scram = base.scram if self._scram is None else ScramImage(frozen_map(self._scram))
+        acls = base.acls if self._acls is None else AclsImage(frozen_map(self._acls))
         return MetadataImage(
             offset=self._offset,
             epoch=self._epoch,
@@ -125,6 +137,8 @@ class MetadataDelta:
             topics=topics,
             configs=configs,
             producer_ids=producer_ids,
+            scram=scram,
+            acls=acls,
             cluster_id=self._cluster_id,
         )
 
@@ -284,6 +298,36 @@ class MetadataDelta:
         # Kafka ProducerIdsDelta copies NextProducerId; monotonicity is the controller's check.
         self._next_producer_id = record.next_producer_id
 
+    # --- SCRAM credentials, ACLs ------------------------------------------------------------------
+
+    def _replay_user_scram_credential(self, record: Any) -> None:
+        if self._scram is None:
+            self._scram = dict(self.image.scram.credentials)
+        self._scram[(record.name, record.mechanism)] = ScramCredential(
+            bytes(record.salt), bytes(record.stored_key), bytes(record.server_key), record.iterations
+        )
+
+    def _replay_remove_user_scram_credential(self, record: Any) -> None:
+        if self._scram is None:
+            self._scram = dict(self.image.scram.credentials)
+        if self._scram.pop((record.name, record.mechanism), None) is None:
+            # Kafka ScramImage: removing a credential that is not there is an inconsistent log.
+            raise MetadataReplayError(
+                f"no SCRAM credential of {record.name} for mechanism {record.mechanism}"
+            )
+
+    def _replay_access_control_entry(self, record: Any) -> None:
+        if self._acls is None:
+            self._acls = dict(self.image.acls.acls)
+        acl_id, acl = acl_from_record(record)
+        self._acls[acl_id] = acl
+
+    def _replay_remove_access_control_entry(self, record: Any) -> None:
+        if self._acls is None:
+            self._acls = dict(self.image.acls.acls)
+        if self._acls.pop(uuid_or_zero(record.id), None) is None:
+            raise MetadataReplayError(f"no ACL with id {record.id}")
+
     # --- copy on first write --------------------------------------------------------------------
 
     def _mutable_features(self) -> dict[str, int]:
@@ -328,6 +372,10 @@ _HANDLERS: dict[type[Any], Callable[[MetadataDelta, Any], None]] = {
     RemoveTopicRecord: MetadataDelta._replay_remove_topic,
     ConfigRecord: MetadataDelta._replay_config,
     ProducerIdsRecord: MetadataDelta._replay_producer_ids,
+    UserScramCredentialRecord: MetadataDelta._replay_user_scram_credential,
+    RemoveUserScramCredentialRecord: MetadataDelta._replay_remove_user_scram_credential,
+    AccessControlEntryRecord: MetadataDelta._replay_access_control_entry,
+    RemoveAccessControlEntryRecord: MetadataDelta._replay_remove_access_control_entry,
     NoOpRecord: _ignore,
     BeginTransactionRecord: _ignore,
     EndTransactionRecord: _ignore,

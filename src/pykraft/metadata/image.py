@@ -25,6 +25,7 @@ from typing import Any, ClassVar, Final, NamedTuple, TypeVar
 
 from pykraft.core.uuid import ZERO_UUID
 from pykraft.metadata.records import (
+    AccessControlEntryRecord,
     ApiMessageAndVersion,
     ClusterIdRecord,
     ConfigRecord,
@@ -34,8 +35,11 @@ from pykraft.metadata.records import (
     ProducerIdsRecord,
     RegisterBrokerRecord,
     TopicRecord,
+    UserScramCredentialRecord,
     uuid_or_zero,
 )
+from pykraft.security.acls import StandardAcl
+from pykraft.security.scram import ScramCredential
 
 # Kafka DirectoryId.MIGRATING (0, 0): the directory of a replica is not known (pre-KIP-858 records).
 DIRECTORY_ID_MIGRATING: Final = ZERO_UUID
@@ -366,6 +370,24 @@ class ConfigurationsImage:
 
 
 @dataclass(frozen=True, slots=True)
+class ScramImage:
+    """SCRAM credentials by (user name, mechanism id): UserScramCredentialRecord adds or replaces one,
+    RemoveUserScramCredentialRecord removes it."""
+
+    credentials: Mapping[tuple[str, int], ScramCredential] = field(default_factory=lambda: _EMPTY_MAP)
+
+    def credential(self, user: str, mechanism: int) -> ScramCredential | None:
+        return self.credentials.get((user, mechanism))
+
+
+@dataclass(frozen=True, slots=True)
+class AclsImage:
+    """ACLs by id: AccessControlEntryRecord adds one, RemoveAccessControlEntryRecord removes it."""
+
+    acls: Mapping[uuid.UUID, StandardAcl] = field(default_factory=lambda: _EMPTY_MAP)
+
+
+@dataclass(frozen=True, slots=True)
 class ProducerIdsImage:
     """KIP-730: the first id of the next block, -1 when no block was ever handed out (§1.5)."""
 
@@ -388,6 +410,8 @@ class MetadataImage:
     topics: TopicsImage = field(default_factory=TopicsImage)
     configs: ConfigurationsImage = field(default_factory=ConfigurationsImage)
     producer_ids: ProducerIdsImage = field(default_factory=ProducerIdsImage)
+    scram: ScramImage = field(default_factory=ScramImage)
+    acls: AclsImage = field(default_factory=AclsImage)
     # KIP-1262: set by the ClusterIdRecord; None until the log carries one.
     cluster_id: str | None = None
 
@@ -443,7 +467,39 @@ def image_records(image: MetadataImage) -> list[ApiMessageAndVersion]:
             broker_id=-1, broker_epoch=-1, next_producer_id=image.producer_ids.next_producer_id
         )
         records.append(ApiMessageAndVersion.of(record))
+    for (user, mechanism), credential in sorted(image.scram.credentials.items()):
+        records.append(scram_record(user, mechanism, credential))
+    for acl_id, acl in sorted(image.acls.acls.items()):
+        records.append(acl_record(acl_id, acl))
     return records
+
+
+def scram_record(user: str, mechanism: int, credential: ScramCredential) -> ApiMessageAndVersion:
+    return ApiMessageAndVersion.of(
+        UserScramCredentialRecord(
+            name=user,
+            mechanism=mechanism,
+            salt=credential.salt,
+            stored_key=credential.stored_key,
+            server_key=credential.server_key,
+            iterations=credential.iterations,
+        )
+    )
+
+
+def acl_record(acl_id: uuid.UUID, acl: StandardAcl) -> ApiMessageAndVersion:
+    return ApiMessageAndVersion.of(
+        AccessControlEntryRecord(
+            id=acl_id,
+            resource_type=acl.resource_type,
+            resource_name=acl.resource_name,
+            pattern_type=acl.pattern_type,
+            principal=acl.principal,
+            host=acl.host,
+            operation=acl.operation,
+            permission_type=acl.permission_type,
+        )
+    )
 
 
 def _feature_record(name: str, level: int) -> ApiMessageAndVersion:

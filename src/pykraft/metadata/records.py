@@ -163,6 +163,22 @@ class AbortTransactionRecord(ApiData, load_json=_SCHEMAS):  # type: ignore[call-
     pass
 
 
+class UserScramCredentialRecord(ApiData, load_json=_SCHEMAS):  # type: ignore[call-arg]
+    pass
+
+
+class RemoveUserScramCredentialRecord(ApiData, load_json=_SCHEMAS):  # type: ignore[call-arg]
+    pass
+
+
+class AccessControlEntryRecord(ApiData, load_json=_SCHEMAS):  # type: ignore[call-arg]
+    pass
+
+
+class RemoveAccessControlEntryRecord(ApiData, load_json=_SCHEMAS):  # type: ignore[call-arg]
+    pass
+
+
 class ClusterIdRecord(ApiData, load_json=_SCHEMAS):  # type: ignore[call-arg]
     pass
 
@@ -209,10 +225,14 @@ RECORD_TYPES_BY_API_KEY: Final[dict[int, type[Any]]] = {
     7: FenceBrokerRecord,
     8: UnfenceBrokerRecord,
     9: RemoveTopicRecord,
+    11: UserScramCredentialRecord,
     12: FeatureLevelRecord,
     15: ProducerIdsRecord,
     17: BrokerRegistrationChangeRecord,
+    18: AccessControlEntryRecord,
+    19: RemoveAccessControlEntryRecord,
     20: NoOpRecord,
+    22: RemoveUserScramCredentialRecord,
     23: BeginTransactionRecord,
     24: EndTransactionRecord,
     25: AbortTransactionRecord,

@@ -166,6 +166,12 @@ SUPPORTED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     # SASL (issue 16): KIP-152 framing only (SaslHandshake v1, then SaslAuthenticate).
     ApiKey.SASL_HANDSHAKE: (1, 1),
     ApiKey.SASL_AUTHENTICATE: (0, 2),
+    # SCRAM credentials in the metadata log (KIP-554) and ACLs (KRaft's StandardAuthorizer).
+    ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: (0, 0),
+    ApiKey.ALTER_USER_SCRAM_CREDENTIALS: (0, 0),
+    ApiKey.DESCRIBE_ACLS: (1, 3),
+    ApiKey.CREATE_ACLS: (1, 3),
+    ApiKey.DELETE_ACLS: (1, 3),
 }
 
 

@@ -1,4 +1,4 @@
-"""SASL authentication of client connections (issue 16): KIP-152 framing, the PLAIN mechanism, pure.
+"""SASL authentication of client connections (issue 16): KIP-152 framing, PLAIN and SCRAM, pure.
 
 A connection to a SASL_PLAINTEXT or SASL_SSL listener must authenticate before anything but
 ApiVersions: SaslHandshake (17) v1 names the mechanism, then SaslAuthenticate (36) carries the tokens
@@ -10,15 +10,19 @@ listener's JAAS configuration (``listener.name.<listener>.plain.sasl.jaas.config
 ``PlainLoginModule`` with ``user_<name>="<password>"`` options). The password is compared in constant
 time, and a failure says SASL_AUTHENTICATION_FAILED (58) with Kafka's one message whether the user or
 the password was wrong; the connection is then closed.
+
+SCRAM-SHA-256/512 (``security.scram``): the credentials are the metadata log's UserScramCredentialRecords.
 """
 
 from __future__ import annotations
 
 import hmac
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from pykraft.core.errors import ErrorCode
+from pykraft.security.scram import ScramCredential, ScramExchange, ScramMechanism
 
 PLAIN = "PLAIN"
 # Kafka's message for every PLAIN failure: it does not tell which part was wrong.
@@ -70,6 +74,8 @@ class SaslSession:
     mechanism: str | None = None
     principal: str | None = None
     failed: bool = False
+    # The SCRAM exchange under way (two SaslAuthenticate round trips).
+    scram: ScramExchange | None = None
 
     @property
     def authenticated(self) -> bool:
@@ -82,13 +88,23 @@ class AuthenticateResult:
     error_message: str | None = None
     # The connection ends after this answer (a failure).
     close: bool = False
+    auth_bytes: bytes = b""
+
+
+def _no_scram_credentials(_user: str, _mechanism: ScramMechanism) -> ScramCredential | None:
+    return None
 
 
 @dataclass(slots=True)
-class PlainAuthenticator:
-    """The PLAIN users of one listener."""
+class SaslAuthenticator:
+    """A SASL listener's mechanisms: PLAIN users from its JAAS configuration, SCRAM credentials from the
+    metadata image (``scram_lookup``, read when an exchange starts, so a credential added or removed
+    takes effect for the next connection)."""
 
-    users: dict[str, str] = field(default_factory=dict)
+    plain_users: dict[str, str] = field(default_factory=dict)
+    scram_lookup: Callable[[str, ScramMechanism], ScramCredential | None] = _no_scram_credentials
+    # One secret per process: an unknown SCRAM user's made-up salt stays the same across attempts.
+    fake_salt_key: bytes = b""
 
     def handshake(self, session: SaslSession, mechanism: str) -> ErrorCode:
         if session.mechanism is not None or session.authenticated:
@@ -98,18 +114,36 @@ class PlainAuthenticator:
         session.mechanism = mechanism
         return ErrorCode.NONE
 
-    def authenticate(self, session: SaslSession, token: bytes) -> AuthenticateResult:
-        if session.mechanism != PLAIN or session.authenticated:
+    def authenticate(self, session: SaslSession, token: bytes, server_nonce: str = "") -> AuthenticateResult:
+        """One SaslAuthenticate; ``server_nonce`` (random, from the shell) starts a SCRAM exchange."""
+        if session.mechanism is None or session.authenticated:
             return AuthenticateResult(
                 ErrorCode.ILLEGAL_SASL_STATE, "SaslAuthenticate before SaslHandshake", True
             )
+        if session.mechanism == PLAIN:
+            return self._plain(session, token)
+        if session.scram is None:
+            scram_mechanism = ScramMechanism.from_mechanism_name(session.mechanism)
+            session.scram = ScramExchange(
+                scram_mechanism, self.scram_lookup, server_nonce, self.fake_salt_key
+            )
+        step = session.scram.step(token)
+        if step.error_code != ErrorCode.NONE:
+            session.failed = True
+            return AuthenticateResult(step.error_code, step.error_message, True)
+        if step.user is not None:
+            session.principal = f"User:{step.user}"
+        return AuthenticateResult(ErrorCode.NONE, auth_bytes=step.auth_bytes)
+
+    def _plain(self, session: SaslSession, token: bytes) -> AuthenticateResult:
         parsed = parse_plain_token(token)
         if parsed is None:
+            session.failed = True
             return AuthenticateResult(
                 ErrorCode.SASL_AUTHENTICATION_FAILED, AUTHENTICATION_FAILED_MESSAGE, True
             )
         authzid, username, password = parsed
-        expected = self.users.get(username)
+        expected = self.plain_users.get(username)
         # Constant time in the password, and the same work for an unknown user.
         ok = hmac.compare_digest(
             password.encode(), (expected if expected is not None else "\x00" * len(password)).encode()

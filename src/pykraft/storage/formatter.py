@@ -16,9 +16,18 @@ pykraft decisions (the KIP's MetadataVersion is not shipped, kafka-facts.md §9.
 
 from __future__ import annotations
 
+import base64
+import binascii
 import random
 from dataclasses import dataclass
 
+from pykraft.security.scram import (
+    ScramCredential,
+    ScramMechanism,
+    check_iterations,
+    credential_from_salted_password,
+    salted_password,
+)
 from pykraft.storage.ensemble import MetaPropertiesEnsemble, generate_directory_id, meta_properties_path
 from pykraft.storage.meta_properties import MetaProperties, MetaPropertiesError, MetaPropertiesVersion
 
@@ -64,6 +73,8 @@ class FormatRequest:
     release_version: str | None = None
     standalone: bool = False
     ignore_formatted: bool = False
+    # ``--add-scram`` arguments, e.g. ``SCRAM-SHA-512=[name=alice,password=alice-secret]``.
+    add_scram: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,6 +82,66 @@ class FormatPlan:
     writes: dict[str, MetaProperties]
     # What the tool prints, in order (Kafka's "Formatting ... with metadata.version ...").
     lines: tuple[str, ...]
+    # SCRAM credentials for the metadata dir's bootstrap.checkpoint (the first controller writes them).
+    scram_credentials: tuple[tuple[str, ScramMechanism, ScramCredential], ...] = ()
+
+
+# Kafka ScramParser's default when ``iterations`` is left out.
+ADD_SCRAM_DEFAULT_ITERATIONS = 4096
+ADD_SCRAM_SALT_BYTES = 32
+
+
+def parse_add_scram(text: str, rng: random.Random) -> tuple[str, ScramMechanism, ScramCredential]:
+    """One ``--add-scram`` argument (Kafka ``ScramParser``): ``MECHANISM=[name=N,password=P]`` with
+    optional ``iterations=I`` and ``salt=<base64>``, or ``saltedpassword=<base64>`` with ``salt``."""
+    flag = "--add-scram"
+    mechanism_name, sep, rest = text.partition("=")
+    mechanism = ScramMechanism.from_mechanism_name(mechanism_name)
+    if not sep:
+        raise FormatterError(f"{flag}: {text!r} is not MECHANISM=[name=...,password=...]")
+    if mechanism is ScramMechanism.UNKNOWN:
+        raise FormatterError(
+            f"{flag}: unknown SCRAM mechanism {mechanism_name!r} (SCRAM-SHA-256 or SCRAM-SHA-512)"
+        )
+    rest = rest.strip()
+    if not (rest.startswith("[") and rest.endswith("]")):
+        raise FormatterError(f"{flag}: expected [key=value,...] after {mechanism_name}=")
+    options: dict[str, str] = {}
+    for item in filter(None, (p.strip() for p in rest[1:-1].split(","))):
+        key, eq, value = item.partition("=")
+        key = key.strip().lower()
+        if not eq or key not in ("name", "password", "salt", "saltedpassword", "iterations"):
+            raise FormatterError(
+                f"{flag}: unknown option {key!r} (name, password, salt, saltedpassword, iterations)"
+            )
+        options[key] = value.strip().strip('"')
+    name = options.get("name")
+    if not name:
+        raise FormatterError(f"{flag}: you must supply 'name' to add-scram")
+    if ("password" in options) == ("saltedpassword" in options):
+        raise FormatterError(f"{flag}: supply exactly one of 'password' or 'saltedpassword' for {name}")
+    try:
+        iterations = int(options.get("iterations", ADD_SCRAM_DEFAULT_ITERATIONS))
+    except ValueError:
+        raise FormatterError(f"{flag}: iterations {options['iterations']!r} is not a number") from None
+    too = check_iterations(iterations)
+    if too is not None:
+        raise FormatterError(f"{flag}: {too}")
+    try:
+        salt = (
+            base64.b64decode(options["salt"], validate=True)
+            if "salt" in options
+            else rng.randbytes(ADD_SCRAM_SALT_BYTES)
+        )
+        if "saltedpassword" in options:
+            if "salt" not in options:
+                raise FormatterError(f"{flag}: 'saltedpassword' needs the 'salt' it was made with")
+            salted = base64.b64decode(options["saltedpassword"], validate=True)
+        else:
+            salted = salted_password(mechanism, options["password"], salt, iterations)
+    except binascii.Error:
+        raise FormatterError(f"{flag}: salt and saltedpassword are base64") from None
+    return name, mechanism, credential_from_salted_password(mechanism, salt, salted, iterations)
 
 
 def resolve_release_version(release_version: str | None) -> tuple[str, int]:
@@ -150,6 +221,12 @@ def plan_format(request: FormatRequest, ensemble: MetaPropertiesEnsemble, rng: r
         return FormatPlan({}, (*lines, "All of the log directories are already formatted."))
     taken = ensemble.directory_ids()
     writes: dict[str, MetaProperties] = {}
+    scram = tuple(parse_add_scram(text, rng) for text in request.add_scram)
+    if scram and request.metadata_log_dir not in ensemble.empty_log_dirs:
+        raise FormatterError(
+            f"--add-scram: the metadata directory {request.metadata_log_dir} is already formatted; "
+            "SCRAM credentials of a running cluster are added with `pykraft scram add`"
+        )
     for log_dir in sorted(ensemble.empty_log_dirs):
         directory_id = generate_directory_id(rng, taken)
         taken.add(directory_id)
@@ -158,4 +235,4 @@ def plan_format(request: FormatRequest, ensemble: MetaPropertiesEnsemble, rng: r
         )
         kind = "metadata directory" if log_dir == request.metadata_log_dir else "data directory"
         lines.append(f"Formatting {kind} {log_dir} with metadata.version {release}.")
-    return FormatPlan(writes, tuple(lines))
+    return FormatPlan(writes, tuple(lines), scram)
