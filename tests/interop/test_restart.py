@@ -77,16 +77,21 @@ def _wait_port(port: int, timeout_s: float = 30) -> None:
 
 
 def _start_server(config_path: str, port: int) -> subprocess.Popen:
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "pykraft.cli", "server", "start", "--config", config_path],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-    )
+    """The server's log goes to ``<config>.log`` (a pipe nobody reads would fill and stall the server)."""
+    log_path = config_path + ".log"
+    with open(log_path, "wb") as log_file:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "pykraft.cli", "server", "start", "--config", config_path],
+            stdout=subprocess.DEVNULL,
+            stderr=log_file,
+        )
     try:
         _wait_port(port)
     except AssertionError:
         proc.kill()
-        raise AssertionError(proc.communicate(timeout=10)[1].decode()) from None
+        proc.wait(timeout=10)
+        with open(log_path, encoding="utf-8", errors="replace") as f:
+            raise AssertionError(f.read()) from None
     return proc
 
 

@@ -18,7 +18,7 @@ from confluent_kafka.admin import AdminClient
 from pykraft.security.sasl import JaasConfigError, parse_plain_jaas, parse_plain_token
 from pykraft.testing import free_port
 from tests.interop.test_restart import _start_server, _stop_server
-from tests.interop.test_tls import _produce_and_consume_confluent, certs  # noqa: F401 (a fixture)
+from tests.interop.test_tls import _produce_and_consume_confluent
 
 pytestmark = pytest.mark.slow
 
@@ -75,11 +75,8 @@ def _confluent(
     }
 
 
-def test_confluent_kafka_authenticates_produces_and_consumes(sasl_node: str, monkeypatch) -> None:
-    import tests.interop.test_tls as tls
-
-    monkeypatch.setattr(tls, "_confluent_tls", lambda _certs, who="alice": _confluent())
-    got = _produce_and_consume_confluent(sasl_node, Path("."), "sasl-ck", 100)
+def test_confluent_kafka_authenticates_produces_and_consumes(sasl_node: str) -> None:
+    got = _produce_and_consume_confluent(sasl_node, _confluent(), "sasl-ck", 100)
     assert got == [b"sasl-ck-%d" % i for i in range(100)]
 
 
@@ -156,7 +153,7 @@ def test_a_request_before_authenticating_closes_the_connection(sasl_node: str) -
         assert sock.recv(4) == b""  # closed, no answer
 
 
-def test_sasl_ssl(certs: Path, tmp_path: Path) -> None:  # noqa: F811 (the fixture)
+def test_sasl_ssl(certs: Path, tmp_path: Path) -> None:
     proc, bootstrap = _start(tmp_path, "SASL_SSL", certs)
     try:
         settings = {**_confluent(protocol="SASL_SSL"), "ssl.ca.location": str(certs / "ca.pem")}
