@@ -9,7 +9,7 @@ from typing import Any
 from kafka.protocol.consumer import FetchRequest
 from kafka.protocol.producer import ProduceRequest
 
-from pykraft.io.kafka_connection import BrokerConnection, parse_host_port
+from pykraft.io.kafka_connection import BrokerConnection, ClientSecurity, parse_host_port
 
 
 def produce_request(
@@ -64,8 +64,12 @@ def fetch_request(
 
 
 class RawClient(BrokerConnection):
-    def __init__(self, bootstrap: str, timeout_s: float = 10.0) -> None:
-        super().__init__(*parse_host_port(bootstrap), client_id="raw-test", timeout_s=timeout_s)
+    def __init__(
+        self, bootstrap: str, timeout_s: float = 10.0, security: ClientSecurity | None = None
+    ) -> None:
+        super().__init__(
+            *parse_host_port(bootstrap), client_id="raw-test", timeout_s=timeout_s, security=security
+        )
 
     def __enter__(self) -> RawClient:
         return self
@@ -84,7 +88,11 @@ class RawClient(BrokerConnection):
 
 
 def register_broker(
-    address: str, broker_id: int, cluster_id: str | None, features: list[tuple[str, int, int]] | None = None
+    address: str,
+    broker_id: int,
+    cluster_id: str | None,
+    features: list[tuple[str, int, int]] | None = None,
+    security: ClientSecurity | None = None,
 ) -> Any:
     """BrokerRegistration (62) as a broker process sends it, to a controller listener; ``features`` are
     (name, min, max) supported ranges."""
@@ -104,11 +112,17 @@ def register_broker(
         ],
         rack=None,
     )
-    with RawClient(address) as client:
+    with RawClient(address, security=security) as client:
         return client.request(request, BrokerRegistrationResponse, 0)
 
 
-def broker_heartbeat(address: str, broker_id: int, broker_epoch: int, current_metadata_offset: int) -> Any:
+def broker_heartbeat(
+    address: str,
+    broker_id: int,
+    broker_epoch: int,
+    current_metadata_offset: int,
+    security: ClientSecurity | None = None,
+) -> Any:
     """BrokerHeartbeat (63) to a controller listener."""
     from pykraft.protocol.messages import BrokerHeartbeatRequest, BrokerHeartbeatResponse
 
@@ -119,5 +133,5 @@ def broker_heartbeat(address: str, broker_id: int, broker_epoch: int, current_me
         want_fence=False,
         want_shut_down=False,
     )
-    with RawClient(address) as client:
+    with RawClient(address, security=security) as client:
         return client.request(request, BrokerHeartbeatResponse, 0)

@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pykraft.core.config import NodeConfig, load_config
+from pykraft.io.kafka_connection import ClientSecurity
 
 # Broker processes of a ProcessCluster are numbered from here (controllers from 1), as Kafka's docs do.
 BROKER_ID_BASE = 100
@@ -147,13 +148,14 @@ def controller_properties(
     controller_port: int,
     voters: dict[int, int],
     extra: dict[str, str] | None = None,
+    security_protocol: str = "PLAINTEXT",
 ) -> str:
     """A controller-only node's server.properties, Kafka's names, every address on 127.0.0.1."""
     lines = [
         f"node.id={node_id}",
         "process.roles=controller",
         f"listeners=CONTROLLER://127.0.0.1:{controller_port}",
-        "listener.security.protocol.map=CONTROLLER:PLAINTEXT",
+        f"listener.security.protocol.map=CONTROLLER:{security_protocol}",
         *_quorum_lines(voters, data_dir, extra),
     ]
     return "\n".join(lines) + "\n"
@@ -165,17 +167,29 @@ def broker_properties(
     client_port: int,
     voters: dict[int, int],
     extra: dict[str, str] | None = None,
+    security_protocol: str = "PLAINTEXT",
 ) -> str:
     """A broker-only node's server.properties: clients on ``client_port``, the quorum's voters to find
-    the active controller."""
+    the active controller. Every listener (the broker's, named after its protocol, and the
+    controllers') uses ``security_protocol``."""
     lines = [
         f"node.id={node_id}",
         "process.roles=broker",
-        f"listeners=PLAINTEXT://127.0.0.1:{client_port}",
-        "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+        f"listeners={security_protocol}://127.0.0.1:{client_port}",
+        f"listener.security.protocol.map={security_protocol}:{security_protocol},CONTROLLER:{security_protocol}",
         *_quorum_lines(voters, data_dir, extra),
     ]
     return "\n".join(lines) + "\n"
+
+
+@dataclass(frozen=True)
+class ClusterSecurity:
+    """A cluster whose every listener uses ``security_protocol`` (the TLS and SASL properties come in
+    the overrides), and how a tool connects to its brokers and controllers."""
+
+    security_protocol: str
+    broker_client: ClientSecurity
+    controller_client: ClientSecurity
 
 
 @dataclass
@@ -205,6 +219,8 @@ class ProcessCluster:
 
     directory: str
     nodes: dict[int, ClusterProcess] = field(default_factory=dict)
+    # How the cluster's own checks (DescribeQuorum, Metadata) connect when the listeners are secured.
+    security: ClusterSecurity | None = None
 
     @classmethod
     def create(
@@ -215,17 +231,19 @@ class ProcessCluster:
         *,
         brokers: int = 0,
         broker_overrides: dict[str, str] | None = None,
+        security: ClusterSecurity | None = None,
     ) -> ProcessCluster:
         os.makedirs(directory, exist_ok=True)
         voters = {node_id: free_port() for node_id in range(1, controllers + 1)}
-        cluster = cls(directory)
+        cluster = cls(directory, security=security)
+        protocol = security.security_protocol if security is not None else "PLAINTEXT"
         for node_id, port in voters.items():
-            text = controller_properties(node_id, "", port, voters, overrides)
+            text = controller_properties(node_id, "", port, voters, overrides, protocol)
             cluster._add(node_id, "controller", port, text)
         for node_id in range(BROKER_ID_BASE + 1, BROKER_ID_BASE + brokers + 1):
             port = free_port()
             text = broker_properties(
-                node_id, "", port, voters, {**(overrides or {}), **(broker_overrides or {})}
+                node_id, "", port, voters, {**(overrides or {}), **(broker_overrides or {})}, protocol
             )
             cluster._add(node_id, "broker", port, text)
         return cluster
@@ -295,13 +313,14 @@ class ProcessCluster:
         """DescribeQuorum from ``node_id``, or from whichever live controller answers."""
         from pykraft.io.metadata_cli import describe_quorum
 
+        security = self.security.controller_client if self.security is not None else None
         if node_id is not None:
-            return describe_quorum(self.nodes[node_id].address, timeout_s=5.0)
+            return describe_quorum(self.nodes[node_id].address, timeout_s=5.0, security=security)
         errors = []
         for node in self.controllers.values():
             if node.alive:
                 try:
-                    return describe_quorum(node.address, timeout_s=5.0)
+                    return describe_quorum(node.address, timeout_s=5.0, security=security)
                 except Exception as exc:
                     errors.append(f"{node.node_id}: {exc}")
         raise RuntimeError("no controller answered DescribeQuorum: " + "; ".join(errors))
@@ -345,7 +364,8 @@ class ProcessCluster:
                 if not node.alive:
                     continue
                 try:
-                    with BrokerConnection.to(node.address, timeout_s=5.0) as conn:
+                    security = self.security.broker_client if self.security is not None else None
+                    with BrokerConnection.to(node.address, timeout_s=5.0, security=security) as conn:
                         response = conn.request(MetadataRequest(topics=[]), MetadataResponse, 9)
                 except Exception as exc:
                     last = exc
@@ -376,13 +396,14 @@ def process_cluster(
     directory: str | None = None,
     overrides: dict[str, str] | None = None,
     broker_overrides: dict[str, str] | None = None,
+    security: ClusterSecurity | None = None,
 ) -> Iterator[ProcessCluster]:
     """Start ``controllers`` controller processes and ``brokers`` broker processes on 127.0.0.1; stop
     (then kill) all of them on exit."""
     own_dir = directory is None
     path = tempfile.mkdtemp(prefix="pykraft-cluster-") if directory is None else directory
     cluster = ProcessCluster.create(
-        path, controllers, overrides, brokers=brokers, broker_overrides=broker_overrides
+        path, controllers, overrides, brokers=brokers, broker_overrides=broker_overrides, security=security
     )
     try:
         cluster.start()
@@ -402,6 +423,7 @@ def running_cluster(
     overrides: dict[str, str] | None = None,
     broker_overrides: dict[str, str] | None = None,
     timeout_s: float = 60.0,
+    security: ClusterSecurity | None = None,
 ) -> Iterator[ProcessCluster]:
     """A whole cluster of separate processes, returned once a controller leads and every broker is
     registered and unfenced (Metadata lists it): ``cluster.bootstrap_servers`` is ready for clients."""
@@ -411,6 +433,7 @@ def running_cluster(
         directory=directory,
         overrides=overrides,
         broker_overrides=broker_overrides,
+        security=security,
     ) as cluster:
         try:
             cluster.wait_for_leader(timeout_s)

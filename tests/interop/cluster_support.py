@@ -9,7 +9,7 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
-from pykraft.testing import ProcessCluster, running_cluster
+from pykraft.testing import ClusterSecurity, ProcessCluster, running_cluster
 
 
 def wait_until(condition: Callable[[], bool], timeout_s: float, what: str) -> None:
@@ -27,10 +27,15 @@ def wait_until(condition: Callable[[], bool], timeout_s: float, what: str) -> No
 
 @contextlib.contextmanager
 def three_by_three(
-    tmp_path_factory: pytest.TempPathFactory, name: str, overrides: dict[str, str]
+    tmp_path_factory: pytest.TempPathFactory,
+    name: str,
+    overrides: dict[str, str],
+    security: ClusterSecurity | None = None,
 ) -> Iterator[ProcessCluster]:
     directory = str(tmp_path_factory.mktemp(name))
-    with running_cluster(controllers=3, brokers=3, directory=directory, overrides=overrides) as running:
+    with running_cluster(
+        controllers=3, brokers=3, directory=directory, overrides=overrides, security=security
+    ) as running:
         try:
             yield running
         except BaseException:

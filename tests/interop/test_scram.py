@@ -8,6 +8,7 @@ the broker keeps serving the others."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import socket
 import subprocess
 import sys
@@ -24,7 +25,9 @@ from confluent_kafka.admin import (
     UserScramCredentialDeletion,
     UserScramCredentialUpsertion,
 )
+from kafka.protocol.metadata import MetadataRequest, MetadataResponse
 
+from pykraft.io.kafka_connection import BrokerConnection, BrokerConnectionError, ClientSecurity
 from pykraft.testing import free_port
 from tests.interop.test_restart import _start_server, _stop_server
 from tests.interop.test_tls import _produce_and_consume_confluent
@@ -74,7 +77,12 @@ class ScramNode:
 
 @pytest.fixture(scope="module")
 def scram_node(certs: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ScramNode]:
-    directory = tmp_path_factory.mktemp("scram")
+    with _scram_node(tmp_path_factory.mktemp("scram"), certs) as node:
+        yield node
+
+
+@contextlib.contextmanager
+def _scram_node(directory: Path, certs: Path, *extra: str) -> Iterator[ScramNode]:
     port, controller = free_port(), free_port()
     config = directory / "server.properties"
     config.write_text(
@@ -91,6 +99,7 @@ def scram_node(certs: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterato
                 "sasl.enabled.mechanisms=SCRAM-SHA-256,SCRAM-SHA-512",
                 f"ssl.keystore.location={certs / 'keystore.pem'}",
                 "ssl.key.password=s3cret-pass",
+                *extra,
             ]
         )
         + "\n"
@@ -239,3 +248,63 @@ def test_credentials_are_managed_with_the_cli_and_confluent_kafka_admin_client(s
         future.result(timeout=30)
     assert "invalid credentials" in _auth_error(scram_node, "dave", "dave-pw", "SCRAM-SHA-256")
     assert scram_node.scram("delete", "--user", "dave", "--mechanism", "SCRAM-SHA-256").returncode == 1
+
+
+def test_describe_configs_marks_secrets_sensitive_and_no_log_line_holds_one(scram_node: ScramNode) -> None:
+    from confluent_kafka.admin import AdminClient, ConfigResource
+
+    admin = AdminClient(
+        {"bootstrap.servers": scram_node.bootstrap, **scram_node.confluent("admin", "admin-secret")}
+    )
+    resource = ConfigResource(ConfigResource.Type.BROKER, "1")
+    configs = admin.describe_configs([resource])[resource].result(30)
+    password = configs["ssl.key.password"]
+    assert password.is_sensitive and password.value is None
+    assert configs["ssl.keystore.location"].value.endswith("keystore.pem")
+    assert not configs["ssl.keystore.location"].is_sensitive
+    assert configs["listener.name.sasl_ssl.sasl.enabled.mechanisms"].value == "SCRAM-SHA-256,SCRAM-SHA-512"
+    # The key password, the admin's password and alice's appear in no line the node wrote.
+    log = (scram_node.directory / "server.properties.log").read_text()
+    assert log and not any(secret in log for secret in ("s3cret-pass", "admin-secret", "alice-secret"))
+
+
+def test_librdkafka_re_authenticates_before_its_session_expires(certs: Path, tmp_path: Path) -> None:
+    """KIP-368: with connections.max.reauth.ms the broker grants 1.5 s sessions; confluent-kafka
+    re-authenticates on the same connections and keeps producing and consuming for several lifetimes,
+    while a client that does not is closed at its first request after the session ended."""
+    import confluent_kafka
+
+    with _scram_node(tmp_path, certs, "connections.max.reauth.ms=1500") as node:
+        admin = {"bootstrap.servers": node.bootstrap, **node.confluent("admin", "admin-secret")}
+        producer = confluent_kafka.Producer(admin)
+        failures: list[object] = []
+        deadline = time.monotonic() + 5
+        sent = 0
+        while time.monotonic() < deadline:
+            producer.produce(
+                "reauth", b"r-%d" % sent, on_delivery=lambda err, _m: err and failures.append(err)
+            )
+            producer.poll(0.1)
+            sent += 1
+        assert producer.flush(30) == 0 and not failures
+        consumer = confluent_kafka.Consumer({**admin, "group.id": "reauth", "auto.offset.reset": "earliest"})
+        consumer.subscribe(["reauth"])
+        got: list[bytes] = []
+        end = time.monotonic() + 30
+        try:
+            while len(got) < sent and time.monotonic() < end:
+                message = consumer.poll(0.2)
+                if message is not None and message.error() is None:
+                    got.append(message.value())
+        finally:
+            consumer.close()
+        assert got == [b"r-%d" % i for i in range(sent)]
+        security = ClientSecurity("SASL_SSL", "SCRAM-SHA-512", "admin", "admin-secret", str(certs / "ca.pem"))
+        with BrokerConnection.to(node.bootstrap, security=security) as raw:
+            raw.request(MetadataRequest(topics=[]), MetadataResponse, 9)
+            time.sleep(1.8)
+            with pytest.raises(BrokerConnectionError):
+                raw.request(MetadataRequest(topics=[]), MetadataResponse, 9)
+        log = (tmp_path / "server.properties.log").read_text().splitlines()
+        expired = [line for line in log if "after the SASL session expired" in line]
+        assert len(expired) == 1, expired  # the raw client's, not librdkafka's

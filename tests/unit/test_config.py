@@ -46,6 +46,11 @@ def test_properties_syntax() -> None:
     assert parse_properties(text) == {"a": "1", "b": "two", "c": "longvalue", "empty": ""}
 
 
+_PLAIN_JAAS = (
+    'org.apache.kafka.common.security.plain.PlainLoginModule required username="a" password="b" user_a="b";'
+)
+
+
 @pytest.mark.parametrize(
     ("override", "names"),
     [
@@ -66,6 +71,35 @@ def test_properties_syntax() -> None:
         ({"controller.quorum.voters": "one@x"}, "controller.quorum.voters"),
         ({"socket.request.max.bytes": "1e9"}, "socket.request.max.bytes"),
         ({"log.segment.bytes": "10"}, "log.segment.bytes"),
+        # Security between the nodes (issue 16).
+        (
+            {
+                "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:SASL_PLAINTEXT",
+                "listener.name.controller.sasl.enabled.mechanisms": "SCRAM-SHA-512",
+            },
+            "listener.name.controller.sasl.enabled.mechanisms",
+        ),
+        (
+            {
+                "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:SASL_PLAINTEXT",
+                "sasl.jaas.config": _PLAIN_JAAS,
+                "sasl.mechanism.controller.protocol": "SCRAM-SHA-256",
+            },
+            "sasl.mechanism.controller.protocol",
+        ),
+        (
+            {
+                "process.roles": "broker",
+                "listener.security.protocol.map": "PLAINTEXT:SASL_SSL,CONTROLLER:PLAINTEXT",
+                "ssl.keystore.location": "/k.pem",
+                "listener.name.plaintext.plain.sasl.jaas.config": _PLAIN_JAAS.replace(
+                    'username="a" password="b" ', ""
+                ),
+            },
+            "listener.name.plaintext.plain.sasl.jaas.config",
+        ),
+        ({"inter.broker.listener.name": "INTERNAL"}, "inter.broker.listener.name"),
+        ({"security.inter.broker.protocol": "SSL"}, "security.inter.broker.protocol"),
     ],
 )
 def test_bad_values_are_one_line_errors_naming_the_key(override: dict[str, str], names: str) -> None:
@@ -106,3 +140,36 @@ def test_bootstrap_servers_without_voters__one_controller_is_standalone__several
         load_config(
             lone + "controller.quorum.voters=1@127.0.0.1:19093\ncontroller.quorum.bootstrap.servers=nope\n"
         )
+
+
+def test_a_node_takes_its_own_credentials_for_the_listeners_it_connects_to() -> None:
+    config = load_config(
+        DEFAULT_PROPERTIES,
+        {
+            "process.roles": "broker",
+            "listeners": "SASL_SSL://127.0.0.1:9092",
+            "listener.security.protocol.map": "SASL_SSL:SASL_SSL,CONTROLLER:SASL_SSL",
+            "ssl.keystore.location": "/k.pem",
+            "listener.name.controller.plain.sasl.jaas.config": _PLAIN_JAAS,
+            "listener.name.sasl_ssl.sasl.enabled.mechanisms": "SCRAM-SHA-512",
+            "sasl.mechanism.inter.broker.protocol": "SCRAM-SHA-512",
+            "listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config": (
+                "org.apache.kafka.common.security.scram.ScramLoginModule required "
+                'username="broker" password="p\\"w";'
+            ),
+        },
+    )
+    assert (config.controller_client.security_protocol, config.controller_client.sasl_mechanism) == (
+        "SASL_SSL",
+        "PLAIN",
+    )
+    assert (config.controller_client.username, config.controller_client.password) == ("a", "b")
+    inter_broker = config.inter_broker_client
+    assert (inter_broker.sasl_mechanism, inter_broker.username, inter_broker.password) == (
+        "SCRAM-SHA-512",
+        "broker",
+        'p"w',
+    )
+    assert config.sasl_for("SASL_SSL") is not None and config.sasl_for("CONTROLLER") is None
+    assert 'p"w' not in repr(config) and "password='b'" not in repr(config)
+    assert not config.ignored

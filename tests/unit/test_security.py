@@ -381,3 +381,84 @@ def test_add_scram_parses_kafka_syntax() -> None:
     ]:
         with pytest.raises(FormatterError, match=why):
             parse_add_scram(bad, rng)
+
+
+def test_describe_configs_never_sends_a_password_or_a_jaas_text() -> None:
+    from pykraft.broker.producer_admin import _config_result, security_config_rows
+    from pykraft.core.config import load_config
+
+    config = load_config(
+        "node.id=1\nlisteners=SASL_PLAINTEXT://127.0.0.1:9092,CONTROLLER://127.0.0.1:9093\n"
+        "listener.security.protocol.map=SASL_PLAINTEXT:SASL_PLAINTEXT,CONTROLLER:PLAINTEXT\n"
+        "controller.quorum.voters=1@127.0.0.1:9093\nssl.key.password=k3y-secret\n"
+        "listener.name.sasl_plaintext.plain.sasl.jaas.config=org.apache.kafka.common.security.plain."
+        'PlainLoginModule required user_alice="alice-secret";\n'
+    )
+    results = {r.name: r for r in map(_config_result, security_config_rows(config))}
+    for name in ("ssl.key.password", "listener.name.sasl_plaintext.plain.sasl.jaas.config"):
+        assert results[name].is_sensitive and results[name].value is None
+    assert results["listener.name.sasl_plaintext.sasl.enabled.mechanisms"].value == "PLAIN"
+    assert not any("secret" in str(r.value) for r in results.values())
+    assert "secret" not in repr(config)
+
+
+def test_sasl_client_talks_to_the_authenticator_for_each_mechanism() -> None:
+    from pykraft.security.sasl import SaslClient, SaslClientError
+
+    salt = b"0123456789abcdef"
+    credentials = {
+        m: credential_from_salted_password(m, salt, salted_password(m, "pw", salt, 4096), 4096)
+        for m in ScramMechanism
+    }
+    authenticator = SaslAuthenticator(
+        {"bob": "pw"}, lambda user, m: credentials[m] if user == "bob" else None
+    )
+    for mechanism in ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"):
+        for password, succeeds in (("pw", True), ("nope", False)):
+            session = SaslSession((mechanism,))
+            assert authenticator.handshake(session, mechanism) == ErrorCode.NONE
+            client = SaslClient(mechanism, "bob", password)
+            token: bytes | None = client.first_token()
+            while token is not None:
+                result = authenticator.authenticate(session, token, "server-nonce")
+                if result.error_code != ErrorCode.NONE:
+                    break
+                token = client.next_token(result.auth_bytes)
+            assert session.authenticated is succeeds, (mechanism, password)
+    # A server that does not know the password cannot fake the final SCRAM message.
+    client = SaslClient("SCRAM-SHA-256", "bob", "pw")
+    first = client.first_token().decode()
+    nonce = first.split("r=", 1)[1]
+    client.next_token(f"r={nonce}xyz,s={base64.b64encode(salt).decode()},i=4096".encode())
+    with pytest.raises(SaslClientError):
+        client.next_token(b"v=" + base64.b64encode(b"\x00" * 32))
+
+
+def test_kip_368_sessions_expire_and_re_authenticate_as_the_same_principal() -> None:
+    authenticator = SaslAuthenticator({"bob": "pw", "eve": "pw2"}, max_reauth_ms=1000)
+
+    def login(session: SaslSession, user: str, password: str, now_ms: int) -> ErrorCode:
+        error = authenticator.handshake(session, "PLAIN")
+        if error != ErrorCode.NONE:
+            return error
+        result = authenticator.authenticate(session, f"\x00{user}\x00{password}".encode(), now_ms=now_ms)
+        assert result.session_lifetime_ms == (1000 if result.error_code == ErrorCode.NONE else 0)
+        return result.error_code
+
+    session = SaslSession(("PLAIN", "SCRAM-SHA-256"))
+    assert login(session, "bob", "pw", now_ms=5_000) == ErrorCode.NONE
+    assert session.live(5_999) and not session.live(6_000)  # expired: only re-authentication now
+    assert login(session, "bob", "pw", now_ms=6_500) == ErrorCode.NONE
+    assert session.live(7_499) and session.principal == "User:bob"
+    # Another principal on the same connection, or another mechanism: refused.
+    assert login(session, "eve", "pw2", now_ms=7_000) == ErrorCode.SASL_AUTHENTICATION_FAILED
+    assert not session.authenticated
+    other = SaslSession(("PLAIN", "SCRAM-SHA-256"))
+    assert login(other, "bob", "pw", now_ms=0) == ErrorCode.NONE
+    assert authenticator.handshake(other, "SCRAM-SHA-256") == ErrorCode.ILLEGAL_SASL_STATE
+    # Without connections.max.reauth.ms sessions never expire and a second handshake is refused.
+    forever = SaslAuthenticator({"bob": "pw"})
+    session = SaslSession(("PLAIN",))
+    assert forever.handshake(session, "PLAIN") == ErrorCode.NONE
+    assert forever.authenticate(session, b"\x00bob\x00pw", now_ms=0).session_lifetime_ms == 0
+    assert session.live(10**12) and forever.handshake(session, "PLAIN") == ErrorCode.ILLEGAL_SASL_STATE

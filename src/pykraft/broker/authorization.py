@@ -110,6 +110,15 @@ def _every_partition(api_key: int, request: Any, version: int, error: ErrorCode)
     return response
 
 
+def cluster_action_refusal(api_key: int, version: int) -> Any:
+    """CLUSTER_AUTHORIZATION_FAILED for a node-to-controller RPC (BrokerRegistration, BrokerHeartbeat,
+    AllocateProducerIds, AlterPartition) from a principal without CLUSTER_ACTION."""
+    fields: dict[str, Any] = {"error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED}
+    if api_key == ApiKey.ALLOCATE_PRODUCER_IDS:
+        fields.update(producer_id_start=-1, producer_id_len=0)
+    return _answer(api_key, version, **fields)
+
+
 def refuse(api_key: int, request: Any, version: int) -> Any | None:
     """The answer refusing ``request`` as a whole, or None when the handler may serve (part of) it."""
     check = _REFUSALS.get(api_key)

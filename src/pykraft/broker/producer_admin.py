@@ -28,9 +28,39 @@ CONFIG_TYPE_BOOLEAN = 1
 CONFIG_TYPE_INT = 3
 CONFIG_TYPE_LONG = 5
 CONFIG_TYPE_STRING = 2
+CONFIG_TYPE_LIST = 7
+CONFIG_TYPE_PASSWORD = 9
 
-# (name, value, Kafka's/pykraft's default, type)
-ConfigRow = tuple[str, str, str, int]
+# (name, value, Kafka's/pykraft's default, type); a PASSWORD's value is never sent (sensitive).
+ConfigRow = tuple[str, str | None, str | None, int]
+
+
+def security_config_rows(config: NodeConfig) -> list[ConfigRow]:
+    """TLS, SASL and authorizer settings (issue 16). Passwords and JAAS texts are PASSWORD configs:
+    DescribeConfigs says they are set (sensitive) and never what they are, as Kafka does."""
+    ssl = config.ssl
+    rows: list[ConfigRow] = [
+        ("ssl.keystore.location", ssl.keystore_location, None, CONFIG_TYPE_STRING),
+        ("ssl.key.password", ssl.key_password, None, CONFIG_TYPE_PASSWORD),
+        ("ssl.truststore.location", ssl.truststore_location, None, CONFIG_TYPE_STRING),
+        ("ssl.client.auth", ssl.client_auth, "none", CONFIG_TYPE_STRING),
+        ("ssl.enabled.protocols", ",".join(ssl.enabled_protocols), "TLSv1.2,TLSv1.3", CONFIG_TYPE_LIST),
+        (
+            "authorizer.class.name",
+            "org.apache.kafka.metadata.authorizer.StandardAuthorizer" if config.authorizer.enabled else "",
+            "",
+            CONFIG_TYPE_STRING,
+        ),
+        ("super.users", ";".join(sorted(config.authorizer.super_users)), "", CONFIG_TYPE_STRING),
+    ]
+    for listener, sasl in sorted(config.listener_sasl.items()):
+        prefix = f"listener.name.{listener.lower()}."
+        rows.append(
+            (prefix + "sasl.enabled.mechanisms", ",".join(sasl.enabled_mechanisms), None, CONFIG_TYPE_LIST)
+        )
+        if sasl.plain_jaas_config is not None:
+            rows.append((sasl.plain_jaas_key, sasl.plain_jaas_config, None, CONFIG_TYPE_PASSWORD))
+    return rows
 
 
 def broker_config_rows(config: NodeConfig) -> list[ConfigRow]:
@@ -89,7 +119,7 @@ def handle_describe_configs(request: Any, version: int, ctx: BrokerContext, conf
                 error = ErrorCode.INVALID_REQUEST
                 message = f"unexpected broker id {resource.resource_name!r}, this is broker {ctx.node_id}"
             else:
-                rows = broker_config_rows(config)
+                rows = broker_config_rows(config) + security_config_rows(config)
         elif resource.resource_type == RESOURCE_TYPE_TOPIC:
             if resource.resource_name not in ctx.cluster.topics:
                 error = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
@@ -119,13 +149,14 @@ def handle_describe_configs(request: Any, version: int, ctx: BrokerContext, conf
 
 def _config_result(row: ConfigRow) -> Any:
     name, value, default, config_type = row
+    sensitive = config_type == CONFIG_TYPE_PASSWORD
     return DescribeConfigsResponse.DescribeConfigsResult.DescribeConfigsResourceResult(
         name=name,
-        value=value,
+        value=None if sensitive else value,
         read_only=True,  # no AlterConfigs: every value comes from server.properties
         config_source=SOURCE_DEFAULT_CONFIG if value == default else SOURCE_STATIC_BROKER_CONFIG,
         is_default=value == default,
-        is_sensitive=False,
+        is_sensitive=sensitive,
         synonyms=[],
         config_type=config_type,
         documentation=None,

@@ -7,6 +7,7 @@ Pure: it parses text handed to it by the shell. Properties pykraft does not use 
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Final
 
@@ -55,18 +56,51 @@ class SslConfig:
 
 @dataclass(frozen=True, slots=True)
 class SaslConfig:
-    """sasl.enabled.mechanisms and the PLAIN users' JAAS text of the client listener
+    """What one SASL listener serves: its mechanisms (``listener.name.<l>.sasl.enabled.mechanisms``,
+    else ``sasl.enabled.mechanisms``) and its PLAIN users' JAAS text
     (``listener.name.<listener>.plain.sasl.jaas.config``, else ``sasl.jaas.config``)."""
 
     enabled_mechanisms: tuple[str, ...] = ("PLAIN",)
     plain_jaas_config: str | None = None
     # The key it came from, for error messages.
     plain_jaas_key: str = ""
+    # KIP-368 ``connections.max.reauth.ms`` (listener-prefixed or not): a session lasts this long,
+    # then the client re-authenticates or its next request closes the connection (0: no expiry).
+    max_reauth_ms: int = 0
 
     def __repr__(self) -> str:
         # The JAAS text holds passwords: never in a log line.
         jaas = "[hidden]" if self.plain_jaas_config else None
         return f"SaslConfig(enabled_mechanisms={self.enabled_mechanisms!r}, plain_jaas_config={jaas!r})"
+
+
+@dataclass(frozen=True, slots=True)
+class InterNodeSecurity:
+    """How this node connects to another node's listener (issue 16): the listener's security protocol,
+    the SASL mechanism Kafka names for it (``sasl.mechanism.controller.protocol`` for the controller
+    listener, ``sasl.mechanism.inter.broker.protocol`` for brokers' listener) and this node's own
+    credentials: the ``username``/``password`` options of that listener's JAAS configuration, as
+    Kafka's login modules take them for the connections a node opens itself."""
+
+    security_protocol: str = "PLAINTEXT"
+    sasl_mechanism: str = "PLAIN"
+    username: str | None = None
+    password: str | None = None
+
+    @property
+    def uses_tls(self) -> bool:
+        return self.security_protocol in ("SSL", "SASL_SSL")
+
+    @property
+    def uses_sasl(self) -> bool:
+        return self.security_protocol.startswith("SASL_")
+
+    def __repr__(self) -> str:
+        password = "[hidden]" if self.password else None
+        return (
+            f"InterNodeSecurity({self.security_protocol}, {self.sasl_mechanism}, user={self.username!r}, "
+            f"password={password!r})"
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -147,7 +181,12 @@ class NodeConfig:
     transaction_remove_expired_transaction_cleanup_interval_ms: int = 3600000
     # TLS on SSL and SASL_SSL listeners, SASL on SASL_* listeners (issue 16).
     ssl: SslConfig = field(default_factory=lambda: SslConfig())
-    sasl: SaslConfig = field(default_factory=lambda: SaslConfig())
+    # The SASL listeners by name (client and controller listener alike).
+    listener_sasl: dict[str, SaslConfig] = field(default_factory=dict)
+    # This node's side of connections to the controllers (raft, registration, heartbeats,
+    # AllocateProducerIds) and to other brokers (replica fetch, transaction markers).
+    controller_client: InterNodeSecurity = field(default_factory=lambda: InterNodeSecurity())
+    inter_broker_client: InterNodeSecurity = field(default_factory=lambda: InterNodeSecurity())
     authorizer: AuthorizerSettings = field(default_factory=lambda: AuthorizerSettings())
     # KIP-835: the active controller writes a NoOpRecord when the log was idle this long (0 = never).
     metadata_max_idle_interval_ms: int = 500
@@ -160,6 +199,13 @@ class NodeConfig:
             if endpoint.listener_name in self.controller_listener_names:
                 return endpoint
         return None
+
+    def sasl_for(self, listener_name: str) -> SaslConfig | None:
+        """The SASL settings of a listener, None when it does not use SASL."""
+        return self.listener_sasl.get(listener_name)
+
+    def security_protocol_of(self, listener_name: str) -> str:
+        return self.listener_security_protocol_map.get(listener_name, "PLAINTEXT")
 
     @property
     def is_broker(self) -> bool:
@@ -299,6 +345,7 @@ USED_PROPERTIES: Final[frozenset[str]] = frozenset(
         "unclean.leader.election.enable",
         "offsets.topic.replication.factor",
         "sasl.enabled.mechanisms",
+        "connections.max.reauth.ms",
         "authorizer.class.name",
         "super.users",
         "allow.everyone.if.no.acl.found",
@@ -318,6 +365,9 @@ USED_PROPERTIES: Final[frozenset[str]] = frozenset(
         "transaction.remove.expired.transaction.cleanup.interval.ms",
         "listener.security.protocol.map",
         "inter.broker.listener.name",
+        "security.inter.broker.protocol",
+        "sasl.mechanism.controller.protocol",
+        "sasl.mechanism.inter.broker.protocol",
         "log.dirs",
         "log.dir",
         "metadata.log.dir",
@@ -371,34 +421,86 @@ def _authorizer_settings(props: dict[str, str]) -> AuthorizerSettings:
     return AuthorizerSettings(True, super_users, _bool(props, "allow.everyone.if.no.acl.found", False))
 
 
-def _sasl_settings(
-    props: dict[str, str], listeners: tuple[Endpoint, ...], protocol_map: dict[str, str]
-) -> SaslConfig:
-    sasl_listeners = [e for e in listeners if protocol_map.get(e.listener_name, "").startswith("SASL_")]
-    mechanisms = tuple(
-        m.strip().upper() for m in props.get("sasl.enabled.mechanisms", "PLAIN").split(",") if m.strip()
-    )
-    if not sasl_listeners:
-        return SaslConfig(mechanisms)
-    for mechanism in mechanisms:
-        if mechanism not in _SASL_MECHANISMS:
-            raise ConfigError(
-                f"sasl.enabled.mechanisms: {mechanism} is not supported (pykraft serves {', '.join(_SASL_MECHANISMS)})"
-            )
-    if not mechanisms:
-        raise ConfigError("sasl.enabled.mechanisms: empty, but a listener uses SASL")
-    if "PLAIN" not in mechanisms:
-        # SCRAM only: the credentials are in the metadata log, no JAAS users needed.
-        return SaslConfig(mechanisms)
-    key = f"listener.name.{sasl_listeners[0].listener_name.lower()}.plain.sasl.jaas.config"
+def _listener_sasl(
+    props: dict[str, str],
+    listeners: tuple[Endpoint, ...],
+    protocol_map: dict[str, str],
+    controller_names: tuple[str, ...],
+) -> dict[str, SaslConfig]:
+    """Each SASL listener's mechanisms and PLAIN users; Kafka's listener-prefixed keys win."""
+    result: dict[str, SaslConfig] = {}
+    for endpoint in listeners:
+        name = endpoint.listener_name
+        if not protocol_map.get(name, "").startswith("SASL_"):
+            continue
+        prefix = f"listener.name.{name.lower()}."
+        mechanisms_key = prefix + "sasl.enabled.mechanisms"
+        if mechanisms_key not in props:
+            mechanisms_key = "sasl.enabled.mechanisms"
+        mechanisms = tuple(
+            m.strip().upper() for m in props.get(mechanisms_key, "PLAIN").split(",") if m.strip()
+        )
+        for mechanism in mechanisms:
+            if mechanism not in _SASL_MECHANISMS:
+                raise ConfigError(
+                    f"{mechanisms_key}: {mechanism} is not supported (pykraft serves {', '.join(_SASL_MECHANISMS)})"
+                )
+            if name in controller_names and mechanism != "PLAIN":
+                # As in Kafka: SCRAM credentials live in the metadata log, which a controller cannot
+                # read before its quorum is up, so the controller listener authenticates with PLAIN.
+                raise ConfigError(
+                    f"{mechanisms_key}: {mechanism} on the controller listener {name}; KRaft controllers "
+                    "serve PLAIN there (SCRAM credentials live in the metadata log)"
+                )
+        if not mechanisms:
+            raise ConfigError(f"{mechanisms_key}: empty, but listener {name} uses SASL")
+        reauth_key = prefix + "connections.max.reauth.ms"
+        max_reauth_ms = _int(props, reauth_key if reauth_key in props else "connections.max.reauth.ms", 0, 0)
+        if "PLAIN" not in mechanisms:
+            # SCRAM only: the credentials are in the metadata log, no JAAS users needed.
+            result[name] = SaslConfig(mechanisms, max_reauth_ms=max_reauth_ms)
+            continue
+        key = prefix + "plain.sasl.jaas.config"
+        jaas = props.get(key)
+        if jaas is None and "sasl.jaas.config" in props:
+            key, jaas = "sasl.jaas.config", props["sasl.jaas.config"]
+        if jaas is None:
+            raise ConfigError(f"{key}: required by the SASL listener {name} (PLAIN users)")
+        result[name] = SaslConfig(mechanisms, jaas, key, max_reauth_ms)
+    return result
+
+
+_JAAS_OPTION = re.compile(r'(\w+)\s*=\s*"((?:[^"\\]|\\.)*)"')
+
+
+def jaas_options(text: str) -> dict[str, str]:
+    """The ``name="value"`` options of a JAAS configuration line (Kafka's ``sasl.jaas.config``)."""
+    return {k: v.replace('\\"', '"').replace("\\\\", "\\") for k, v in _JAAS_OPTION.findall(text)}
+
+
+def _inter_node_security(
+    props: dict[str, str], listener_name: str, protocol: str, mechanism_key: str, *, needed: bool
+) -> InterNodeSecurity:
+    """This node's credentials for connections it opens to ``listener_name`` on other nodes."""
+    if not protocol.startswith("SASL_"):
+        return InterNodeSecurity(protocol)
+    mechanism = props.get(mechanism_key, "PLAIN").strip().upper()
+    if mechanism not in _SASL_MECHANISMS:
+        raise ConfigError(
+            f"{mechanism_key}: {mechanism} is not supported (pykraft uses {', '.join(_SASL_MECHANISMS)})"
+        )
+    key = f"listener.name.{listener_name.lower()}.{mechanism.lower()}.sasl.jaas.config"
     jaas = props.get(key)
     if jaas is None and "sasl.jaas.config" in props:
         key, jaas = "sasl.jaas.config", props["sasl.jaas.config"]
-    if jaas is None:
+    options = jaas_options(jaas or "")
+    username, password = options.get("username"), options.get("password")
+    if needed and (not username or password is None):
         raise ConfigError(
-            f"{key}: required by the SASL listener {sasl_listeners[0].listener_name} (PLAIN users)"
+            f'{key}: needs username="..." password="..." (this node\'s own {mechanism} credentials '
+            f"for the {listener_name} listener of other nodes)"
         )
-    return SaslConfig(mechanisms, jaas, key)
+    return InterNodeSecurity(protocol, mechanism, username, password)
 
 
 def _ssl_settings(props: dict[str, str], *, uses_ssl: bool) -> SslConfig:
@@ -474,16 +576,6 @@ def load_config(text: str, overrides: dict[str, str] | None = None) -> NodeConfi
                 f"listeners: {endpoint.listener_name} uses {proto}; pykraft serves PLAINTEXT, SSL, "
                 "SASL_PLAINTEXT and SASL_SSL"
             )
-        if endpoint.listener_name in controller_names:
-            raise ConfigError(
-                f"listeners: the controller listener {endpoint.listener_name} uses {proto}; security "
-                "between controllers and brokers is not supported yet"
-            )
-        if "controller" not in roles:
-            raise ConfigError(
-                f"listeners: {endpoint.listener_name} uses {proto} on a broker process; brokers replicate "
-                "from each other over PLAINTEXT only for now (security serves a broker,controller node)"
-            )
     voters = _voters(props.get("controller.quorum.voters", ""))
     if not voters and props.get("controller.quorum.bootstrap.servers") and "controller" in roles:
         # Kafka 4's sample config names no static voters (KIP-853 dynamic quorum): a lone controller
@@ -546,12 +638,49 @@ def load_config(text: str, overrides: dict[str, str] | None = None) -> NodeConfi
             f"controller.quorum.request.timeout.ms: {request_timeout_ms} must be above the raft fetch's 500 ms wait"
         )
 
+    listener_sasl = _listener_sasl(props, listeners, protocol_map, controller_names)
+    client_listeners = [e.listener_name for e in listeners if e.listener_name not in controller_names]
+    inter_broker_listener = props.get("inter.broker.listener.name", "").strip().upper() or (
+        client_listeners[0] if client_listeners else "PLAINTEXT"
+    )
+    if "broker" in roles and client_listeners and inter_broker_listener != client_listeners[0]:
+        raise ConfigError(
+            f"inter.broker.listener.name: {inter_broker_listener} is not the broker's listener "
+            f"{client_listeners[0]} (pykraft brokers serve one listener besides the controller's)"
+        )
+    if "security.inter.broker.protocol" in props and "inter.broker.listener.name" not in props:
+        wanted = props["security.inter.broker.protocol"].strip().upper()
+        if client_listeners and protocol_map.get(client_listeners[0]) != wanted:
+            raise ConfigError(
+                f"security.inter.broker.protocol: {wanted}, but the broker's listener {client_listeners[0]} "
+                f"uses {protocol_map.get(client_listeners[0])}"
+            )
+    controller_protocol = (
+        protocol_map.get(controller_names[0], "PLAINTEXT") if controller_names else "PLAINTEXT"
+    )
+    controller_sasl = listener_sasl.get(controller_names[0]) if controller_names else None
+    controller_mechanism = props.get("sasl.mechanism.controller.protocol", "PLAIN").strip().upper()
+    if controller_protocol.startswith("SASL_") and controller_mechanism != "PLAIN":
+        raise ConfigError(
+            f"sasl.mechanism.controller.protocol: {controller_mechanism}; the controller listener serves PLAIN"
+        )
+    if controller_sasl is not None and controller_mechanism not in controller_sasl.enabled_mechanisms:
+        raise ConfigError(
+            f"sasl.mechanism.controller.protocol: {controller_mechanism} is not enabled on the controller "
+            f"listener {controller_names[0]}"
+        )
+
     ignored = tuple(
         sorted(
             k
             for k in props
             if k not in USED_PROPERTIES
-            and not (k.startswith("listener.name.") and k.endswith(".plain.sasl.jaas.config"))
+            and not (
+                k.startswith("listener.name.")
+                and k.endswith(
+                    (".sasl.jaas.config", ".sasl.enabled.mechanisms", ".connections.max.reauth.ms")
+                )
+            )
         )
     )
     return NodeConfig(
@@ -628,7 +757,23 @@ def load_config(text: str, overrides: dict[str, str] | None = None) -> NodeConfi
         ssl=_ssl_settings(
             props, uses_ssl=bool({"SSL", "SASL_SSL"} & {protocol_map.get(e.listener_name) for e in listeners})
         ),
-        sasl=_sasl_settings(props, listeners, protocol_map),
+        listener_sasl=listener_sasl,
+        controller_client=_inter_node_security(
+            props,
+            controller_names[0],
+            protocol_map.get(controller_names[0], "PLAINTEXT"),
+            "sasl.mechanism.controller.protocol",
+            # A broker process and a voter with peers open connections to controller listeners.
+            needed="controller" not in roles or len(voters) > 1,
+        ),
+        inter_broker_client=_inter_node_security(
+            props,
+            inter_broker_listener,
+            protocol_map.get(inter_broker_listener, "PLAINTEXT"),
+            "sasl.mechanism.inter.broker.protocol",
+            # Brokers in their own processes fetch from each other and write transaction markers.
+            needed="broker" in roles and "controller" not in roles,
+        ),
         authorizer=_authorizer_settings(props),
         ignored=ignored,
     )

@@ -33,7 +33,7 @@ from pykraft.broker.replication import IsrProposal
 from pykraft.controller.cluster import MINIMUM_KRAFT_METADATA_VERSION
 from pykraft.core.config import NodeConfig
 from pykraft.core.errors import ErrorCode
-from pykraft.io.rpc_channel import PeerUnavailable, RpcClient
+from pykraft.io.rpc_channel import ChannelSecurity, PeerUnavailable, RpcClient
 from pykraft.io.waiting import wait_event
 from pykraft.metadata.records import MetadataVersion
 from pykraft.protocol import messages
@@ -80,6 +80,7 @@ class ControllerLink:
         metadata_offset: Callable[[], int],
         listeners: Callable[[], list[Any]],
         on_change: Callable[[], None],
+        controller_security: ChannelSecurity | None = None,
     ) -> None:
         self.config = config
         self.channel = RpcClient(
@@ -87,6 +88,7 @@ class ControllerLink:
             client_id=f"broker-{config.node_id}",
             request_timeout_ms=config.controller_quorum_request_timeout_ms,
             rng=rng,
+            security=controller_security,
         )
         self.lifecycle = BrokerLifecycle(
             config.node_id,

@@ -6,7 +6,6 @@ Requests and responses go through kafka-python's codec (client side); every fail
 
 from __future__ import annotations
 
-import re
 import socket
 import ssl
 import struct
@@ -19,6 +18,9 @@ from kafka.protocol.sasl import (
     SaslHandshakeRequest,
     SaslHandshakeResponse,
 )
+
+from pykraft.core.config import jaas_options
+from pykraft.security.sasl import SaslClient, SaslClientError
 
 DEFAULT_TIMEOUT_S = 10.0
 
@@ -53,7 +55,7 @@ class ClientSecurity:
         username, password = props.get("sasl.username"), props.get("sasl.password")
         jaas = props.get("sasl.jaas.config")
         if jaas is not None:
-            options = dict(re.findall(r'(\w+)\s*=\s*"((?:[^"\\]|\\.)*)"', jaas))
+            options = jaas_options(jaas)
             username, password = options.get("username"), options.get("password")
         if protocol.startswith("SASL_") and (not username or password is None):
             raise BrokerConnectionError(f"{source}: SASL needs a username and password (sasl.jaas.config)")
@@ -113,20 +115,13 @@ class BrokerConnection:
             raise BrokerConnectionError(
                 f"SASL mechanism {mechanism} refused (the broker offers {', '.join(handshake.mechanisms)})"
             )
-        username, password = security.username or "", security.password or ""
-        if mechanism == "PLAIN":
-            self._sasl_step(f"\x00{username}\x00{password}".encode())
-            return
-        import scramp
-
         try:
-            client = scramp.ScramClient([mechanism], username, password)
-            server_first = self._sasl_step(client.get_client_first().encode())
-            client.set_server_first(server_first.decode())
-            server_final = self._sasl_step(client.get_client_final().encode())
-            client.set_server_final(server_final.decode())
-        except scramp.ScramException as exc:
-            raise BrokerConnectionError(f"SASL/{mechanism}: {exc}") from None
+            client = SaslClient(mechanism, security.username or "", security.password or "")
+            token: bytes | None = client.first_token()
+            while token is not None:
+                token = client.next_token(self._sasl_step(token))
+        except (SaslClientError, ValueError) as exc:
+            raise BrokerConnectionError(str(exc)) from None
 
     def _sasl_step(self, token: bytes) -> bytes:
         response = self.request(SaslAuthenticateRequest(auth_bytes=token), SaslAuthenticateResponse, 2)
@@ -136,7 +131,17 @@ class BrokerConnection:
 
     @classmethod
     def to(cls, address: str, **kwargs: Any) -> BrokerConnection:
-        return cls(*parse_host_port(address), **kwargs)
+        """A connection to the first server of a ``--bootstrap-server`` list (``h1:p1,h2:p2``, as
+        Kafka's tools take it) that answers."""
+        servers = [parse_host_port(server) for server in address.split(",") if server.strip()]
+        if not servers:
+            raise BrokerConnectionError(f"--bootstrap-server: {address!r} is not HOST:PORT")
+        for host, port in servers[:-1]:
+            try:
+                return cls(host, port, **kwargs)
+            except BrokerConnectionError:
+                continue
+        return cls(*servers[-1], **kwargs)
 
     def __enter__(self) -> BrokerConnection:
         return self

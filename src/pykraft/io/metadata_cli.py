@@ -22,7 +22,7 @@ from typing import Any
 
 from pykraft.core.errors import ErrorCode
 from pykraft.core.uuid import uuid_to_str
-from pykraft.io.kafka_connection import BrokerConnection, BrokerConnectionError
+from pykraft.io.kafka_connection import BrokerConnection, BrokerConnectionError, ClientSecurity
 from pykraft.metadata.delta import MetadataDelta
 from pykraft.metadata.image import MetadataImage
 from pykraft.metadata.records import (
@@ -376,7 +376,7 @@ def _image(args: argparse.Namespace) -> int:
     return 0
 
 
-def describe_quorum(address: str, timeout_s: float = 10.0) -> Any:
+def describe_quorum(address: str, timeout_s: float = 10.0, security: ClientSecurity | None = None) -> Any:
     """DescribeQuorum (api key 55) of ``__cluster_metadata-0`` from the controller at ``address``; the
     partition's answer (leader, epoch, high watermark, voters, observers)."""
     request = DescribeQuorumRequest(
@@ -387,7 +387,9 @@ def describe_quorum(address: str, timeout_s: float = 10.0) -> Any:
             )
         ]
     )
-    with BrokerConnection.to(address, client_id="pykraft-metadata-quorum", timeout_s=timeout_s) as conn:
+    with BrokerConnection.to(
+        address, client_id="pykraft-metadata-quorum", timeout_s=timeout_s, security=security
+    ) as conn:
         response = conn.request(request, DescribeQuorumResponse, DESCRIBE_QUORUM_VERSION)
     if response.error_code != 0:
         raise QuorumToolError(f"DescribeQuorum failed: {ErrorCode(response.error_code).name}")

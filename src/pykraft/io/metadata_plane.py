@@ -48,7 +48,7 @@ from pykraft.core.errors import ErrorCode, RemoteProtocolError
 from pykraft.io.file_store import FileSegmentStore
 from pykraft.io.meta_properties_files import ClusterIdConflictError, ClusterIdPublisher
 from pykraft.io.raft_log import METADATA_PARTITION_DIR, FileRaftLog
-from pykraft.io.rpc_channel import Answered, ChannelEvent, RpcChannels
+from pykraft.io.rpc_channel import Answered, ChannelEvent, ChannelSecurity, RpcChannels
 from pykraft.io.snapshots import FileSnapshotStore, MetadataSnapshots, read_bootstrap_records
 from pykraft.io.waiting import wait_event, wait_shielded
 from pykraft.log.partition_log import PartitionLog
@@ -143,8 +143,11 @@ class MetadataPlane:
         rng: random.Random,
         on_image: Callable[[], None],
         on_fatal: Callable[[str], None] = lambda reason: None,
+        peer_security: ChannelSecurity | None = None,
     ) -> None:
         self.config = config
+        # TLS and SASL of the connections to the other voters' controller listeners.
+        self.peer_security = peer_security
         self.rng = rng
         self.on_image = on_image
         # A condition this node cannot serve through (one line): the node stops and the process exits.
@@ -238,6 +241,8 @@ class MetadataPlane:
             self._on_channel_event,
             request_timeout_ms=self.config.controller_quorum_request_timeout_ms,
             rng=self.rng,
+            security=self.peer_security,
+            client_id=f"raft-{self.config.node_id}",
         )
         started = time.monotonic()
         self._load_end_offset = self.raft_log.end_offset

@@ -16,6 +16,7 @@ import os
 import random
 import secrets
 import shutil
+import ssl
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
@@ -35,7 +36,7 @@ from pykraft.io.group_service import CURRENT_CLIENT, GroupService
 from pykraft.io.meta_properties_files import prepare_log_dirs
 from pykraft.io.metadata_plane import MetadataPlane, NotControllerError
 from pykraft.io.replica_fetcher import ReplicaFetchers
-from pykraft.io.rpc_channel import PeerUnavailable
+from pykraft.io.rpc_channel import ChannelSecurity, PeerUnavailable
 from pykraft.io.server import ConnectionInfo, KafkaServer
 from pykraft.io.snapshots import SnapshotStateError
 from pykraft.io.tls import TlsConfigError, server_context
@@ -55,6 +56,7 @@ from pykraft.security.acls import (
     RequestAuthorization,
     ResourceType,
     allowed,
+    allowed_on_cluster,
     authorize_request,
 )
 from pykraft.security.sasl import JaasConfigError, SaslAuthenticator, SaslSession, parse_plain_jaas
@@ -137,8 +139,11 @@ class Node:
         self.ctx: handlers.BrokerContext | None = None
         self.groups: GroupService | None = None
         self.txns: TxnService | None = None
-        # The PLAIN users of a SASL client listener (None: the listener does not use SASL).
-        self._sasl_authenticator: SaslAuthenticator | None = None
+        # Each SASL listener's PLAIN users and SCRAM lookup, by listener name.
+        self._sasl_authenticators: dict[str, SaslAuthenticator] = {}
+        # TLS and SASL of the connections this node opens to controllers and to other brokers.
+        self._controller_security: ChannelSecurity | None = None
+        self._broker_security: ChannelSecurity | None = None
         # authorizer.class.name set: every request on the client listener is judged by the ACLs.
         self._authorizer: AuthorizerConfig | None = (
             AuthorizerConfig(config.authorizer.super_users, config.authorizer.allow_everyone_if_no_acl_found)
@@ -186,7 +191,18 @@ class Node:
                 os.makedirs(directory, exist_ok=True)
             except OSError as exc:
                 raise StartupError(f"log.dirs: cannot create {directory}: {exc.strerror}") from None
-        self.metadata = MetadataPlane(config, self.rng, on_image=self._on_image, on_fatal=self._fail)
+        try:
+            self._controller_security = ChannelSecurity.of(config.controller_client, config.ssl)
+            self._broker_security = ChannelSecurity.of(config.inter_broker_client, config.ssl)
+        except TlsConfigError as exc:
+            raise StartupError(str(exc)) from None
+        self.metadata = MetadataPlane(
+            config,
+            self.rng,
+            on_image=self._on_image,
+            on_fatal=self._fail,
+            peer_security=self._controller_security,
+        )
         self.metadata.cluster_id_publisher = publisher
         try:
             await self.metadata.start()
@@ -209,6 +225,7 @@ class Node:
             port=endpoint.port,
             listener_name=endpoint.listener_name,
             socket_request_max_bytes=config.socket_request_max_bytes,
+            ssl_context=self._listener_security(endpoint.listener_name),
         )
         try:
             self.controller_port = await self.controller_server.start()
@@ -233,6 +250,7 @@ class Node:
                 metadata_offset=lambda: metadata.image.offset,
                 listeners=self._registration_listeners,
                 on_change=self._on_session_change,
+                controller_security=self._controller_security,
             )
         link = self.link
         self.ctx = handlers.BrokerContext(
@@ -247,7 +265,11 @@ class Node:
             min_insync_replicas=self._min_insync_replicas,
         )
         self.fetchers = ReplicaFetchers(
-            config, self.replicas, self.rng, on_high_watermark=self._on_high_watermark
+            config,
+            self.replicas,
+            self.rng,
+            on_high_watermark=self._on_high_watermark,
+            broker_security=self._broker_security,
         )
         create_topics = link.create_topics_by_name if link is not None else metadata.create_topics_by_name
         self.txns = TxnService(
@@ -257,6 +279,7 @@ class Node:
             wait_replicated=self.wait_replicated,
             write_markers_locally=self._write_txn_markers,
             after_producer_id=self._pump_producer_ids,
+            broker_security=self._broker_security,
         )
         self.groups = GroupService(
             config,
@@ -270,39 +293,13 @@ class Node:
         self._request_handlers = self._build_request_handlers()
         if link is None:
             await self._register_in_process()
-        ssl_context = None
-        protocol = config.listener_security_protocol_map.get(
-            config.client_listener.listener_name, "PLAINTEXT"
-        )
-        if protocol.startswith("SASL_"):
-            plain_users: dict[str, str] = {}
-            if "PLAIN" in config.sasl.enabled_mechanisms:
-                try:
-                    plain_users = parse_plain_jaas(
-                        config.sasl.plain_jaas_config or "", config.sasl.plain_jaas_key
-                    )
-                except JaasConfigError as exc:
-                    raise StartupError(str(exc)) from None
-            image_of = self.metadata
-            assert image_of is not None
-            self._sasl_authenticator = SaslAuthenticator(
-                plain_users,
-                # SCRAM credentials as the latest image has them, read when an exchange starts.
-                lambda user, mechanism: image_of.image.scram.credential(user, mechanism),
-                secrets.token_bytes(32),
-            )
-        if protocol in ("SSL", "SASL_SSL"):
-            try:
-                ssl_context = server_context(config.ssl)
-            except TlsConfigError as exc:
-                raise StartupError(str(exc)) from None
         self.server = KafkaServer(
             self._handle,
             host=self.client_host,
             port=self.client_port,
             listener_name=config.client_listener.listener_name,
             socket_request_max_bytes=config.socket_request_max_bytes,
-            ssl_context=ssl_context,
+            ssl_context=self._listener_security(config.client_listener.listener_name),
         )
         try:
             self.client_port = await self.server.start()
@@ -323,6 +320,35 @@ class Node:
         self._spawn(self.groups.run_timers())
         self._spawn(self.txns.run_timers())
         self._spawn(self._isr_timer())
+
+    def _listener_security(self, listener_name: str) -> ssl.SSLContext | None:
+        """A listener's TLS context (None: not SSL/SASL_SSL); a SASL listener's authenticator is kept
+        in ``_sasl_authenticators``."""
+        config = self.config
+        protocol = config.security_protocol_of(listener_name)
+        sasl = config.sasl_for(listener_name)
+        if sasl is not None:
+            plain_users: dict[str, str] = {}
+            if "PLAIN" in sasl.enabled_mechanisms:
+                try:
+                    plain_users = parse_plain_jaas(sasl.plain_jaas_config or "", sasl.plain_jaas_key)
+                except JaasConfigError as exc:
+                    raise StartupError(str(exc)) from None
+            metadata = self.metadata
+            assert metadata is not None
+            self._sasl_authenticators[listener_name] = SaslAuthenticator(
+                plain_users,
+                # SCRAM credentials as the latest image has them, read when an exchange starts.
+                lambda user, mechanism: metadata.image.scram.credential(user, mechanism),
+                secrets.token_bytes(32),
+                sasl.max_reauth_ms,
+            )
+        if protocol not in ("SSL", "SASL_SSL"):
+            return None
+        try:
+            return server_context(config.ssl)
+        except TlsConfigError as exc:
+            raise StartupError(str(exc)) from None
 
     async def _register_in_process(self) -> None:
         """The single-node cluster's broker registers with its own controller, in process."""
@@ -357,11 +383,12 @@ class Node:
         port = self.client_port if advertised.port == 0 or listener.port == 0 else advertised.port
         return [
             messages.BrokerRegistrationRequest.Listener(
-                # PLAINTEXT is security protocol 0 (SecurityProtocol.java).
                 name=listener.listener_name,
                 host=advertised.host,
                 port=port,
-                security_protocol=0,
+                security_protocol=SECURITY_PROTOCOL_IDS[
+                    self.config.security_protocol_of(listener.listener_name)
+                ],
             )
         ]
 
@@ -735,7 +762,7 @@ class Node:
             # Kafka's answer to an API or version it does not serve: close the connection.
             raise RemoteProtocolError(f"unsupported api key {key} version {version}")
         if key in (ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE) or (
-            self._sasl_authenticator is not None and not self._authenticated(conn)
+            conn.listener_name in self._sasl_authenticators and not self._authenticated(conn)
         ):
             return [
                 messages.encode_response(
@@ -797,8 +824,10 @@ class Node:
         )
 
     def _authenticated(self, conn: ConnectionInfo) -> bool:
+        """Authenticated, and the session (KIP-368) has not expired: an expired one may only
+        re-authenticate, anything else closes the connection as Kafka does."""
         session = conn.sasl
-        return isinstance(session, SaslSession) and session.authenticated
+        return isinstance(session, SaslSession) and session.live(now_ms())
 
     def _sasl(self, header: RequestHeader, request: Any, conn: ConnectionInfo) -> Any:
         """SaslHandshake / SaslAuthenticate (KIP-152), and the refusal of anything else before the
@@ -806,8 +835,9 @@ class Node:
         from kafka.protocol.sasl import SaslAuthenticateResponse, SaslHandshakeResponse
 
         key, version = header.api_key, header.api_version
-        authenticator = self._sasl_authenticator
-        if authenticator is None:
+        authenticator = self._sasl_authenticators.get(conn.listener_name)
+        sasl = self.config.sasl_for(conn.listener_name)
+        if authenticator is None or sasl is None:
             # Not a SASL listener.
             if key == ApiKey.SASL_HANDSHAKE:
                 return SaslHandshakeResponse(
@@ -822,20 +852,21 @@ class Node:
             )
         session = conn.sasl
         if not isinstance(session, SaslSession):
-            session = conn.sasl = SaslSession(self.config.sasl.enabled_mechanisms)
+            session = conn.sasl = SaslSession(sasl.enabled_mechanisms)
         if key == ApiKey.SASL_HANDSHAKE:
             error = authenticator.handshake(session, request.mechanism)
             if error != ErrorCode.NONE:
                 conn.close_after_response = True
             return SaslHandshakeResponse(
-                version=version, error_code=error, mechanisms=list(self.config.sasl.enabled_mechanisms)
+                version=version, error_code=error, mechanisms=list(sasl.enabled_mechanisms)
             )
         if key != ApiKey.SASL_AUTHENTICATE:
-            raise RemoteProtocolError(
-                f"{ApiKey(key).name} before SASL authentication on listener {conn.listener_name}"
+            state = (
+                "after the SASL session expired" if session.authenticated else "before SASL authentication"
             )
+            raise RemoteProtocolError(f"{ApiKey(key).name} {state} on listener {conn.listener_name}")
         result = authenticator.authenticate(
-            session, bytes(request.auth_bytes or b""), secrets.token_urlsafe(24)
+            session, bytes(request.auth_bytes or b""), secrets.token_urlsafe(24), now_ms()
         )
         if result.close:
             conn.close_after_response = True
@@ -847,8 +878,7 @@ class Node:
             error_code=result.error_code,
             error_message=result.error_message,
             auth_bytes=result.auth_bytes,
-            # No re-authentication (KIP-368) yet: the session does not expire.
-            session_lifetime_ms=0,
+            session_lifetime_ms=result.session_lifetime_ms,
         )
 
     async def _handle_controller_request(
@@ -861,10 +891,23 @@ class Node:
         assert metadata is not None
         if key == ApiKey.API_VERSIONS:
             return [messages.api_versions_response(header, CONTROLLER_API_VERSIONS)]
+        if key in (ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE) or (
+            conn.listener_name in self._sasl_authenticators and not self._authenticated(conn)
+        ):
+            request = messages.decode_request(header, view)
+            return [messages.encode_response(header, self._sasl(header, request, conn))]
+        authorizing = self._authorizer is not None
+        if authorizing:
+            self._authorize(conn)
+        # Kafka's ControllerApis: the quorum's and the brokers' RPCs need CLUSTER_ACTION on the
+        # cluster, which only the nodes' principals have (super.users, or an ACL).
+        node_principal = not authorizing or allowed_on_cluster(AclOperation.CLUSTER_ACTION)
         if key in wire.RAFT_API_KEYS:
             if header.api_version != wire.VERSIONS[ApiKey(key)] and key != ApiKey.FETCH:
                 raise RemoteProtocolError(f"raft api key {key} at version {header.api_version} is not served")
             request = wire.decode_raft_request(header, view)
+            if not node_principal:
+                return [wire.encode_raft_error_response(header, ErrorCode.CLUSTER_AUTHORIZATION_FAILED)]
             response = await metadata.handle_raft_request(header.correlation_id, request)
             if response is None:
                 return None  # the core had no answer in time; the peer's request times out
@@ -887,10 +930,22 @@ class Node:
             ApiKey.DELETE_ACLS: metadata.handle_delete_acls,
         }
         handler = handlers_by_key.get(key)
-        if handler is not None:
-            request = messages.decode_request(header, view)
-            return [messages.encode_response(header, await handler(request, header.api_version))]
-        raise RemoteProtocolError(f"api key {key} is not served on the controller listener")
+        if handler is None:
+            raise RemoteProtocolError(f"api key {key} is not served on the controller listener")
+        request = messages.decode_request(header, view)
+        version = header.api_version
+        if node_principal:
+            return [messages.encode_response(header, await handler(request, version))]
+        if key in _NODE_RPCS:
+            return [messages.encode_response(header, authorization.cluster_action_refusal(key, version))]
+        # An admin request sent to the controller directly: judged as on a broker's listener.
+        refusal = authorization.refuse(key, request, version)
+        if refusal is not None:
+            return [messages.encode_response(header, refusal)]
+        denied = authorization.split(key, request, version)
+        response = await handler(request, version)
+        authorization.merge(key, response, denied)
+        return [messages.encode_response(header, response)]
 
     def _build_request_handlers(self) -> dict[int, RequestHandler]:
         """One entry per API answered with a kafka-python response object (Produce and Fetch have
@@ -1131,8 +1186,23 @@ class Node:
 # What the controller listener serves (Kafka's ControllerApis subset): the raft RPCs at the versions
 # raft.wire speaks (Fetch from a Kafka peer decodes from v12), DescribeQuorum, and the active
 # controller's CreateTopics/DeleteTopics/BrokerRegistration.
+# SecurityProtocol.java's ids, as BrokerRegistration carries them.
+SECURITY_PROTOCOL_IDS = {"PLAINTEXT": 0, "SSL": 1, "SASL_PLAINTEXT": 2, "SASL_SSL": 3}
+
+# The RPCs of brokers and controllers to a controller: only a node's principal may send them.
+_NODE_RPCS = frozenset(
+    {
+        ApiKey.BROKER_REGISTRATION,
+        ApiKey.BROKER_HEARTBEAT,
+        ApiKey.ALLOCATE_PRODUCER_IDS,
+        ApiKey.ALTER_PARTITION,
+    }
+)
+
 CONTROLLER_API_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     ApiKey.API_VERSIONS: messages.SUPPORTED_VERSIONS[ApiKey.API_VERSIONS],
+    ApiKey.SASL_HANDSHAKE: messages.SUPPORTED_VERSIONS[ApiKey.SASL_HANDSHAKE],
+    ApiKey.SASL_AUTHENTICATE: messages.SUPPORTED_VERSIONS[ApiKey.SASL_AUTHENTICATE],
     **{key: (version, version) for key, version in wire.VERSIONS.items() if key != ApiKey.FETCH},
     ApiKey.FETCH: (12, wire.VERSIONS[ApiKey.FETCH]),
     ApiKey.CREATE_TOPICS: messages.SUPPORTED_VERSIONS[ApiKey.CREATE_TOPICS],
@@ -1151,13 +1221,7 @@ CONTROLLER_API_VERSIONS: dict[ApiKey, tuple[int, int]] = {
 
 
 def _allocate_producer_ids_refusal(version: int) -> Any:
-    return messages.AllocateProducerIdsResponse(
-        version=version,
-        throttle_time_ms=0,
-        error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
-        producer_id_start=-1,
-        producer_id_len=0,
-    )
+    return authorization.cluster_action_refusal(ApiKey.ALLOCATE_PRODUCER_IDS, version)
 
 
 def _connections_left(server: KafkaServer) -> str:

@@ -24,7 +24,7 @@ from kafka.protocol.consumer import FetchRequest
 from pykraft.broker.replica_manager import Partition, ReplicaManager
 from pykraft.core.config import NodeConfig
 from pykraft.core.errors import ErrorCode
-from pykraft.io.rpc_channel import PeerUnavailable, RpcClient
+from pykraft.io.rpc_channel import ChannelSecurity, PeerUnavailable, RpcClient
 from pykraft.io.waiting import wait_event
 
 log = logging.getLogger("pykraft.replication")
@@ -46,6 +46,7 @@ class ReplicaFetchers:
         rng: random.Random,
         *,
         on_high_watermark: Callable[[Partition], None],
+        broker_security: ChannelSecurity | None = None,
     ) -> None:
         self.config = config
         self.replicas = replicas
@@ -55,6 +56,7 @@ class ReplicaFetchers:
             client_id=f"replica-fetcher-{config.node_id}",
             request_timeout_ms=max(30_000, config.replica_fetch_wait_max_ms + 5_000),
             rng=rng,
+            security=broker_security,
         )
         # leader id -> (topic, partition) this broker follows on it
         self._assigned: dict[int, set[tuple[str, int]]] = {}

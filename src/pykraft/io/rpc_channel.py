@@ -9,8 +9,10 @@ most ``max_in_flight`` requests outstanding. Every outcome reaches the owner thr
 ``Answered`` with the response frame, or ``Failed`` with why (timeout, disconnect, in-flight limit) —
 the pure core decides what a failure means; the channel never retries on its own.
 
-Raft peers use it now; the broker's channel to the active controller, replica fetchers and the
-transaction marker writer are meant to use the same class.
+Raft peers, the broker's link to the active controller, replica fetchers and the transaction marker
+writer all use it. On an SSL or SASL listener (issue 16) a connection is TLS from the start and
+authenticates (SaslHandshake v1 + SaslAuthenticate, KIP-152) before the first request goes out, with the
+node's own credentials; a refused authentication is a failed connect (logged, backed off, retried).
 """
 
 from __future__ import annotations
@@ -19,12 +21,23 @@ import asyncio
 import itertools
 import logging
 import random
+import ssl
 import struct
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from kafka.protocol.sasl import (
+    SaslAuthenticateRequest,
+    SaslAuthenticateResponse,
+    SaslHandshakeRequest,
+    SaslHandshakeResponse,
+)
+
+from pykraft.core.config import InterNodeSecurity, SslConfig
+from pykraft.io.tls import client_context
 from pykraft.protocol import messages
+from pykraft.security.sasl import SaslClient, SaslClientError
 
 log = logging.getLogger("pykraft.rpc")
 
@@ -58,6 +71,64 @@ class Failed:
 ChannelEvent = Answered | Failed
 
 
+@dataclass(frozen=True, slots=True)
+class ChannelSecurity:
+    """TLS and SASL of the connections to one kind of listener (controller or broker)."""
+
+    ssl_context: ssl.SSLContext | None
+    node: InterNodeSecurity
+
+    @classmethod
+    def of(cls, node: InterNodeSecurity, ssl_config: SslConfig) -> ChannelSecurity | None:
+        """None for PLAINTEXT; a bad truststore or keystore raises TlsConfigError (one line)."""
+        if not node.uses_tls and not node.uses_sasl:
+            return None
+        return cls(client_context(ssl_config) if node.uses_tls else None, node)
+
+
+class AuthenticationFailed(Exception):
+    """The peer refused this node's credentials (or its SCRAM answer did not verify)."""
+
+
+async def authenticate(
+    reader: asyncio.StreamReader, writer: asyncio.StreamWriter, node: InterNodeSecurity, client_id: str
+) -> int:
+    """SaslHandshake v1 then SaslAuthenticate v2 rounds (KIP-152) on a fresh connection; returns the
+    session lifetime the peer granted (KIP-368, 0: no expiry)."""
+    correlation_ids = itertools.count(-1, -1)  # negative: never one of the owner's ids
+
+    async def call(request: Any, response_class: Any, version: int) -> Any:
+        request.API_VERSION = version
+        request.with_header(correlation_id=next(correlation_ids), client_id=client_id)
+        frame = bytes(request.encode(header=True, framed=False))
+        writer.write(_SIZE.pack(len(frame)) + frame)
+        (size,) = _SIZE.unpack(await reader.readexactly(4))
+        if size < 4 or size > RESPONSE_MAX_BYTES:
+            raise AuthenticationFailed(f"a {size}-byte answer during authentication")
+        return response_class.decode(await reader.readexactly(size), version=version, header=True)
+
+    handshake = await call(SaslHandshakeRequest(mechanism=node.sasl_mechanism), SaslHandshakeResponse, 1)
+    if handshake.error_code:
+        raise AuthenticationFailed(
+            f"SASL mechanism {node.sasl_mechanism} refused (the listener offers {', '.join(handshake.mechanisms)})"
+        )
+    lifetime_ms = 0
+    try:
+        client = SaslClient(node.sasl_mechanism, node.username or "", node.password or "")
+        token: bytes | None = client.first_token()
+        while token is not None:
+            answer = await call(SaslAuthenticateRequest(auth_bytes=token), SaslAuthenticateResponse, 2)
+            lifetime_ms = int(answer.session_lifetime_ms or 0)
+            if answer.error_code:
+                raise AuthenticationFailed(
+                    f"SASL/{node.sasl_mechanism} as {node.username!r}: {answer.error_message}"
+                )
+            token = client.next_token(bytes(answer.auth_bytes or b""))
+    except SaslClientError as exc:
+        raise AuthenticationFailed(str(exc)) from None
+    return lifetime_ms
+
+
 @dataclass(slots=True)
 class _InFlight:
     correlation_id: int
@@ -79,8 +150,17 @@ class PeerChannel:
         reconnect_backoff_ms: int = RECONNECT_BACKOFF_MS,
         reconnect_backoff_max_ms: int = RECONNECT_BACKOFF_MAX_MS,
         rng: random.Random | None = None,
+        security: ChannelSecurity | None = None,
+        client_id: str = "pykraft",
     ) -> None:
         self.peer_id = peer_id
+        self.security = security
+        self.client_id = client_id
+        self._auth_failing = False
+        # KIP-368: when the peer's session on this connection is due to expire, new requests go to a
+        # fresh, freshly authenticated connection; the old one answers what it was sent, then closes.
+        self._rotate_at: float | None = None
+        self._retired: set[asyncio.Task[None]] = set()
         self.address = address
         self.on_event = on_event
         self.request_timeout_ms = request_timeout_ms
@@ -116,6 +196,8 @@ class PeerChannel:
         entry = _InFlight(correlation_id, context, frame)
         entry.timer = loop.call_later(self.request_timeout_ms / 1000, self._on_timeout, correlation_id)
         self._in_flight[correlation_id] = entry
+        if self._rotate_at is not None and self._writer is not None and loop.time() >= self._rotate_at:
+            self._retire_connection(loop)
         if self._writer is not None:
             self._write(entry)
         elif not self._connecting:
@@ -125,10 +207,20 @@ class PeerChannel:
     async def close(self) -> None:
         self._closed = True
         task, self._task = self._task, None
-        if task is not None:
-            task.cancel()
-            await asyncio.gather(task, return_exceptions=True)
+        for running in (task, *self._retired):
+            if running is not None:
+                running.cancel()
+                await asyncio.gather(running, return_exceptions=True)
         self._drop_connection("closed")
+
+    def _retire_connection(self, loop: asyncio.AbstractEventLoop) -> None:
+        writer, self._writer, self._rotate_at = self._writer, None, None
+        task = self._task
+        if task is not None:
+            self._retired.add(task)
+            task.add_done_callback(self._retired.discard)
+        if writer is not None:
+            loop.call_later(self.request_timeout_ms / 1000, writer.close)
 
     # --- internals ----------------------------------------------------------------------------------
 
@@ -166,8 +258,30 @@ class PeerChannel:
             delay_s = self._next_connect_at - loop.time()
             if delay_s > 0:
                 await asyncio.sleep(delay_s)
-            reader, writer = await asyncio.open_connection(*self.address, limit=1 << 20)
-        except OSError as exc:
+            security = self.security
+            if security is None or security.ssl_context is None:
+                reader, writer = await asyncio.open_connection(*self.address, limit=1 << 20)
+            else:
+                reader, writer = await asyncio.open_connection(
+                    *self.address, limit=1 << 20, ssl=security.ssl_context, server_hostname=self.address[0]
+                )
+            lifetime_ms = 0
+            if security is not None and security.node.uses_sasl:
+                try:
+                    async with asyncio.timeout(self.request_timeout_ms / 1000):
+                        lifetime_ms = await authenticate(reader, writer, security.node, self.client_id)
+                except BaseException:
+                    writer.transport.abort()
+                    raise
+            if self._auth_failing:
+                self._auth_failing = False
+                log.info("peer %d at %s:%d: connected again", self.peer_id, *self.address)
+        except (TimeoutError, OSError, AuthenticationFailed, asyncio.IncompleteReadError) as exc:
+            if isinstance(exc, AuthenticationFailed | ssl.SSLError) and not self._auth_failing:
+                # Once per failing spell, not once per retry: a wrong password or an untrusted
+                # certificate stays wrong until someone fixes it.
+                self._auth_failing = True
+                log.warning("peer %d at %s:%d: %s (retrying)", self.peer_id, *self.address, exc)
             self._connecting = False
             refused = isinstance(exc, ConnectionRefusedError)
             self._connect_failures += 1
@@ -183,6 +297,8 @@ class PeerChannel:
         self._connecting = False
         self._connect_failures = 0
         self._writer = writer
+        # Kafka's clients re-authenticate at 85-95% of the lifetime; this one moves to a new connection.
+        self._rotate_at = loop.time() + lifetime_ms * 0.85 / 1000 if lifetime_ms > 0 else None
         for entry in list(self._in_flight.values()):
             if not entry.sent:
                 self._write(entry)
@@ -218,10 +334,14 @@ class RpcChannels:
         *,
         request_timeout_ms: int,
         rng: random.Random | None = None,
+        security: ChannelSecurity | None = None,
+        client_id: str = "pykraft",
     ) -> None:
         self.addresses = dict(addresses)
         self.on_event = on_event
         self.request_timeout_ms = request_timeout_ms
+        self.security = security
+        self.client_id = client_id
         self._rng = rng
         self._channels: dict[int, PeerChannel] = {}
         self._closing: set[asyncio.Task[None]] = set()
@@ -234,7 +354,13 @@ class RpcChannels:
                 self.on_event(Failed(peer_id, correlation_id, context, "unknown peer"))
                 return
             channel = PeerChannel(
-                peer_id, address, self.on_event, request_timeout_ms=self.request_timeout_ms, rng=self._rng
+                peer_id,
+                address,
+                self.on_event,
+                request_timeout_ms=self.request_timeout_ms,
+                rng=self._rng,
+                security=self.security,
+                client_id=self.client_id,
             )
             self._channels[peer_id] = channel
         channel.send(correlation_id, frame, context)
@@ -274,9 +400,17 @@ class RpcClient:
         client_id: str,
         request_timeout_ms: int,
         rng: random.Random | None = None,
+        security: ChannelSecurity | None = None,
     ) -> None:
         self.client_id = client_id
-        self.channels = RpcChannels(addresses, self._on_event, request_timeout_ms=request_timeout_ms, rng=rng)
+        self.channels = RpcChannels(
+            addresses,
+            self._on_event,
+            request_timeout_ms=request_timeout_ms,
+            rng=rng,
+            security=security,
+            client_id=client_id,
+        )
         self._correlation_ids = itertools.count(1)
         self._waiting: dict[int, asyncio.Future[ChannelEvent]] = {}
 

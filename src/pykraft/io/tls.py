@@ -43,16 +43,7 @@ def server_context(config: SslConfig) -> ssl.SSLContext:
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     versions = sorted(_VERSIONS[p] for p in config.enabled_protocols)
     context.minimum_version, context.maximum_version = versions[0], versions[-1]
-    try:
-        context.load_cert_chain(config.keystore_location or "", password=config.key_password)
-    except FileNotFoundError:
-        raise TlsConfigError(f"ssl.keystore.location: {config.keystore_location}: no such file") from None
-    except ssl.SSLError as exc:
-        # Never the password itself: only that the key could not be read with it.
-        raise TlsConfigError(
-            f"ssl.keystore.location: {config.keystore_location}: not a PEM certificate chain and key "
-            f"(or ssl.key.password does not decrypt the key): {exc.reason}"
-        ) from None
+    _load_keystore(context, config)
     if config.truststore_location is not None:
         try:
             context.load_verify_locations(cafile=config.truststore_location)
@@ -66,6 +57,37 @@ def server_context(config: SslConfig) -> ssl.SSLContext:
         "required": ssl.CERT_REQUIRED,
     }[config.client_auth]
     return context
+
+
+def client_context(config: SslConfig) -> ssl.SSLContext:
+    """TLS for the connections a node opens to other nodes' SSL listeners: it trusts
+    ``ssl.truststore.location`` (else the system's CAs), checks the peer's name as Kafka's default
+    ``ssl.endpoint.identification.algorithm=https`` does, and presents the keystore's certificate so a
+    listener with ``ssl.client.auth=required`` accepts the node."""
+    try:
+        context = ssl.create_default_context(cafile=config.truststore_location)
+    except (FileNotFoundError, ssl.SSLError) as exc:
+        raise TlsConfigError(
+            f"ssl.truststore.location: {config.truststore_location}: {getattr(exc, 'reason', None) or exc}"
+        ) from None
+    versions = sorted(_VERSIONS[p] for p in config.enabled_protocols)
+    context.minimum_version, context.maximum_version = versions[0], versions[-1]
+    if config.keystore_location is not None:
+        _load_keystore(context, config)
+    return context
+
+
+def _load_keystore(context: ssl.SSLContext, config: SslConfig) -> None:
+    try:
+        context.load_cert_chain(config.keystore_location or "", password=config.key_password)
+    except FileNotFoundError:
+        raise TlsConfigError(f"ssl.keystore.location: {config.keystore_location}: no such file") from None
+    except ssl.SSLError as exc:
+        # Never the password itself: only that the key could not be read with it.
+        raise TlsConfigError(
+            f"ssl.keystore.location: {config.keystore_location}: not a PEM certificate chain and key "
+            f"(or ssl.key.password does not decrypt the key): {exc.reason}"
+        ) from None
 
 
 def principal_of(peer_certificate: dict[str, Any] | None) -> str:

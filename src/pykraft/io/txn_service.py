@@ -47,7 +47,7 @@ from pykraft.core.config import NodeConfig
 from pykraft.core.errors import ErrorCode
 from pykraft.core.partitions import by_topic as group_by_topic
 from pykraft.io.internal_topics import CreateTopics, InternalTopic, iter_batches
-from pykraft.io.rpc_channel import PeerUnavailable, RpcClient
+from pykraft.io.rpc_channel import ChannelSecurity, PeerUnavailable, RpcClient
 from pykraft.io.waiting import wait_event
 from pykraft.protocol.messages import ApiKey
 from pykraft.protocol.records import Record, build_batch
@@ -117,6 +117,7 @@ class TxnService:
         wait_replicated: Callable[[str, int, int, int], Awaitable[ErrorCode]],
         write_markers_locally: RequestHandler,
         after_producer_id: Callable[[], None] = lambda: None,
+        broker_security: ChannelSecurity | None = None,
     ) -> None:
         self.config = config
         self.node_id = config.node_id
@@ -141,7 +142,10 @@ class TxnService:
         # The broker's producer-id block may need a refill after an id was handed out (KIP-730).
         self._after_producer_id = after_producer_id
         self.rpc = RpcClient(
-            {}, client_id=f"pykraft-txn-{config.node_id}", request_timeout_ms=MARKER_REQUEST_TIMEOUT_MS
+            {},
+            client_id=f"pykraft-txn-{config.node_id}",
+            request_timeout_ms=MARKER_REQUEST_TIMEOUT_MS,
+            security=broker_security,
         )
         self._tasks: set[asyncio.Task[Any]] = set()
         self._wakeup = asyncio.Event()

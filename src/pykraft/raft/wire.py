@@ -315,6 +315,21 @@ def encode_raft_response(header: RequestHeader, message: RaftResponse) -> bytear
     return messages.encode_response(header, body)
 
 
+def encode_raft_error_response(header: RequestHeader, error: ErrorCode) -> bytearray:
+    """A raft request refused as a whole (CLUSTER_AUTHORIZATION_FAILED): the top-level error and no
+    partitions, as KafkaRaftClient answers it."""
+    key = ApiKey(header.api_key)
+    cls: Any = messages.response_class(key)
+    fields: dict[str, Any] = {"error_code": error}
+    if key in (ApiKey.FETCH, ApiKey.FETCH_SNAPSHOT):
+        fields["throttle_time_ms"] = 0
+    if key == ApiKey.FETCH:
+        fields.update(session_id=0, responses=[])
+    else:
+        fields["topics"] = []
+    return messages.encode_response(header, cls(**fields))
+
+
 def _fetch_response_body(cls: Any, version: int, message: FetchResponse) -> Any:
     part_cls = cls.FetchableTopicResponse.PartitionData
     diverging = message.diverging_epoch
