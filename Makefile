@@ -40,6 +40,7 @@ bench: $(STAMP)
 	$(BIN)/python -m bench.replication
 	$(BIN)/python -m bench.cluster
 	$(BIN)/python -m bench.transactions
+	$(BIN)/python -m bench.security
 
 clean:
 	rm -rf $(VENV) data .pytest_cache .mypy_cache .ruff_cache

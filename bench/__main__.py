@@ -77,6 +77,8 @@ class Peer:
     proc: subprocess.Popen[bytes] | None = None
     port: int = 0
     workdir: str = ""
+    # Client settings every workload adds (security.protocol, ssl.*, sasl.*): bench.security.
+    client_config: dict[str, str] = field(default_factory=dict)
 
     def start(self) -> float:
         """Start on a fresh port and data dir; returns seconds until the port accepts connections."""
@@ -158,8 +160,8 @@ def null_peer() -> Peer:
 # --- workloads ------------------------------------------------------------------------------------
 
 
-def create_topic(bootstrap: str, name: str, partitions: int) -> None:
-    admin = AdminClient({"bootstrap.servers": bootstrap})
+def create_topic(bootstrap: str, name: str, partitions: int, config: dict[str, str] | None = None) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap, **(config or {})})
     for fut in admin.create_topics(
         [NewTopic(name, num_partitions=partitions, replication_factor=1)]
     ).values():
@@ -173,11 +175,12 @@ def create_topic(bootstrap: str, name: str, partitions: int) -> None:
 
 
 def produce(peer: Peer, topic: str, messages: int, value_size: int, partitions: int) -> dict[str, float]:
-    create_topic(peer.bootstrap, topic, partitions)
+    create_topic(peer.bootstrap, topic, partitions, peer.client_config)
     value = os.urandom(value_size)
     producer = Producer(
         {
             "bootstrap.servers": peer.bootstrap,
+            **peer.client_config,
             "enable.idempotence": True,
             "acks": "all",
             "linger.ms": 5,
@@ -215,6 +218,7 @@ def consume(peer: Peer, topic: str, messages: int, value_size: int, partitions: 
     consumer = Consumer(
         {
             "bootstrap.servers": peer.bootstrap,
+            **peer.client_config,
             "group.id": f"bench-{uuid.uuid4()}",
             "enable.auto.commit": False,
             "enable.partition.eof": False,
