@@ -606,6 +606,28 @@ def test_metadata_hides_topics_and_listings_hide_groups(acl_node: AclNode) -> No
     assert acl_node.call("bob", ROWS[4][1](acl_node, "bob"), OffsetCommitResponse, 8)  # g-1 exists
     assert "g-1" in groups("bob") and "g-1" not in groups("alice")
 
+    # OffsetFetch: a topic bob named but may not describe answers TOPIC_AUTHORIZATION_FAILED per
+    # partition; fetching every topic of the group leaves it out (KafkaApis.handleOffsetFetchRequest).
+    named = build(
+        OffsetFetchRequest,
+        groups=[
+            {
+                "group_id": "g-1",
+                "topics": [
+                    {"name": "m-topic", "partition_indexes": [0]},
+                    {"name": "other", "partition_indexes": [0]},
+                ],
+            }
+        ],
+    )
+    answer = acl_node.call("bob", named, OffsetFetchResponse, 8).groups[0]
+    errors = {t.name: [(p.error_code, p.committed_offset) for p in t.partitions] for t in answer.topics}
+    assert errors == {"m-topic": [(0, 0)], "other": [(ErrorCode.TOPIC_AUTHORIZATION_FAILED, -1)]}
+    every_topic = build(OffsetFetchRequest, groups=[{"group_id": "g-1", "topics": None}])
+    assert {t.name for t in acl_node.call("bob", every_topic, OffsetFetchResponse, 8).groups[0].topics} == {
+        "m-topic"
+    }
+
 
 def test_real_clients_refused_then_allowed_and_deny_wins_over_allow(acl_node: AclNode) -> None:
     def produce(user: str, topic: str) -> KafkaError | None:

@@ -30,7 +30,7 @@ from kafka.protocol.metadata import MetadataRequest, MetadataResponse
 from pykraft.io.kafka_connection import BrokerConnection, BrokerConnectionError, ClientSecurity
 from pykraft.testing import free_port
 from tests.interop.test_restart import _start_server, _stop_server
-from tests.interop.test_tls import _produce_and_consume_confluent
+from tests.interop.test_tls import _produce_and_consume_confluent, kcat_produce_and_consume
 
 pytestmark = pytest.mark.slow
 
@@ -189,6 +189,27 @@ def _auth_error(scram_node: ScramNode, user: str, password: str, mechanism: str 
     producer.produce("scram-refused", b"x", partition=0)
     producer.flush(5)
     return next((e for e in errors if "uthentication" in e), "")
+
+
+def test_kcat_over_sasl_ssl_with_scram_sha_512(scram_node: ScramNode) -> None:
+    assert scram_node.scram("add", "--user", "kit", "--password", "kit-secret").returncode == 0
+    settings = scram_node.confluent("kit", "kit-secret")
+    assert kcat_produce_and_consume(scram_node.bootstrap, settings, "scram-kcat", 20) == [
+        b"scram-kcat-%d" % i for i in range(20)
+    ]
+    wrong = {**settings, "sasl.password": "nope"}
+    failed = subprocess.run(
+        [
+            "kcat",
+            "-b",
+            scram_node.bootstrap,
+            *[a for k, v in wrong.items() for a in ("-X", f"{k}={v}")],
+            "-L",
+        ],
+        capture_output=True,
+        timeout=60,
+    )
+    assert failed.returncode != 0 and b"Authentication failed" in failed.stderr
 
 
 def test_wrong_password_unknown_user_and_plaintext_client_fail_and_others_keep_working(

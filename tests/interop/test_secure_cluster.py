@@ -21,6 +21,7 @@ from kafka.protocol.metadata import MetadataRequest, MetadataResponse
 
 from pykraft.core.errors import ErrorCode
 from pykraft.io.kafka_connection import BrokerConnectionError, ClientSecurity
+from pykraft.io.metadata_cli import QuorumToolError, describe_quorum
 from pykraft.protocol.messages import AllocateProducerIdsRequest, AllocateProducerIdsResponse
 from pykraft.raft import wire
 from pykraft.raft.messages import VoteRequest, VoteResponse
@@ -338,6 +339,9 @@ def test_controller_rpcs_refuse_a_principal_that_is_not_a_node(secure: SecureClu
     assert broker_heartbeat(controller, 101, 1, 0, security=alice).error_code == (
         ErrorCode.CLUSTER_AUTHORIZATION_FAILED
     )
+    with pytest.raises(QuorumToolError, match="CLUSTER_AUTHORIZATION_FAILED"):
+        describe_quorum(controller, security=alice)  # needs DESCRIBE on the cluster
+    assert describe_quorum(controller, security=_security(secure.certs, ADMIN, "PLAIN")).leader_id >= 1
     # A wrong password, and no TLS at all, get nowhere; the quorum keeps its leader and serves on.
     with pytest.raises(BrokerConnectionError, match="Authentication failed"):
         RawClient(controller, security=_security(secure.certs, ("admin", "wrong"), "PLAIN"))

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import shutil
 import socket
 import ssl
 import subprocess
@@ -101,6 +102,51 @@ def _produce_and_consume_confluent(
 def test_confluent_kafka_over_mutual_tls(tls_node: str, certs: Path) -> None:
     assert _produce_and_consume_confluent(tls_node, _confluent_tls(certs), "tls-ck") == [
         b"tls-ck-%d" % i for i in range(200)
+    ]
+
+
+def kcat_produce_and_consume(bootstrap: str, settings: dict[str, str], topic: str, n: int) -> list[bytes]:
+    """kcat (librdkafka's command-line client, Debian's package) writes ``n`` lines, then reads them back."""
+    kcat = shutil.which("kcat") or shutil.which("kafkacat")
+    if kcat is None:
+        pytest.skip("kcat is not installed (.ci/run installs Debian's kcat when it runs as root)")
+    options = [arg for key, value in settings.items() for arg in ("-X", f"{key}={value}")]
+    lines = b"".join(b"%s-%d\n" % (topic.encode(), i) for i in range(n))
+    produced = subprocess.run(
+        [kcat, "-b", bootstrap, *options, "-P", "-t", topic, "-p", "0"],
+        input=lines,
+        capture_output=True,
+        timeout=60,
+    )
+    assert produced.returncode == 0, produced.stderr
+    consumed = subprocess.run(
+        [
+            kcat,
+            "-b",
+            bootstrap,
+            *options,
+            "-C",
+            "-t",
+            topic,
+            "-p",
+            "0",
+            "-o",
+            "beginning",
+            "-e",
+            "-q",
+            "-c",
+            str(n),
+        ],
+        capture_output=True,
+        timeout=60,
+    )
+    assert consumed.returncode == 0, consumed.stderr
+    return consumed.stdout.splitlines()
+
+
+def test_kcat_over_mutual_tls(tls_node: str, certs: Path) -> None:
+    assert kcat_produce_and_consume(tls_node, _confluent_tls(certs), "tls-kcat", 20) == [
+        b"tls-kcat-%d" % i for i in range(20)
     ]
 
 

@@ -173,3 +173,41 @@ def test_a_node_takes_its_own_credentials_for_the_listeners_it_connects_to() -> 
     assert config.sasl_for("SASL_SSL") is not None and config.sasl_for("CONTROLLER") is None
     assert 'p"w' not in repr(config) and "password='b'" not in repr(config)
     assert not config.ignored
+
+
+def test_listener_prefixed_ssl_settings_win_over_the_global_ones() -> None:
+    config = load_config(
+        DEFAULT_PROPERTIES,
+        {
+            "listeners": "SSL://127.0.0.1:9092,CONTROLLER://127.0.0.1:9093",
+            "listener.security.protocol.map": "SSL:SSL,CONTROLLER:SSL",
+            "ssl.keystore.location": "/etc/node.pem",
+            "ssl.truststore.location": "/etc/ca.pem",
+            "listener.name.controller.ssl.keystore.location": "/etc/controller.pem",
+            "listener.name.controller.ssl.client.auth": "required",
+            "listener.name.ssl.ssl.key.password": "only-for-ssl",
+        },
+    )
+    clients, controllers = config.ssl_for("SSL"), config.ssl_for("CONTROLLER")
+    assert (clients.keystore_location, clients.key_password, clients.client_auth) == (
+        "/etc/node.pem",
+        "only-for-ssl",
+        "none",
+    )
+    assert (controllers.keystore_location, controllers.key_password, controllers.client_auth) == (
+        "/etc/controller.pem",
+        None,
+        "required",
+    )
+    assert controllers.truststore_location == "/etc/ca.pem"
+    assert config.controller_client.uses_tls and config.controller_client.listener_name == "CONTROLLER"
+    assert not config.ignored
+    with pytest.raises(ConfigError, match=r"^listener\.name\.controller\.ssl\.client\.auth: 'maybe'"):
+        load_config(
+            DEFAULT_PROPERTIES,
+            {
+                "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:SSL",
+                "ssl.keystore.location": "/k.pem",
+                "listener.name.controller.ssl.client.auth": "maybe",
+            },
+        )

@@ -474,7 +474,7 @@ def merge(api_key: int, response: Any, denied: Denied) -> None:
 # --- 4. listings --------------------------------------------------------------------------------------------
 
 
-def filter_response(api_key: int, response: Any, version: int) -> None:
+def filter_response(api_key: int, response: Any, version: int, request: Any) -> None:
     """Drop from a listing what the principal may not see."""
     if api_key == ApiKey.LIST_GROUPS:
         if not allowed_on_cluster(AclOperation.DESCRIBE):
@@ -487,11 +487,30 @@ def filter_response(api_key: int, response: Any, version: int) -> None:
         ]
     elif api_key == ApiKey.OFFSET_FETCH:
         if version >= 8:
+            asked = {g.group_id: g.topics for g in request.groups}
             for group in response.groups:
                 if not allowed(AclOperation.DESCRIBE, GROUP, group.group_id):
                     group.error_code = ErrorCode.GROUP_AUTHORIZATION_FAILED
                     group.topics = []
                 else:
-                    group.topics = [t for t in group.topics if allowed(AclOperation.DESCRIBE, TOPIC, t.name)]
+                    group.topics = _offset_fetch_topics(
+                        group.topics, named=asked.get(group.group_id) is not None
+                    )
         else:
-            response.topics = [t for t in response.topics if allowed(AclOperation.DESCRIBE, TOPIC, t.name)]
+            response.topics = _offset_fetch_topics(response.topics, named=request.topics is not None)
+
+
+def _offset_fetch_topics(topics: list[Any], *, named: bool) -> list[Any]:
+    """KafkaApis.handleOffsetFetchRequest: topics the request named and the principal may not describe
+    answer TOPIC_AUTHORIZATION_FAILED per partition; a fetch of every topic just leaves them out."""
+    if not named:
+        return [t for t in topics if allowed(AclOperation.DESCRIBE, TOPIC, t.name)]
+    for topic in topics:
+        if not allowed(AclOperation.DESCRIBE, TOPIC, topic.name):
+            for partition in topic.partitions:
+                partition.committed_offset = -1
+                partition.metadata = None
+                partition.error_code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+                if hasattr(partition, "committed_leader_epoch"):
+                    partition.committed_leader_epoch = -1
+    return topics

@@ -86,6 +86,8 @@ class InterNodeSecurity:
     sasl_mechanism: str = "PLAIN"
     username: str | None = None
     password: str | None = None
+    # The listener of the other nodes this is for (its ssl.* settings are the ones to trust).
+    listener_name: str = ""
 
     @property
     def uses_tls(self) -> bool:
@@ -181,6 +183,8 @@ class NodeConfig:
     transaction_remove_expired_transaction_cleanup_interval_ms: int = 3600000
     # TLS on SSL and SASL_SSL listeners, SASL on SASL_* listeners (issue 16).
     ssl: SslConfig = field(default_factory=lambda: SslConfig())
+    # Each TLS listener's settings (listener.name.<l>.ssl.* over ssl.*), by listener name.
+    listener_ssl: dict[str, SslConfig] = field(default_factory=dict)
     # The SASL listeners by name (client and controller listener alike).
     listener_sasl: dict[str, SaslConfig] = field(default_factory=dict)
     # This node's side of connections to the controllers (raft, registration, heartbeats,
@@ -203,6 +207,10 @@ class NodeConfig:
     def sasl_for(self, listener_name: str) -> SaslConfig | None:
         """The SASL settings of a listener, None when it does not use SASL."""
         return self.listener_sasl.get(listener_name)
+
+    def ssl_for(self, listener_name: str) -> SslConfig:
+        """The TLS settings of a listener, served or connected to (``ssl.*`` when it has none of its own)."""
+        return self.listener_ssl.get(listener_name, self.ssl)
 
     def security_protocol_of(self, listener_name: str) -> str:
         return self.listener_security_protocol_map.get(listener_name, "PLAINTEXT")
@@ -400,6 +408,18 @@ USED_PROPERTIES: Final[frozenset[str]] = frozenset(
 
 
 _TLS_PROTOCOLS = ("TLSv1.2", "TLSv1.3")
+# The ssl.* keys a listener.name.<listener>. prefix may carry.
+_LISTENER_SSL_KEYS = frozenset(
+    {
+        "ssl.keystore.location",
+        "ssl.keystore.type",
+        "ssl.key.password",
+        "ssl.truststore.location",
+        "ssl.truststore.type",
+        "ssl.client.auth",
+        "ssl.enabled.protocols",
+    }
+)
 
 
 _SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
@@ -483,7 +503,7 @@ def _inter_node_security(
 ) -> InterNodeSecurity:
     """This node's credentials for connections it opens to ``listener_name`` on other nodes."""
     if not protocol.startswith("SASL_"):
-        return InterNodeSecurity(protocol)
+        return InterNodeSecurity(protocol, listener_name=listener_name)
     mechanism = props.get(mechanism_key, "PLAIN").strip().upper()
     if mechanism not in _SASL_MECHANISMS:
         raise ConfigError(
@@ -500,37 +520,46 @@ def _inter_node_security(
             f'{key}: needs username="..." password="..." (this node\'s own {mechanism} credentials '
             f"for the {listener_name} listener of other nodes)"
         )
-    return InterNodeSecurity(protocol, mechanism, username, password)
+    return InterNodeSecurity(protocol, mechanism, username, password, listener_name)
 
 
-def _ssl_settings(props: dict[str, str], *, uses_ssl: bool) -> SslConfig:
-    """The ssl.* properties (Kafka's names), checked when a listener uses SSL."""
-    for key in ("ssl.keystore.type", "ssl.truststore.type"):
+def _ssl_settings(props: dict[str, str], listener: str | None, *, uses_ssl: bool) -> SslConfig:
+    """The ssl.* properties (Kafka's names) of one listener: ``listener.name.<listener>.ssl.*`` wins
+    over ``ssl.*``, as in Kafka. Checked when the listener uses TLS."""
+
+    def key_of(name: str) -> str:
+        prefixed = f"listener.name.{listener.lower()}.{name}" if listener else name
+        return prefixed if prefixed in props else name
+
+    for name in ("ssl.keystore.type", "ssl.truststore.type"):
+        key = key_of(name)
         kind = props.get(key, "PEM").strip().upper()
         if kind != "PEM":
             raise ConfigError(f"{key}: {kind} is not supported; use PEM files")
-    client_auth = props.get("ssl.client.auth", "none").strip().lower()
+    client_auth_key = key_of("ssl.client.auth")
+    client_auth = props.get(client_auth_key, "none").strip().lower()
     if client_auth not in ("none", "requested", "required"):
-        raise ConfigError(f"ssl.client.auth: {client_auth!r} is not none, requested or required")
+        raise ConfigError(f"{client_auth_key}: {client_auth!r} is not none, requested or required")
+    protocols_key = key_of("ssl.enabled.protocols")
     protocols = tuple(
-        p.strip()
-        for p in props.get("ssl.enabled.protocols", ",".join(_TLS_PROTOCOLS)).split(",")
-        if p.strip()
+        p.strip() for p in props.get(protocols_key, ",".join(_TLS_PROTOCOLS)).split(",") if p.strip()
     )
     for protocol in protocols:
         if protocol not in _TLS_PROTOCOLS:
-            raise ConfigError(
-                f"ssl.enabled.protocols: {protocol!r} is not one of {', '.join(_TLS_PROTOCOLS)}"
-            )
-    keystore = props.get("ssl.keystore.location") or None
-    truststore = props.get("ssl.truststore.location") or None
+            raise ConfigError(f"{protocols_key}: {protocol!r} is not one of {', '.join(_TLS_PROTOCOLS)}")
+    keystore = props.get(key_of("ssl.keystore.location")) or None
+    truststore_key = key_of("ssl.truststore.location")
+    truststore = props.get(truststore_key) or None
     if uses_ssl and keystore is None:
         raise ConfigError(
-            "ssl.keystore.location: required by an SSL listener (a PEM file: certificate chain and key)"
+            f"{key_of('ssl.keystore.location')}: required by the SSL listener {listener} "
+            "(a PEM file: certificate chain and key)"
         )
     if uses_ssl and client_auth != "none" and truststore is None:
-        raise ConfigError(f"ssl.truststore.location: required with ssl.client.auth={client_auth}")
-    return SslConfig(keystore, props.get("ssl.key.password") or None, truststore, client_auth, protocols)
+        raise ConfigError(f"{truststore_key}: required with ssl.client.auth={client_auth}")
+    return SslConfig(
+        keystore, props.get(key_of("ssl.key.password")) or None, truststore, client_auth, protocols
+    )
 
 
 def load_config(text: str, overrides: dict[str, str] | None = None) -> NodeConfig:
@@ -677,8 +706,11 @@ def load_config(text: str, overrides: dict[str, str] | None = None) -> NodeConfi
             if k not in USED_PROPERTIES
             and not (
                 k.startswith("listener.name.")
-                and k.endswith(
-                    (".sasl.jaas.config", ".sasl.enabled.mechanisms", ".connections.max.reauth.ms")
+                and (
+                    k.endswith(
+                        (".sasl.jaas.config", ".sasl.enabled.mechanisms", ".connections.max.reauth.ms")
+                    )
+                    or k.split(".", 3)[-1] in _LISTENER_SSL_KEYS
                 )
             )
         )
@@ -754,9 +786,12 @@ def load_config(text: str, overrides: dict[str, str] | None = None) -> NodeConfi
         transaction_remove_expired_transaction_cleanup_interval_ms=_int(
             props, "transaction.remove.expired.transaction.cleanup.interval.ms", 3600000, minimum=1
         ),
-        ssl=_ssl_settings(
-            props, uses_ssl=bool({"SSL", "SASL_SSL"} & {protocol_map.get(e.listener_name) for e in listeners})
-        ),
+        ssl=_ssl_settings(props, None, uses_ssl=False),
+        listener_ssl={
+            name: _ssl_settings(props, name, uses_ssl=name in {e.listener_name for e in listeners})
+            for name, protocol in protocol_map.items()
+            if protocol in ("SSL", "SASL_SSL")
+        },
         listener_sasl=listener_sasl,
         controller_client=_inter_node_security(
             props,

@@ -192,8 +192,12 @@ class Node:
             except OSError as exc:
                 raise StartupError(f"log.dirs: cannot create {directory}: {exc.strerror}") from None
         try:
-            self._controller_security = ChannelSecurity.of(config.controller_client, config.ssl)
-            self._broker_security = ChannelSecurity.of(config.inter_broker_client, config.ssl)
+            self._controller_security = ChannelSecurity.of(
+                config.controller_client, config.ssl_for(config.controller_client.listener_name)
+            )
+            self._broker_security = ChannelSecurity.of(
+                config.inter_broker_client, config.ssl_for(config.inter_broker_client.listener_name)
+            )
         except TlsConfigError as exc:
             raise StartupError(str(exc)) from None
         self.metadata = MetadataPlane(
@@ -346,7 +350,7 @@ class Node:
         if protocol not in ("SSL", "SASL_SSL"):
             return None
         try:
-            return server_context(config.ssl)
+            return server_context(config.ssl_for(listener_name))
         except TlsConfigError as exc:
             raise StartupError(str(exc)) from None
 
@@ -807,7 +811,7 @@ class Node:
         denied = authorization.split(key, request, version)
         response = await handler(request, version)
         authorization.merge(key, response, denied)
-        authorization.filter_response(key, response, version)
+        authorization.filter_response(key, response, version, request)
         return [messages.encode_response(header, response)]
 
     def _authorize(self, conn: ConnectionInfo) -> None:
@@ -914,6 +918,9 @@ class Node:
             return [wire.encode_raft_response(header, response)]
         if key == ApiKey.DESCRIBE_QUORUM:
             wire.decode_describe_quorum_request(header, view)
+            if not node_principal and not allowed_on_cluster(AclOperation.DESCRIBE):
+                # Kafka's ControllerApis: DescribeQuorum needs DESCRIBE on the cluster.
+                return [wire.encode_describe_quorum_error(header, ErrorCode.CLUSTER_AUTHORIZATION_FAILED)]
             description, leader_id, leader_epoch = metadata.describe_quorum()
             return [wire.encode_describe_quorum_response(header, description, leader_id, leader_epoch)]
         handlers_by_key: dict[int, RequestHandler] = {

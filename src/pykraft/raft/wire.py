@@ -532,6 +532,12 @@ def encode_describe_quorum_response(
     return messages.encode_response(header, body)
 
 
+def encode_describe_quorum_error(header: RequestHeader, error: ErrorCode) -> bytearray:
+    """DescribeQuorum refused as a whole (CLUSTER_AUTHORIZATION_FAILED): the error and no topics."""
+    cls: Any = messages.response_class(ApiKey.DESCRIBE_QUORUM)
+    return messages.encode_response(header, cls(error_code=error, error_message=None, topics=[], nodes=[]))
+
+
 # --- DescribeQuorum, the tool's side (pykraft metadata quorum, like kafka-metadata-quorum) --------------
 
 
