@@ -19,6 +19,7 @@ from pykraft.security.sasl import JaasConfigError, parse_plain_jaas, parse_plain
 from pykraft.testing import free_port
 from tests.interop.test_restart import _start_server, _stop_server
 from tests.interop.test_tls import _produce_and_consume_confluent
+from tests.raw_client import RawClient
 
 pytestmark = pytest.mark.slow
 
@@ -151,6 +152,25 @@ def test_a_request_before_authenticating_closes_the_connection(sasl_node: str) -
         request = b"\x00\x03\x00\x00\x00\x00\x00\x07\xff\xff" + b"\x00\x00\x00\x00"
         sock.sendall(len(request).to_bytes(4, "big") + request)
         assert sock.recv(4) == b""  # closed, no answer
+
+
+def test_sasl_handshake_v0_takes_bare_tokens_as_before_kip_152(sasl_node: str) -> None:
+    """SaslHandshake v0: the PLAIN token follows as a bare size-prefixed frame and the answer is a bare
+    (empty) frame; Kafka requests work after it. A wrong password closes the connection unanswered."""
+    from kafka.protocol.metadata import MetadataRequest, MetadataResponse
+    from kafka.protocol.sasl import SaslHandshakeRequest, SaslHandshakeResponse
+
+    for password, accepted in (("alice-secret", True), ("wrong", False)):
+        with RawClient(sasl_node) as client:
+            handshake = client.request(SaslHandshakeRequest(mechanism="PLAIN"), SaslHandshakeResponse, 0)
+            assert handshake.error_code == 0 and "PLAIN" in handshake.mechanisms
+            client.send_frame(b"\x00alice\x00" + password.encode())
+            if not accepted:
+                assert client.is_closed_by_peer()
+                continue
+            assert client.recv_frame() == b""
+            metadata = client.request(MetadataRequest(topics=[]), MetadataResponse, 9)
+            assert metadata.brokers
 
 
 def test_sasl_ssl(certs: Path, tmp_path: Path) -> None:

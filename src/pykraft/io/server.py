@@ -16,6 +16,7 @@ from collections.abc import Awaitable, Callable, Sequence
 
 from pykraft.core.errors import RemoteProtocolError
 from pykraft.io.tls import ANONYMOUS, principal_of
+from pykraft.security.sasl import SaslSession
 
 log = logging.getLogger("pykraft.server")
 
@@ -38,7 +39,7 @@ class ConnectionInfo:
         # User:<name> once SASL authenticated it.
         self.principal = principal
         # The connection's SASL state on a SASL listener (the node's; None elsewhere).
-        self.sasl: object | None = None
+        self.sasl: SaslSession | None = None
         # Send this response, then close (a failed SASL authentication).
         self.close_after_response = False
 

@@ -79,6 +79,8 @@ class SaslSession:
     # re-authentication under way must prove again.
     expires_at_ms: int | None = None
     reauthenticating_as: str | None = None
+    # SaslHandshake v0: the tokens come as bare frames, not SaslAuthenticate requests (pre KIP-152).
+    raw_tokens: bool = False
 
     @property
     def authenticated(self) -> bool:

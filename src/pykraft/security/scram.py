@@ -14,6 +14,7 @@ which part was wrong (RFC 5802 §5.1's advice; Kafka itself fails an unknown use
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import hmac
 from dataclasses import dataclass
@@ -129,15 +130,22 @@ class ScramExchange:
         self._user: str | None = None
         self._known = False
         self._step = 0
+        # What the client-final proof is checked against (RFC 5802 AuthMessage, the user's keys).
+        self._gs2_header = ""
+        self._client_first_bare = ""
+        self._server_first = ""
+        self._keys = (b"", b"")
 
     def _auth_info(self, user: str) -> tuple[bytes, bytes, bytes, int]:
         self._user = user
         credential: ScramCredential | None = self._lookup(user, self.mechanism)
         if credential is not None:
             self._known = True
+            self._keys = (credential.stored_key, credential.server_key)
             return credential.salt, credential.stored_key, credential.server_key, credential.iterations
         # An unknown user: a salt that stays the same for this name, keys that match no proof.
         fake = hmac.digest(self._fake_salt_key, user.encode("utf-8"), "sha256")
+        self._keys = (fake, fake)
         return fake[:16], fake, fake, SCRAM_MIN_ITERATIONS
 
     def _failed(self) -> ScramStep:
@@ -146,6 +154,36 @@ class ScramExchange:
             b"",
             SCRAM_FAILED_MESSAGE.format(self.mechanism.mechanism_name),
         )
+
+    def _client_final(self, message: str) -> ScramStep:
+        """RFC 5802's client-final, checked as Kafka's ScramSaslServer checks it: the channel binding
+        is the client-first's GS2 header, the nonce ENDS with the server-first's (older librdkafka,
+        2.0 among them, sends its own nonce before it once more, and Kafka accepts that), and the
+        proof matches the stored key (compared in constant time)."""
+        without_proof, sep, proof_text = message.rpartition(",p=")
+        attributes = dict(part.split("=", 1) for part in without_proof.split(",") if "=" in part)
+        server_nonce = self._server_first.split("r=", 1)[1].split(",", 1)[0]
+        try:
+            binding = base64.b64decode(attributes.get("c", ""), validate=True).decode("utf-8")
+            proof = base64.b64decode(proof_text, validate=True)
+        except (ValueError, UnicodeDecodeError):
+            return self._failed()
+        if not sep or binding != self._gs2_header or not attributes.get("r", "").endswith(server_nonce):
+            return self._failed()
+        auth_message = f"{self._client_first_bare},{self._server_first},{without_proof}".encode()
+        stored_key, server_key = self._keys
+        hash_name = self.mechanism.hash_name
+        client_signature = hmac.digest(stored_key, auth_message, hash_name)
+        if len(proof) != len(client_signature):
+            return self._failed()
+        client_key = bytes(a ^ b for a, b in zip(proof, client_signature, strict=True))
+        if (
+            not hmac.compare_digest(hashlib.new(hash_name, client_key).digest(), stored_key)
+            or not self._known
+        ):
+            return self._failed()
+        server_signature = hmac.digest(server_key, auth_message, hash_name)
+        return ScramStep(ErrorCode.NONE, b"v=" + base64.b64encode(server_signature), user=self._user)
 
     def step(self, token: bytes) -> ScramStep:
         try:
@@ -158,15 +196,14 @@ class ScramExchange:
                 if "tokenauth=" in message.split(",", 2)[-1]:
                     return self._failed()  # delegation tokens are not served
                 self._server.set_client_first(message)
-                return ScramStep(ErrorCode.NONE, self._server.get_server_first().encode("utf-8"))
+                first, _, bare = message.partition(",")
+                second, _, bare = bare.partition(",")
+                self._gs2_header, self._client_first_bare = f"{first},{second},", bare
+                self._server_first = self._server.get_server_first()
+                return ScramStep(ErrorCode.NONE, self._server_first.encode("utf-8"))
             if self._step == 1:
                 self._step = 2
-                self._server.set_client_final(message)
-                if not self._known:
-                    return self._failed()
-                return ScramStep(
-                    ErrorCode.NONE, self._server.get_server_final().encode("utf-8"), user=self._user
-                )
+                return self._client_final(message)
         except scramp.ScramException:
             return self._failed()
         return ScramStep(ErrorCode.ILLEGAL_SASL_STATE, b"", "the SCRAM exchange is already complete")
