@@ -21,6 +21,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "pykraft.io.groups_cli",
     "pykraft.io.producers_cli",
     "pykraft.io.topics_cli",
+    "pykraft.io.configs_cli",
     "pykraft.io.transactions_cli",
     "pykraft.io.security_cli",
     "pykraft.io.dev_cli",

@@ -16,6 +16,10 @@ from typing import Any
 import pytest
 from confluent_kafka import Consumer, KafkaError, Producer
 from kafka.protocol.admin import (
+    AlterConfigsRequest,
+    AlterConfigsResponse,
+    CreatePartitionsRequest,
+    CreatePartitionsResponse,
     CreateTopicsRequest,
     CreateTopicsResponse,
     DeleteGroupsRequest,
@@ -34,6 +38,8 @@ from kafka.protocol.admin import (
     DescribeTransactionsResponse,
     ElectLeadersRequest,
     ElectLeadersResponse,
+    IncrementalAlterConfigsRequest,
+    IncrementalAlterConfigsResponse,
     ListGroupsRequest,
     ListGroupsResponse,
     ListTransactionsRequest,
@@ -424,6 +430,42 @@ ROWS: list[Row] = [
         TOPIC_DENIED,
     ),
     (
+        "IncrementalAlterConfigs(topic)",
+        _req(
+            IncrementalAlterConfigsRequest,
+            resources=[
+                {
+                    "resource_type": 2,
+                    "resource_name": "m-topic",
+                    "configs": [{"name": "retention.ms", "config_operation": 0, "value": "3600000"}],
+                }
+            ],
+            validate_only=False,
+        ),
+        IncrementalAlterConfigsResponse,
+        1,
+        lambda r: [x.error_code for x in r.responses],
+        TOPIC_DENIED,
+    ),
+    (
+        "AlterConfigs(topic)",
+        _req(
+            AlterConfigsRequest,
+            resources=[
+                {
+                    "resource_type": 2,
+                    "resource_name": "m-topic",
+                    "configs": [{"name": "retention.ms", "value": "7200000"}],
+                }
+            ],
+            validate_only=False,
+        ),
+        AlterConfigsResponse,
+        2,
+        lambda r: [x.error_code for x in r.responses],
+        TOPIC_DENIED,
+    ),
+    (
         "DescribeProducers",
         _req(DescribeProducersRequest, topics=[{"name": "m-topic", "partition_indexes": [0]}]),
         DescribeProducersResponse,
@@ -453,6 +495,20 @@ ROWS: list[Row] = [
         DeleteTopicsResponse,
         6,
         lambda r: [t.error_code for t in r.responses],
+        TOPIC_DENIED,
+    ),
+    (
+        # ALTER on the topic (validate_only, so bob's answer leaves m-topic as it is).
+        "CreatePartitions",
+        _req(
+            CreatePartitionsRequest,
+            topics=[{"name": "m-topic", "count": 2, "assignments": None}],
+            timeout_ms=10000,
+            validate_only=True,
+        ),
+        CreatePartitionsResponse,
+        3,
+        lambda r: [t.error_code for t in r.results],
         TOPIC_DENIED,
     ),
 ]

@@ -237,6 +237,32 @@ def test_topics_are_auto_created_and_deleted_through_any_broker(cluster: Process
     )
 
 
+def test_partitions_are_added_through_any_broker(cluster: ProcessCluster) -> None:
+    from confluent_kafka import KafkaError, KafkaException
+    from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
+
+    first, second = (cluster.nodes[b].address for b in BROKERS[:2])
+    admin = AdminClient({"bootstrap.servers": second})
+    admin.create_topics([NewTopic("grown", num_partitions=2, replication_factor=2)])["grown"].result(30)
+    # CreatePartitions on a broker process goes to the active controller; the answer comes once the
+    # answering broker's own image has the new partitions, placed with partition 0's replication factor.
+    admin.create_partitions([NewPartitions("grown", 5)])["grown"].result(30)
+    partitions = _metadata(second, ["grown"]).topics[0].partitions
+    assert sorted(p.partition_index for p in partitions) == [0, 1, 2, 3, 4]
+    for p in partitions:
+        assert len(set(p.replica_nodes)) == 2 and set(p.replica_nodes) <= set(BROKERS), p
+    wait_until(
+        lambda: len(_metadata(first, ["grown"]).topics[0].partitions) == 5,
+        30,
+        "the new partitions to reach the other broker",
+    )
+    future = admin.create_partitions([NewPartitions("grown", 3)])["grown"]
+    with pytest.raises(KafkaException) as excinfo:
+        future.result(30)
+    assert excinfo.value.args[0].code() == KafkaError.INVALID_PARTITIONS
+    assert "currently has 5 partition(s); 3 would not be an increase" in excinfo.value.args[0].str()
+
+
 # --- AllocateProducerIds (KIP-730) ---------------------------------------------------------------------
 
 

@@ -108,7 +108,7 @@ class ReplicationWorld:
     @staticmethod
     def _replica_manager(opener: MemoryOpener) -> ReplicaManager:
         config = LogConfig(segment_bytes=600, retention_ms=-1, retention_bytes=-1)
-        return ReplicaManager(opener, config, message_max_bytes=1 << 20, producer_id_expiration_ms=1 << 40)
+        return ReplicaManager(opener, config, producer_id_expiration_ms=1 << 40)
 
     def _register(self, broker_id: int) -> None:
         endpoint = BrokerEndpoint("PLAINTEXT", "127.0.0.1", 9000 + broker_id, 0)

@@ -78,7 +78,6 @@ class World:
         self.replicas = ReplicaManager(
             MemoryOpener(),
             LogConfig(segment_bytes=4096, retention_ms=-1, retention_bytes=-1),
-            message_max_bytes=1 << 20,
             producer_id_expiration_ms=1 << 40,
         )
         self.parts = [self.replicas.ensure_partition(TOPIC, p, self.now_ms) for p in range(PARTITIONS)]

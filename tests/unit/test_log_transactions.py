@@ -27,7 +27,7 @@ TOPIC = "t"
 
 def manager(opener: MemoryOpener, segment_bytes: int = 1 << 20) -> ReplicaManager:
     config = LogConfig(segment_bytes=segment_bytes, retention_ms=-1, retention_bytes=-1)
-    return ReplicaManager(opener, config, message_max_bytes=1 << 20, producer_id_expiration_ms=1 << 40)
+    return ReplicaManager(opener, config, producer_id_expiration_ms=1 << 40)
 
 
 def txn_batch(pid: int, seq: int, n: int = 2, epoch: int = 0, transactional: bool = True) -> memoryview:

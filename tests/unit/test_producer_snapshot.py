@@ -157,7 +157,7 @@ class MemoryOpener:
 def replicas(opener: MemoryOpener, **kwargs: int) -> ReplicaManager:
     # Tiny segments: every batch of 3 records (~80 bytes) rolls after two of them.
     config = LogConfig(segment_bytes=200, retention_ms=-1, retention_bytes=-1)
-    defaults = {"message_max_bytes": 1 << 20, "producer_id_expiration_ms": 10_000}
+    defaults = {"producer_id_expiration_ms": 10_000}
     return ReplicaManager(opener, config, **{**defaults, **kwargs})  # type: ignore[arg-type]
 
 

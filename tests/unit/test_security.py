@@ -384,7 +384,7 @@ def test_add_scram_parses_kafka_syntax() -> None:
 
 
 def test_describe_configs_never_sends_a_password_or_a_jaas_text() -> None:
-    from pykraft.broker.producer_admin import _config_result, security_config_rows
+    from pykraft.broker.configs_api import _config_result, broker_entries
     from pykraft.core.config import load_config
 
     config = load_config(
@@ -394,7 +394,7 @@ def test_describe_configs_never_sends_a_password_or_a_jaas_text() -> None:
         "listener.name.sasl_plaintext.plain.sasl.jaas.config=org.apache.kafka.common.security.plain."
         'PlainLoginModule required user_alice="alice-secret";\n'
     )
-    results = {r.name: r for r in map(_config_result, security_config_rows(config))}
+    results = {r.name: r for r in map(_config_result, broker_entries(config))}
     for name in ("ssl.key.password", "listener.name.sasl_plaintext.plain.sasl.jaas.config"):
         assert results[name].is_sensitive and results[name].value is None
     assert results["listener.name.sasl_plaintext.sasl.enabled.mechanisms"].value == "PLAIN"
@@ -462,3 +462,43 @@ def test_kip_368_sessions_expire_and_re_authenticate_as_the_same_principal() -> 
     assert forever.handshake(session, "PLAIN") == ErrorCode.NONE
     assert forever.authenticate(session, b"\x00bob\x00pw", now_ms=0).session_lifetime_ms == 0
     assert session.live(10**12) and forever.handshake(session, "PLAIN") == ErrorCode.ILLEGAL_SASL_STATE
+
+
+@pytest.mark.parametrize("mechanism", [SHA256, SHA512])
+@pytest.mark.parametrize(
+    ("final_nonce", "password", "accepted"),
+    [("echo", "pw", True), ("twice", "pw", True), ("other", "pw", False), ("echo", "nope", False)],
+)
+def test_scram_final_nonce_must_end_with_the_servers_as_kafka_checks_it(
+    mechanism: ScramMechanism, final_nonce: str, password: str, accepted: bool
+) -> None:
+    """Kafka's ScramSaslServer accepts a client-final nonce that ends with the server-first nonce:
+    librdkafka 2.0 sends its own nonce once more in front. The proof still has to match."""
+    import hashlib
+    import hmac
+
+    credential = credential_from_salted_password(
+        mechanism, SALT, salted_password(mechanism, "pw", SALT, 4096), 4096
+    )
+    exchange = ScramExchange(
+        mechanism, lambda u, m: credential if u == "bob" else None, "srvnonce", b"k" * 32
+    )
+    client_nonce = "cl1entnonce"
+    server_first = exchange.step(f"n,,n=bob,r={client_nonce}".encode()).auth_bytes.decode()
+    combined = server_first.split("r=", 1)[1].split(",", 1)[0]
+    nonce = {"echo": combined, "twice": client_nonce + combined, "other": combined + "x"}[final_nonce]
+    without_proof = f"c=biws,r={nonce}"
+    auth_message = f"n=bob,r={client_nonce},{server_first},{without_proof}".encode()
+    salted = salted_password(mechanism, password, SALT, 4096)
+    client_key = hmac.digest(salted, b"Client Key", mechanism.hash_name)
+    signature = hmac.digest(
+        hashlib.new(mechanism.hash_name, client_key).digest(), auth_message, mechanism.hash_name
+    )
+    proof = base64.b64encode(bytes(a ^ b for a, b in zip(client_key, signature, strict=True))).decode()
+    step = exchange.step(f"{without_proof},p={proof}".encode())
+    assert (step.error_code == ErrorCode.NONE) is accepted
+    assert (step.user == "bob") is accepted
+    if accepted:  # the server's signature proves it knew the key
+        server_key = hmac.digest(salted, b"Server Key", mechanism.hash_name)
+        expected = base64.b64encode(hmac.digest(server_key, auth_message, mechanism.hash_name))
+        assert step.auth_bytes == b"v=" + expected

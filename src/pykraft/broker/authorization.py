@@ -17,10 +17,12 @@ Operations (Kafka's): READ a group to join, sync, heartbeat, leave or commit; DE
 coordinator, describe it or fetch its offsets; DELETE it to delete it or its offsets. WRITE a
 transactional id for every transactional request, DESCRIBE it to find or describe it. READ a topic to
 fetch or commit offsets of it, WRITE to produce or add it to a transaction, DESCRIBE for metadata and
-offsets, DELETE for DeleteTopics and DeleteRecords, CREATE (on it or the cluster) to create it,
+offsets, DELETE for DeleteTopics and DeleteRecords, CREATE (on it or the cluster) to create it, ALTER
+to add partitions to it (CreatePartitions),
 DESCRIBE_CONFIGS for its configs. On the cluster: IDEMPOTENT_WRITE (or WRITE on some topic) for an
 idempotent producer id, CLUSTER_ACTION for inter-broker requests, ALTER for elections, ACLs and SCRAM
-credentials, DESCRIBE for describing ACLs and credentials.
+credentials, DESCRIBE for describing ACLs, credentials and log dirs (DescribeLogDirs). DescribeCluster
+and DescribeTopicPartitions check inside their handlers (cluster_admin.py).
 """
 
 from __future__ import annotations
@@ -304,6 +306,16 @@ def _security_refusals() -> dict[int, Callable[[Any, int], Any | None]]:
     }
 
 
+def _describe_log_dirs(request: Any, version: int) -> Any | None:
+    """KafkaApis.handleDescribeLogDirsRequest: DESCRIBE on the cluster, else no log dir at all and
+    CLUSTER_AUTHORIZATION_FAILED (a top-level error from v3; v1-2 clients just see no dirs)."""
+    if allowed_on_cluster(AclOperation.DESCRIBE):
+        return None
+    return _answer(
+        ApiKey.DESCRIBE_LOG_DIRS, version, error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED, results=[]
+    )
+
+
 _REFUSALS: dict[int, Callable[[Any, int], Any | None]] = {
     **{key: _group_read(key) for key in GROUP_READ_APIS},
     ApiKey.OFFSET_COMMIT: _offset_commit,
@@ -316,6 +328,7 @@ _REFUSALS: dict[int, Callable[[Any, int], Any | None]] = {
     ApiKey.END_TXN: _txn_write(ApiKey.END_TXN),
     ApiKey.WRITE_TXN_MARKERS: _write_txn_markers,
     ApiKey.ELECT_LEADERS: _elect_leaders,
+    ApiKey.DESCRIBE_LOG_DIRS: _describe_log_dirs,
     **_security_refusals(),
 }
 
@@ -363,14 +376,24 @@ def split(api_key: int, request: Any, version: int) -> Denied:
         else:
             request.topic_names = [n for n in request.topic_names if n not in refused]
         return [(n, [], ErrorCode.TOPIC_AUTHORIZATION_FAILED) for n in sorted(refused)]
-    if api_key == ApiKey.DESCRIBE_CONFIGS:
+    if api_key == ApiKey.CREATE_PARTITIONS:
+        # Kafka's ControllerApis.createPartitions: ALTER on each topic; a name given twice is the
+        # controller's INVALID_REQUEST whatever the ACLs say, so it stays in the request.
+        names = [t.name for t in request.topics]
+        refused = {n for n in names if names.count(n) == 1 and not allowed(AclOperation.ALTER, TOPIC, n)}
+        request.topics = [t for t in request.topics if t.name not in refused]
+        return [(n, [], ErrorCode.TOPIC_AUTHORIZATION_FAILED) for n in names if n in refused]
+    if api_key in (ApiKey.DESCRIBE_CONFIGS, ApiKey.ALTER_CONFIGS, ApiKey.INCREMENTAL_ALTER_CONFIGS):
+        op = (
+            AclOperation.DESCRIBE_CONFIGS
+            if api_key == ApiKey.DESCRIBE_CONFIGS
+            else AclOperation.ALTER_CONFIGS
+        )
         kept = []
         for resource in request.resources:
-            if resource.resource_type == 2 and not allowed(
-                AclOperation.DESCRIBE_CONFIGS, TOPIC, resource.resource_name
-            ):
+            if resource.resource_type == 2 and not allowed(op, TOPIC, resource.resource_name):
                 denied.append((resource.resource_name, [2], ErrorCode.TOPIC_AUTHORIZATION_FAILED))
-            elif resource.resource_type == 4 and not allowed_on_cluster(AclOperation.DESCRIBE_CONFIGS):
+            elif resource.resource_type == 4 and not allowed_on_cluster(op):
                 denied.append((resource.resource_name, [4], ErrorCode.CLUSTER_AUTHORIZATION_FAILED))
             else:
                 kept.append(resource)
@@ -429,6 +452,13 @@ def merge(api_key: int, response: Any, denied: Denied) -> None:
     elif api_key == ApiKey.DELETE_TOPICS:
         for name, _, error in denied:
             response.responses.append(cls.DeletableTopicResult(name=name, error_code=error))
+    elif api_key == ApiKey.CREATE_PARTITIONS:
+        for name, _, error in denied:
+            response.results.append(
+                cls.CreatePartitionsTopicResult(
+                    name=name, error_code=error, error_message="Authorization failed."
+                )
+            )
     elif api_key == ApiKey.DESCRIBE_CONFIGS:
         for name, (resource_type,), error in denied:
             response.results.append(
@@ -438,6 +468,16 @@ def merge(api_key: int, response: Any, denied: Denied) -> None:
                     resource_type=resource_type,
                     resource_name=name,
                     configs=[],
+                )
+            )
+    elif api_key in (ApiKey.ALTER_CONFIGS, ApiKey.INCREMENTAL_ALTER_CONFIGS):
+        for name, (resource_type,), error in denied:
+            response.responses.append(
+                cls.AlterConfigsResourceResponse(
+                    error_code=error,
+                    error_message="Authorization failed.",
+                    resource_type=resource_type,
+                    resource_name=name,
                 )
             )
     elif api_key == ApiKey.DESCRIBE_GROUPS:

@@ -68,6 +68,9 @@ class ClusterView:
     controller_id: int
     brokers: tuple[BrokerView, ...] = ()
     topics: dict[str, TopicView] = field(default_factory=dict)
+    # Registered but fenced brokers with the client listener: DescribeCluster v2 lists them when asked
+    # (include_fenced_brokers, KIP-1073); Metadata never does.
+    fenced_brokers: tuple[BrokerView, ...] = ()
 
 
 @dataclass(slots=True)

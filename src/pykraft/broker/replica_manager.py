@@ -7,6 +7,8 @@ CRC-32C, counts) -> producer-state check -> append with offsets rewritten in pla
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -34,6 +36,7 @@ from pykraft.protocol.records import (
     control_type_of,
     decode_records,
     end_txn_marker,
+    stamp_log_append_time,
     validate_batches,
 )
 
@@ -65,6 +68,9 @@ class Partition:
     # producer's first transactional batch here is appended only with the guard still in place; a
     # marker (the transaction ended meanwhile) or that first append removes it.
     verification_guards: dict[int, object] = field(default_factory=dict)
+    # A follower: the leader's high watermark as its last fetch answered it (-1 before one), which
+    # DescribeLogDirs reports the follower's lag against.
+    leader_high_watermark: int = -1
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,21 +109,56 @@ class ReadResult:
         return sum(len(c) for c in self.chunks)
 
 
+def topic_log_config(base: LogConfig, overrides: Mapping[str, str]) -> LogConfig:
+    """The LogConfig of a topic with its own configs (ConfigRecords, checked by the controller) over
+    the broker's ``base``; a value that does not parse keeps the base's (never a crash on replay)."""
+    if not overrides:
+        return base
+    fields: dict[str, int | bool] = {}
+    for name, field_name in _LOG_CONFIG_FIELDS.items():
+        raw = overrides.get(name)
+        if raw is not None:
+            try:
+                fields[field_name] = int(raw)
+            except ValueError:
+                continue
+    timestamp_type = overrides.get("message.timestamp.type")
+    if timestamp_type is not None:
+        fields["message_timestamp_log_append_time"] = timestamp_type == "LogAppendTime"
+    try:
+        return dataclasses.replace(base, **fields)  # type: ignore[arg-type]
+    except AssertionError:
+        return base
+
+
+# Topic config name -> LogConfig field (the integer ones).
+_LOG_CONFIG_FIELDS = {
+    "segment.bytes": "segment_bytes",
+    "index.interval.bytes": "index_interval_bytes",
+    "segment.index.bytes": "segment_index_bytes",
+    "retention.ms": "retention_ms",
+    "retention.bytes": "retention_bytes",
+    "max.message.bytes": "max_message_bytes",
+    "message.timestamp.before.max.ms": "message_timestamp_before_max_ms",
+    "message.timestamp.after.max.ms": "message_timestamp_after_max_ms",
+}
+
+
 class ReplicaManager:
     def __init__(
         self,
         opener: LogOpener,
         log_config: LogConfig,
         *,
-        message_max_bytes: int,
         producer_id_expiration_ms: int,
         retained_batches: int = RETAINED_BATCHES_DEFAULT,
         duplicate_window: int = DUPLICATE_WINDOW_DEFAULT,
         producer_id_expiration_check_interval_ms: int = 600_000,
     ) -> None:
         self.opener = opener
+        # The broker's defaults; a topic with its own configs gets its own (``topic_log_config``).
         self.log_config = log_config
-        self.message_max_bytes = message_max_bytes
+        self.topic_log_config: Callable[[str], LogConfig] = lambda _topic: self.log_config
         self.producer_id_expiration_ms = producer_id_expiration_ms
         # KIP-758 (issue 5): producer.state.retained.batches, max.in.flight.sequence.number.per.connection.
         self.retained_batches = retained_batches
@@ -138,7 +179,7 @@ class ReplicaManager:
         if existing is not None:
             return existing
         log = self.opener.open_log(
-            topic, partition_index, self.log_config, high_watermark_tracks_log_end=not replicated
+            topic, partition_index, self.topic_log_config(topic), high_watermark_tracks_log_end=not replicated
         )
         state = self._new_producer_state()
         # The newest producer-state snapshot and transaction index, then the log after them (§2.6).
@@ -206,6 +247,11 @@ class ReplicaManager:
             return True
         return False
 
+    def apply_log_config(self, part: Partition, config: LogConfig) -> None:
+        """A topic's configs changed (a ConfigRecord): the next append, roll and retention run use them."""
+        if part.log.config != config:
+            part.log.set_config(config)
+
     def remove_partition(self, topic: str, partition_index: int) -> None:
         part = self.partitions.pop((topic, partition_index), None)
         if part is not None:
@@ -224,12 +270,23 @@ class ReplicaManager:
             headers = validate_batches(records)
         except InvalidBatchError as exc:
             return AppendResult(exc.error_code, error_message=str(exc))
+        config = part.log.config
         for header in headers:
-            if header.size_in_bytes > self.message_max_bytes:
+            if header.size_in_bytes > config.max_message_bytes:
                 return AppendResult(
                     ErrorCode.MESSAGE_TOO_LARGE,
-                    error_message=f"batch of {header.size_in_bytes} bytes exceeds message.max.bytes="
-                    f"{self.message_max_bytes}",
+                    error_message=f"batch of {header.size_in_bytes} bytes exceeds max.message.bytes="
+                    f"{config.max_message_bytes} of {part.topic}",
+                )
+            if not config.message_timestamp_log_append_time and (
+                header.base_timestamp < now_ms - config.message_timestamp_before_max_ms
+                or header.max_timestamp > now_ms + config.message_timestamp_after_max_ms
+            ):
+                # KIP-937 (LogValidator.validateTimestamp): CreateTime timestamps within the bounds.
+                return AppendResult(
+                    ErrorCode.INVALID_TIMESTAMP,
+                    error_message=f"timestamps {header.base_timestamp}..{header.max_timestamp} of {part.topic} "
+                    f"are outside [now - message.timestamp.before.max.ms, now + message.timestamp.after.max.ms]",
                 )
             if header.is_control:
                 # Control batches (transaction markers) come from transaction coordinators only.
@@ -270,7 +327,10 @@ class ReplicaManager:
                 # acks=all answers the retry only once the original is replicated too.
                 last_offset=check.duplicate.last_offset,
             )
-        info = self._leader_append(part, records, headers)
+        appended: bytearray | memoryview = records
+        if config.message_timestamp_log_append_time:
+            appended, headers = stamp_log_append_time(records, headers, now_ms)
+        info = self._leader_append(part, appended, headers)
         assigned: list[BatchHeader] = []
         next_offset = info.first_offset
         for header in headers:
@@ -403,6 +463,7 @@ class ReplicaManager:
 
     def update_follower_high_watermark(self, part: Partition, leader_high_watermark: int) -> bool:
         """A follower's high watermark: the leader's, as far as our log reaches."""
+        part.leader_high_watermark = leader_high_watermark
         new = min(leader_high_watermark, part.log.log_end_offset)
         if new > part.log.high_watermark:
             part.log.set_high_watermark(new)

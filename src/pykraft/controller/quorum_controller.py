@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from pykraft.controller.cluster import BrokerHeartbeatReply, BrokerRegistrationReply, ClusterControlManager
-from pykraft.controller.configs import ConfigurationControlManager
+from pykraft.controller.configs import ConfigAlteration, ConfigAlterationResult, ConfigurationControlManager
 from pykraft.controller.features import FeatureControlManager
 from pykraft.controller.producer_ids import (
     AllocateProducerIdsResult,
@@ -40,6 +40,8 @@ from pykraft.controller.replication import (
     CreatableReplicaAssignment,
     CreatableTopic,
     CreatableTopicResult,
+    CreatePartitionsTopic,
+    CreatePartitionsTopicResult,
     DeletableTopicResult,
     ElectionResult,
     IsrChangeRequest,
@@ -106,6 +108,8 @@ __all__ = [
     "CreatableReplicaAssignment",
     "CreatableTopic",
     "CreatableTopicResult",
+    "CreatePartitionsTopic",
+    "CreatePartitionsTopicResult",
     "DeletableTopicResult",
     "QuorumController",
 ]
@@ -279,6 +283,12 @@ class QuorumController:
     ) -> ControllerResult[list[CreatableTopicResult]]:
         return self._write(self.replication_control.create_topics(topics, validate_only))
 
+    def create_partitions(
+        self, topics: Sequence[CreatePartitionsTopic], validate_only: bool = False
+    ) -> ControllerResult[list[CreatePartitionsTopicResult]]:
+        """CreatePartitions (api key 37, KIP-195): new partitions for existing topics."""
+        return self._write(self.replication_control.create_partitions(topics, validate_only))
+
     def delete_topics(
         self,
         topics: Sequence[tuple[str | None, uuid.UUID | None]] = (),
@@ -383,6 +393,15 @@ class QuorumController:
     ) -> ControllerResult[list[ScramAlterationResult]]:
         """AlterUserScramCredentials (51, KIP-554): per user, all of its alterations or none."""
         records, results = self.scram_control.alter(deletions, upsertions)
+        return self._write(ControllerResult(records, results))
+
+    def alter_configs(
+        self, alterations: Sequence[ConfigAlteration], validate_only: bool = False
+    ) -> ControllerResult[list[ConfigAlterationResult]]:
+        """IncrementalAlterConfigs (44) and AlterConfigs (33) of topics."""
+        records, results = self.configuration_control.alter(
+            alterations, lambda name: self.replication_control.topic_id(name) is not None, validate_only
+        )
         return self._write(ControllerResult(records, results))
 
     def create_acls(self, acls: Sequence[StandardAcl]) -> ControllerResult[list[AclCreationResult]]:

@@ -18,21 +18,31 @@ Rules (Kafka ``ReplicationControlManager.java``, ``Topic.java``):
 6. Delete: unknown names are UNKNOWN_TOPIC_OR_PARTITION (3), unknown ids UNKNOWN_TOPIC_ID (100); each
    topic gets one RemoveTopicRecord even if named twice (by name and by id).
 7. Replay is the only mutation; a record inconsistent with the state raises ``MetadataReplayError``.
+8. CreatePartitions (37, KIP-195; Kafka ``createPartitions``): an unknown topic is
+   UNKNOWN_TOPIC_OR_PARTITION; a count not above the current one is INVALID_PARTITIONS; assignments, when
+   given, are one broker list per new partition (else INVALID_REPLICA_ASSIGNMENT) checked as rule 3 with
+   the size of partition 0's replicas. New partitions take ids from the current count, are placed as in
+   rule 4 with partition 0's replication factor, and are one PartitionRecord each. A name given twice
+   is INVALID_REQUEST (Kafka's ControllerApis).
+9. One CreateTopics or CreatePartitions may add at most MAX_PARTITIONS_PER_BATCH partitions in all;
+   beyond that every topic of it is POLICY_VIOLATION (44) and nothing is written.
 """
 
 from __future__ import annotations
 
 import random
 import uuid
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import Any, Final, Protocol, TypeVar
 
 from pykraft.controller.cluster import ClusterControlManager
 from pykraft.controller.configs import ConfigurationControlManager
 from pykraft.controller.features import FeatureControlManager
 from pykraft.controller.result import ControllerResult
 from pykraft.core.errors import ErrorCode
+from pykraft.core.topic_configs import check_topic_configs
 from pykraft.core.uuid import ZERO_UUID, random_uuid
 from pykraft.metadata.image import NO_LEADER, NO_LEADER_CHANGE, PartitionRegistration
 from pykraft.metadata.records import (
@@ -47,6 +57,9 @@ from pykraft.metadata.records import (
 # Kafka Topic.MAX_NAME_LENGTH and LEGAL_CHARS.
 TOPIC_NAME_LENGTH_MAX: Final = 249
 _TOPIC_LEGAL_CHARS: Final = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-")
+# Kafka ReplicationControlManager.MAX_PARTITIONS_PER_BATCH (rule 9): one request cannot make the controller
+# write more partitions than this at once (Kafka bounds a user operation's records alike).
+MAX_PARTITIONS_PER_BATCH: Final = 10_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,6 +99,23 @@ class CreatableTopicResult:
 class DeletableTopicResult:
     name: str | None
     topic_id: uuid.UUID
+    error_code: ErrorCode
+    error_message: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class CreatePartitionsTopic:
+    """One topic of a CreatePartitions request (Kafka CreatePartitionsTopic): the new partition count and,
+    optionally, one broker list per partition to add (None: the controller places them)."""
+
+    name: str
+    count: int
+    assignments: Sequence[Sequence[int]] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class CreatePartitionsTopicResult:
+    name: str
     error_code: ErrorCode
     error_message: str | None = None
 
@@ -136,7 +166,7 @@ class ElectionResult:
 
 
 class _TopicError(Exception):
-    def __init__(self, error_code: ErrorCode, message: str) -> None:
+    def __init__(self, error_code: ErrorCode, message: str | None) -> None:
         super().__init__(message)
         self.error_code = error_code
         self.message = message
@@ -164,6 +194,34 @@ def topic_name_error(name: str) -> str | None:
 def unify_collision_chars(name: str) -> str:
     """Kafka Topic.unifyCollisionChars: '.' and '_' collide in metric names."""
     return name.replace(".", "_")
+
+
+class _Named(Protocol):
+    @property
+    def name(self) -> str: ...
+
+
+_NamedTopic = TypeVar("_NamedTopic", bound=_Named)
+
+
+def _first_of_each_name(topics: Sequence[_NamedTopic]) -> list[tuple[_NamedTopic, bool]]:
+    """Each topic name once, where it first appears, with whether the request names it more than once:
+    Kafka answers a name given twice once, with INVALID_REQUEST (ControllerApis)."""
+    counts = Counter(topic.name for topic in topics)
+    seen: set[str] = set()
+    unique: list[tuple[_NamedTopic, bool]] = []
+    for topic in topics:
+        if topic.name not in seen:
+            seen.add(topic.name)
+            unique.append((topic, counts[topic.name] > 1))
+    return unique
+
+
+def _partitions_per_batch_error(total: int) -> _TopicError | None:
+    """Rule 9 (Kafka ReplicationControlManager.validateTotalNumberOfPartitions)."""
+    if total <= MAX_PARTITIONS_PER_BATCH:
+        return None
+    return _TopicError(ErrorCode.POLICY_VIOLATION, "Excessively large number of partitions per request.")
 
 
 class ReplicationControlManager:
@@ -214,20 +272,19 @@ class ReplicationControlManager:
     ) -> ControllerResult[list[CreatableTopicResult]]:
         records: list[ApiMessageAndVersion] = []
         results: list[CreatableTopicResult] = []
-        counts: dict[str, int] = {}
-        for topic in topics:
-            counts[topic.name] = counts.get(topic.name, 0) + 1
+        unique = _first_of_each_name(topics)
+        too_many = _partitions_per_batch_error(
+            sum(self._requested_partitions(topic) for topic, duplicated in unique if not duplicated)
+        )
         # Names created earlier in this request, unified, so two new topics cannot collide either.
         new_unified: dict[str, str] = {}
         new_topic_ids: set[uuid.UUID] = set()
-        answered: set[str] = set()
-        for topic in topics:
-            if topic.name in answered:
-                continue
-            answered.add(topic.name)
+        for topic, duplicated in unique:
             try:
-                if counts[topic.name] > 1:
+                if duplicated:
                     raise _TopicError(ErrorCode.INVALID_REQUEST, "Found multiple entries for this topic.")
+                if too_many is not None:
+                    raise too_many
                 self._validate_new_topic(topic, new_unified)
                 result, topic_records = self._create_topic(topic, new_topic_ids)
             except _TopicError as error:
@@ -238,6 +295,14 @@ class ReplicationControlManager:
             results.append(result)
             records.extend(topic_records)
         return ControllerResult([] if validate_only else records, results)
+
+    def _requested_partitions(self, topic: CreatableTopic) -> int:
+        """How many partitions ``topic`` asks for, as Kafka counts them for rule 9 (invalid counts are 0)."""
+        if topic.assignments:
+            return len(topic.assignment_list())
+        if topic.num_partitions == -1:
+            return self.default_num_partitions
+        return max(topic.num_partitions, 0)
 
     def _validate_new_topic(self, topic: CreatableTopic, new_unified: Mapping[str, str]) -> None:
         reason = topic_name_error(topic.name)
@@ -260,6 +325,10 @@ class ReplicationControlManager:
                 ErrorCode.INVALID_CONFIG,
                 "Null value not supported for topic configs: " + ",".join(null_configs),
             )
+        problem = check_topic_configs(topic.configs)
+        if problem is not None:
+            # Kafka's ConfigurationControlManager.validateAlterConfig: unknown names and bad values.
+            raise _TopicError(ErrorCode.INVALID_CONFIG, problem)
 
     def _create_topic(
         self, topic: CreatableTopic, new_topic_ids: set[uuid.UUID]
@@ -271,13 +340,11 @@ class ReplicationControlManager:
         topic_id = random_uuid(self._rng)
         while topic_id in self._topics or topic_id in new_topic_ids:
             topic_id = random_uuid(self._rng)
-        metadata_version = self._feature_control.metadata_version
         records = [ApiMessageAndVersion.of(TopicRecord(name=topic.name, topic_id=topic_id))]
         # Kafka: ConfigRecords go after the TopicRecord and before the PartitionRecords.
         configs = {key: value for key, value in topic.configs.items() if value is not None}
         records.extend(self._configuration_control.generate_topic_config_records(topic.name, configs))
-        for partition_id in sorted(partitions):
-            records.append(partitions[partition_id].to_record(topic_id, partition_id, metadata_version))
+        records.extend(self._partition_records(topic_id, partitions))
         result = CreatableTopicResult(
             name=topic.name,
             error_code=ErrorCode.NONE,
@@ -301,6 +368,14 @@ class ReplicationControlManager:
         replication_factor = (
             self.default_replication_factor if topic.replication_factor == -1 else topic.replication_factor
         )
+        return self._place(0, num_partitions, replication_factor)
+
+    def _place(
+        self, first_partition_id: int, count: int, replication_factor: int
+    ) -> dict[int, PartitionRegistration]:
+        """The replica placer of CreateTopics and CreatePartitions (Kafka's ReplicaPlacer.place with a
+        PlacementSpec(startPartition, numPartitions, numReplicas)): partitions ``first_partition_id`` on,
+        each on ``replication_factor`` usable brokers."""
         usable = self._cluster_control.usable_broker_ids()
         if replication_factor > len(usable):
             raise _TopicError(
@@ -312,7 +387,7 @@ class ReplicationControlManager:
         # Round-robin from a random start spreads leaders; the rng keeps it replayable in simulation.
         start = self._rng.randrange(len(usable))
         partitions: dict[int, PartitionRegistration] = {}
-        for partition_id in range(num_partitions):
+        for partition_id in range(first_partition_id, first_partition_id + count):
             replicas = tuple(
                 usable[(start + partition_id + i) % len(usable)] for i in range(replication_factor)
             )
@@ -338,15 +413,10 @@ class ReplicationControlManager:
                     ErrorCode.INVALID_REPLICA_ASSIGNMENT,
                     f"Found multiple manual partition assignments for partition {assignment.partition_index}",
                 )
-            self._validate_manual_replicas(assignment.broker_ids, replica_count)
+            partitions[assignment.partition_index] = self._manual_partition(
+                assignment.partition_index, assignment.broker_ids, replica_count
+            )
             replica_count = len(assignment.broker_ids)
-            if not any(self._cluster_control.is_active(b) for b in assignment.broker_ids):
-                raise _TopicError(
-                    ErrorCode.INVALID_REPLICA_ASSIGNMENT,
-                    f"All brokers specified in the manual partition assignment for partition "
-                    f"{assignment.partition_index} are fenced or in controlled shutdown.",
-                )
-            partitions[assignment.partition_index] = self._new_partition(assignment.broker_ids)
         if sorted(partitions) != list(range(len(partitions))):
             raise _TopicError(
                 ErrorCode.INVALID_REPLICA_ASSIGNMENT,
@@ -354,20 +424,35 @@ class ReplicationControlManager:
             )
         return partitions
 
+    def _manual_partition(
+        self, partition_id: int, broker_ids: Sequence[int], replica_count: int | None
+    ) -> PartitionRegistration:
+        """One partition of a manual assignment (CreateTopics or CreatePartitions): checked as Kafka's
+        validateManualPartitionAssignment, then at least one of its brokers must be usable."""
+        self._validate_manual_replicas(broker_ids, replica_count)
+        if not any(self._cluster_control.is_active(b) for b in broker_ids):
+            raise _TopicError(
+                ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                f"All brokers specified in the manual partition assignment for partition "
+                f"{partition_id} are fenced or in controlled shutdown.",
+            )
+        return self._new_partition(broker_ids)
+
     def _validate_manual_replicas(self, broker_ids: Sequence[int], replica_count: int | None) -> None:
         if not broker_ids:
             raise _TopicError(
                 ErrorCode.INVALID_REPLICA_ASSIGNMENT,
                 "The manual partition assignment includes an empty replica list.",
             )
-        seen: set[int] = set()
-        for broker_id in broker_ids:
-            if broker_id in seen:
+        # Kafka walks the ids sorted, so which error a list gets does not depend on its order.
+        previous: int | None = None
+        for broker_id in sorted(broker_ids):
+            if broker_id == previous:
                 raise _TopicError(
                     ErrorCode.INVALID_REPLICA_ASSIGNMENT,
-                    f"The manual partition assignment includes broker {broker_id} more than once.",
+                    f"The manual partition assignment includes the broker {broker_id} more than once.",
                 )
-            seen.add(broker_id)
+            previous = broker_id
             if self._cluster_control.registration(broker_id) is None:
                 raise _TopicError(
                     ErrorCode.INVALID_REPLICA_ASSIGNMENT,
@@ -391,6 +476,85 @@ class ReplicationControlManager:
             partition_epoch=0,
             directories=tuple(self._cluster_control.default_directory(b) for b in replicas),
         )
+
+    def _partition_records(
+        self, topic_id: uuid.UUID, partitions: Mapping[int, PartitionRegistration]
+    ) -> list[ApiMessageAndVersion]:
+        metadata_version = self._feature_control.metadata_version
+        return [partitions[p].to_record(topic_id, p, metadata_version) for p in sorted(partitions)]
+
+    # --- generate: create partitions ------------------------------------------------------------
+
+    def create_partitions(
+        self, topics: Sequence[CreatePartitionsTopic], validate_only: bool = False
+    ) -> ControllerResult[list[CreatePartitionsTopicResult]]:
+        """CreatePartitions (rule 8): Kafka's ReplicationControlManager.createPartitions, topic by topic,
+        with ControllerApis' duplicate check. Generates only; replaying the PartitionRecords adds the
+        partitions."""
+        records: list[ApiMessageAndVersion] = []
+        results: list[CreatePartitionsTopicResult] = []
+        unique = _first_of_each_name(topics)
+        too_many = _partitions_per_batch_error(
+            sum(self._partitions_to_add(topic) for topic, duplicated in unique if not duplicated)
+        )
+        for topic, duplicated in unique:
+            try:
+                if duplicated:
+                    raise _TopicError(ErrorCode.INVALID_REQUEST, "Duplicate topic name.")
+                if too_many is not None:
+                    raise too_many
+                records.extend(self._grow_topic(topic))
+            except _TopicError as error:
+                results.append(CreatePartitionsTopicResult(topic.name, error.error_code, error.message))
+                continue
+            results.append(CreatePartitionsTopicResult(topic.name, ErrorCode.NONE))
+        return ControllerResult([] if validate_only else records, results)
+
+    def _partitions_to_add(self, topic: CreatePartitionsTopic) -> int:
+        topic_id = self._topics_by_name.get(topic.name)
+        if topic_id is None:
+            return 0
+        return max(topic.count - len(self._topics[topic_id].partitions), 0)
+
+    def _grow_topic(self, topic: CreatePartitionsTopic) -> list[ApiMessageAndVersion]:
+        """Kafka ReplicationControlManager.createPartitionsForTopic: the new partitions' records."""
+        topic_id = self._topics_by_name.get(topic.name)
+        if topic_id is None:
+            raise _TopicError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, None)  # Kafka sends no message
+        info = self._topics[topic_id]
+        current = len(info.partitions)
+        if topic.count == current:
+            raise _TopicError(ErrorCode.INVALID_PARTITIONS, f"Topic already has {current} partition(s).")
+        if topic.count < current:
+            raise _TopicError(
+                ErrorCode.INVALID_PARTITIONS,
+                f"The topic {topic.name} currently has {current} partition(s); {topic.count} would not be "
+                "an increase.",
+            )
+        additional = topic.count - current
+        if topic.assignments is not None and len(topic.assignments) != additional:
+            raise _TopicError(
+                ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                f"Attempted to add {additional} additional partition(s), but only {len(topic.assignments)} "
+                "assignment(s) were specified.",
+            )
+        if not info.partitions:
+            raise _TopicError(
+                ErrorCode.UNKNOWN_SERVER_ERROR,
+                f"Invalid state: topic {topic.name} appears to have no partitions.",
+            )
+        # Kafka takes the replication factor from the topic's first partition.
+        replication_factor = len(info.partitions[min(info.partitions)].replicas)
+        # A topic's partitions are always 0..current-1 (createTopics checks manual ones), so the new ones
+        # continue from the count.
+        if topic.assignments is None:
+            partitions = self._place(current, additional, replication_factor)
+        else:
+            partitions = {
+                current + i: self._manual_partition(current + i, broker_ids, replication_factor)
+                for i, broker_ids in enumerate(topic.assignments)
+            }
+        return self._partition_records(topic_id, partitions)
 
     # --- generate: delete -----------------------------------------------------------------------
 

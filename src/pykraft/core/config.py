@@ -325,6 +325,19 @@ def _voters(raw: str) -> dict[int, tuple[str, int]]:
     return voters
 
 
+# The ssl.* keys a listener.name.<listener>. prefix may carry.
+_LISTENER_SSL_KEYS = frozenset(
+    {
+        "ssl.keystore.location",
+        "ssl.keystore.type",
+        "ssl.key.password",
+        "ssl.truststore.location",
+        "ssl.truststore.type",
+        "ssl.client.auth",
+        "ssl.enabled.protocols",
+    }
+)
+
 # Properties pykraft reads. Anything else in the file is logged once as ignored.
 USED_PROPERTIES: Final[frozenset[str]] = frozenset(
     {
@@ -358,13 +371,7 @@ USED_PROPERTIES: Final[frozenset[str]] = frozenset(
         "super.users",
         "allow.everyone.if.no.acl.found",
         "sasl.jaas.config",
-        "ssl.keystore.location",
-        "ssl.keystore.type",
-        "ssl.key.password",
-        "ssl.truststore.location",
-        "ssl.truststore.type",
-        "ssl.client.auth",
-        "ssl.enabled.protocols",
+        *_LISTENER_SSL_KEYS,
         "transaction.state.log.num.partitions",
         "transaction.state.log.replication.factor",
         "transaction.max.timeout.ms",
@@ -408,18 +415,6 @@ USED_PROPERTIES: Final[frozenset[str]] = frozenset(
 
 
 _TLS_PROTOCOLS = ("TLSv1.2", "TLSv1.3")
-# The ssl.* keys a listener.name.<listener>. prefix may carry.
-_LISTENER_SSL_KEYS = frozenset(
-    {
-        "ssl.keystore.location",
-        "ssl.keystore.type",
-        "ssl.key.password",
-        "ssl.truststore.location",
-        "ssl.truststore.type",
-        "ssl.client.auth",
-        "ssl.enabled.protocols",
-    }
-)
 
 
 _SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")

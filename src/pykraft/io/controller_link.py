@@ -351,8 +351,8 @@ class ControllerLink:
         errors: Callable[[Any], list[int]],
         refusal: Callable[[Any, int, ErrorCode, str], Any],
     ) -> Any:
-        """Any other admin request for the active controller (SCRAM credentials, ACLs): its answer, or
-        ``refusal`` with NOT_CONTROLLER when none answers in time."""
+        """Any other admin request for the active controller (CreatePartitions, SCRAM credentials, ACLs):
+        its answer, or ``refusal`` with NOT_CONTROLLER when none answers in time."""
         try:
             return await self.forward(request, version, topic_errors=errors)
         except PeerUnavailable as exc:

@@ -19,7 +19,7 @@ from kafka.protocol.sasl import (
     SaslHandshakeResponse,
 )
 
-from pykraft.core.config import jaas_options
+from pykraft.core.config import ConfigError, jaas_options, parse_properties
 from pykraft.security.sasl import SaslClient, SaslClientError
 
 DEFAULT_TIMEOUT_S = 10.0
@@ -46,6 +46,18 @@ class ClientSecurity:
             f"ClientSecurity({self.security_protocol}, {self.sasl_mechanism}, user={self.username!r}, "
             f"ca={self.ca_location!r})"
         )
+
+    @classmethod
+    def from_file(cls, path: str) -> ClientSecurity:
+        """A ``--command-config`` file (Kafka's client properties)."""
+        try:
+            with open(path, encoding="utf-8") as f:
+                props = parse_properties(f.read())
+        except OSError as exc:
+            raise BrokerConnectionError(f"--command-config: cannot read {path}: {exc.strerror}") from None
+        except ConfigError as exc:
+            raise BrokerConnectionError(f"--command-config: {exc}") from None
+        return cls.from_properties(props, f"--command-config {path}")
 
     @classmethod
     def from_properties(cls, props: dict[str, str], source: str) -> ClientSecurity:

@@ -28,7 +28,7 @@ from kafka.protocol.admin import (
     ElectLeadersResponse,
 )
 
-from pykraft.broker import security_api
+from pykraft.broker import cluster_admin, configs_api, partitions_api, security_api
 from pykraft.broker.handlers import BrokerView, ClusterView, PartitionView, TopicView
 from pykraft.broker.producer_id_manager import AllocateProducerIdsResponseData
 from pykraft.controller.cluster import BrokerHeartbeatReply, BrokerHeartbeatTracker
@@ -826,17 +826,20 @@ class MetadataPlane:
     async def handle_describe_cluster(self, request: Any, version: int) -> Any:
         """DescribeCluster on the controller listener (KIP-919): the cluster id, the raft leader as
         controller id, and the controllers (voters) as endpoints; brokers are described by brokers, so
-        EndpointType 1 gets UNSUPPORTED_ENDPOINT_TYPE, as Kafka's controller answers."""
-        endpoint_type = request.endpoint_type if version >= 1 else 1
-        error = ErrorCode.NONE if endpoint_type == 2 else ErrorCode.UNSUPPORTED_ENDPOINT_TYPE
-        voters = self.config.controller_quorum_voters if error == ErrorCode.NONE else {}
+        EndpointType 1 gets MISMATCHED_ENDPOINT_TYPE (an unknown type UNSUPPORTED_ENDPOINT_TYPE), as
+        Kafka's AuthHelper.computeDescribeClusterResponse answers."""
+        endpoint_type = request.endpoint_type if version >= 1 else cluster_admin.ENDPOINT_TYPE_BROKER
+        refusal = cluster_admin.endpoint_type_refusal(
+            version, endpoint_type, cluster_admin.ENDPOINT_TYPE_CONTROLLER
+        )
+        if refusal is not None:
+            return cluster_admin.describe_cluster_refusal(version, *refusal)
+        voters = self.config.controller_quorum_voters
         return DescribeClusterResponse(
             version=version,
             throttle_time_ms=0,
-            error_code=error,
-            error_message=None
-            if error == ErrorCode.NONE
-            else "a controller describes controllers (EndpointType 2)",
+            error_code=ErrorCode.NONE,
+            error_message=None,
             endpoint_type=endpoint_type,
             cluster_id=self.cluster_id or "",
             controller_id=self.leader_id(),
@@ -1017,6 +1020,16 @@ class MetadataPlane:
             )
         return CreateTopicsResponse(version=version, throttle_time_ms=0, topics=out)
 
+    async def handle_create_partitions(self, request: Any, version: int) -> Any:
+        """CreatePartitions (37, KIP-195) on the active controller: answered, as CreateTopics, once the
+        PartitionRecords are committed and in this node's image (its logs for them exist)."""
+        results = await self._write_or_not_controller(
+            self.controller.create_partitions(
+                partitions_api.topics_to_grow(request), validate_only=bool(request.validate_only)
+            )
+        )
+        return partitions_api.create_partitions_response(version, results)
+
     async def handle_alter_user_scram_credentials(self, request: Any, version: int) -> Any:
         """AlterUserScramCredentials (51, KIP-554): UserScramCredentialRecords from the active controller."""
         deletions, upsertions = security_api.scram_alterations(request)
@@ -1024,6 +1037,25 @@ class MetadataPlane:
             self.controller.alter_user_scram_credentials(deletions, upsertions)
         )
         return security_api.alter_user_scram_credentials_response(version, results)
+
+    async def handle_incremental_alter_configs(self, request: Any, version: int) -> Any:
+        """IncrementalAlterConfigs (44, KIP-339): ConfigRecords from the active controller."""
+        return await self._alter_configs(request, version, incremental=True)
+
+    async def handle_alter_configs(self, request: Any, version: int) -> Any:
+        """AlterConfigs (33): a resource's configs replaced as a whole."""
+        return await self._alter_configs(request, version, incremental=False)
+
+    async def _alter_configs(self, request: Any, version: int, *, incremental: bool) -> Any:
+        alterations = (
+            configs_api.incremental_alterations(request)
+            if incremental
+            else configs_api.replacing_alterations(request)
+        )
+        results = await self._write_or_not_controller(
+            self.controller.alter_configs(alterations, bool(request.validate_only))
+        )
+        return configs_api.alter_configs_response(incremental, version, results)
 
     async def handle_create_acls(self, request: Any, version: int) -> Any:
         """CreateAcls (30): AccessControlEntryRecords from the active controller."""
@@ -1081,14 +1113,14 @@ class MetadataPlane:
 
     def cluster_view(self) -> ClusterView:
         image = self.image
-        brokers = []
+        brokers: list[BrokerView] = []
+        fenced: list[BrokerView] = []
         listener = self.config.client_listener.listener_name
         for reg in sorted(image.cluster.brokers.values(), key=lambda b: b.broker_id):
-            if reg.fenced:
-                continue
             for endpoint in reg.listeners:
                 if endpoint.name == listener:
-                    brokers.append(BrokerView(reg.broker_id, endpoint.host, endpoint.port, reg.rack))
+                    view = BrokerView(reg.broker_id, endpoint.host, endpoint.port, reg.rack)
+                    (fenced if reg.fenced else brokers).append(view)
         topics = {
             name: TopicView(
                 name,
@@ -1110,6 +1142,7 @@ class MetadataPlane:
             controller_id=controller_id,
             brokers=tuple(brokers),
             topics=topics,
+            fenced_brokers=tuple(fenced),
         )
 
 

@@ -18,14 +18,15 @@ import secrets
 import shutil
 import ssl
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
-from pykraft.broker import authorization, handlers, security_api
+from pykraft.broker import authorization, cluster_admin, configs_api, handlers, partitions_api, security_api
+from pykraft.broker.configs_api import handle_describe_configs
 from pykraft.broker.lifecycle import BrokerState
-from pykraft.broker.producer_admin import handle_describe_configs, handle_describe_producers
+from pykraft.broker.producer_admin import handle_describe_producers
 from pykraft.broker.producer_id_manager import ProducerIdManager
-from pykraft.broker.replica_manager import ReplicaManager
+from pykraft.broker.replica_manager import ReplicaManager, topic_log_config
 from pykraft.broker.replication import IsrProposal, Transition
 from pykraft.coordinator.offsets_records import OFFSETS_TOPIC
 from pykraft.core.config import NodeConfig
@@ -128,8 +129,8 @@ class Node:
                 segment_bytes=config.log_segment_bytes,
                 retention_ms=config.log_retention_ms,
                 retention_bytes=config.log_retention_bytes,
+                max_message_bytes=config.message_max_bytes,
             ),
-            message_max_bytes=config.message_max_bytes,
             producer_id_expiration_ms=config.producer_id_expiration_ms,
             retained_batches=config.producer_state_retained_batches,
             duplicate_window=config.max_in_flight_sequence_number_per_connection,
@@ -208,6 +209,7 @@ class Node:
             peer_security=self._controller_security,
         )
         self.metadata.cluster_id_publisher = publisher
+        self.replicas.topic_log_config = self._topic_log_config
         try:
             await self.metadata.start()
         except SnapshotStateError as exc:
@@ -368,6 +370,15 @@ class Node:
         # Ask for the first producer-id block now so the first InitProducerId rarely waits (KIP-730).
         self.producer_ids.maybe_request_next_block(now_ms())
         self._pump_producer_ids()
+
+    def _topic_configs(self, topic: str) -> Mapping[str, str]:
+        """The topic's own configs (ConfigRecords) as the latest image has them."""
+        assert self.metadata is not None
+        return self.metadata.image.configs.configs_for(ConfigResource(CONFIG_RESOURCE_TYPE_TOPIC, topic))
+
+    def _topic_log_config(self, topic: str) -> LogConfig:
+        """The topic's configs over the broker's LogConfig."""
+        return topic_log_config(self.replicas.log_config, self._topic_configs(topic))
 
     def _min_insync_replicas(self, topic: str) -> int:
         """The topic's min.insync.replicas config, else the broker's (Kafka LogConfig)."""
@@ -538,10 +549,15 @@ class Node:
                 self._fail_replication_waits((topic, partition), ErrorCode.NOT_LEADER_OR_FOLLOWER)
                 self.replicas.remove_partition(topic, partition)
         followed: dict[int, set[tuple[str, int]]] = {}
+        log_configs: dict[str, LogConfig] = {}  # per topic, for this image
         for key, p in wanted.items():
             part = self.replicas.ensure_partition(
                 *key, now, replicated=len(p.replicas) > 1, broker_id=node_id
             )
+            log_config = log_configs.get(key[0])
+            if log_config is None:
+                log_config = log_configs[key[0]] = self._topic_log_config(key[0])
+            self.replicas.apply_log_config(part, log_config)
             transition = self.replicas.apply_partition(
                 part,
                 leader_id=p.leader_id,
@@ -570,7 +586,14 @@ class Node:
             self.ctx.fenced = lifecycle.state is not BrokerState.RUNNING or lifecycle.is_fenced
             if self.ctx.fenced:
                 view = dataclasses.replace(
-                    view, brokers=tuple(b for b in view.brokers if b.node_id != node_id)
+                    view,
+                    brokers=tuple(b for b in view.brokers if b.node_id != node_id),
+                    fenced_brokers=tuple(
+                        sorted(
+                            (*view.fenced_brokers, *(b for b in view.brokers if b.node_id == node_id)),
+                            key=lambda b: b.node_id,
+                        )
+                    ),
                 )
         self.ctx.cluster = view
         if self.fetchers is not None:
@@ -754,6 +777,8 @@ class Node:
     async def _handle(
         self, frame: bytearray, conn: ConnectionInfo
     ) -> Sequence[bytes | bytearray | memoryview] | None:
+        if conn.sasl is not None and conn.sasl.raw_tokens:
+            return self._raw_sasl_token(frame, conn)
         view = memoryview(frame)
         header = messages.parse_request_header(view)
         key, version = header.api_key, header.api_version
@@ -805,14 +830,22 @@ class Node:
             raise RemoteProtocolError(f"api key {key} is advertised but has no handler")
         if not authorizing:
             return [messages.encode_response(header, await handler(request, version))]
+        return [
+            messages.encode_response(header, await self._serve_authorized(key, request, version, handler))
+        ]
+
+    @staticmethod
+    async def _serve_authorized(key: int, request: Any, version: int, handler: RequestHandler) -> Any:
+        """Kafka's per-API checks around a handler: refused whole, or the denied parts taken out of
+        the request and answered with their error in the same response, and listings filtered."""
         refusal = authorization.refuse(key, request, version)
         if refusal is not None:
-            return [messages.encode_response(header, refusal)]
+            return refusal
         denied = authorization.split(key, request, version)
         response = await handler(request, version)
         authorization.merge(key, response, denied)
         authorization.filter_response(key, response, version, request)
-        return [messages.encode_response(header, response)]
+        return response
 
     def _authorize(self, conn: ConnectionInfo) -> None:
         """Who sends this request, judged by the ACLs of the latest image (StandardAuthorizer)."""
@@ -861,6 +894,9 @@ class Node:
             error = authenticator.handshake(session, request.mechanism)
             if error != ErrorCode.NONE:
                 conn.close_after_response = True
+            elif version == 0:
+                # SaslHandshake v0 (before KIP-152): the tokens follow as bare size-prefixed frames.
+                session.raw_tokens = True
             return SaslHandshakeResponse(
                 version=version, error_code=error, mechanisms=list(sasl.enabled_mechanisms)
             )
@@ -885,9 +921,26 @@ class Node:
             session_lifetime_ms=result.session_lifetime_ms,
         )
 
+    def _raw_sasl_token(self, frame: bytearray, conn: ConnectionInfo) -> Sequence[bytes]:
+        """A bare SASL token after SaslHandshake v0; the answer is a bare token too. A failure closes
+        the connection without an answer, as Kafka's SaslServerAuthenticator does for v0 clients."""
+        session = conn.sasl
+        authenticator = self._sasl_authenticators.get(conn.listener_name)
+        assert isinstance(session, SaslSession) and authenticator is not None
+        result = authenticator.authenticate(session, bytes(frame), secrets.token_urlsafe(24), now_ms())
+        if result.error_code != ErrorCode.NONE:
+            log.info("SASL/%s authentication from %s failed", session.mechanism or "?", conn.peer)
+            raise RemoteProtocolError(f"SASL/{session.mechanism} (v0 tokens) authentication failed")
+        if session.principal is not None:
+            conn.principal = session.principal
+            session.raw_tokens = False  # Kafka requests from here on
+        return [len(result.auth_bytes).to_bytes(4, "big") + result.auth_bytes]
+
     async def _handle_controller_request(
         self, frame: bytearray, conn: ConnectionInfo
     ) -> Sequence[bytes | bytearray | memoryview] | None:
+        if conn.sasl is not None and conn.sasl.raw_tokens:
+            return self._raw_sasl_token(frame, conn)
         view = memoryview(frame)
         header = messages.parse_request_header(view)
         key = header.api_key
@@ -926,6 +979,7 @@ class Node:
         handlers_by_key: dict[int, RequestHandler] = {
             ApiKey.CREATE_TOPICS: metadata.handle_create_topics,
             ApiKey.DELETE_TOPICS: metadata.handle_delete_topics,
+            ApiKey.CREATE_PARTITIONS: metadata.handle_create_partitions,
             ApiKey.BROKER_REGISTRATION: metadata.handle_broker_registration,
             ApiKey.ALLOCATE_PRODUCER_IDS: metadata.handle_allocate_producer_ids,
             ApiKey.BROKER_HEARTBEAT: metadata.handle_broker_heartbeat,
@@ -935,6 +989,8 @@ class Node:
             ApiKey.ALTER_USER_SCRAM_CREDENTIALS: metadata.handle_alter_user_scram_credentials,
             ApiKey.CREATE_ACLS: metadata.handle_create_acls,
             ApiKey.DELETE_ACLS: metadata.handle_delete_acls,
+            ApiKey.INCREMENTAL_ALTER_CONFIGS: metadata.handle_incremental_alter_configs,
+            ApiKey.ALTER_CONFIGS: metadata.handle_alter_configs,
         }
         handler = handlers_by_key.get(key)
         if handler is None:
@@ -946,13 +1002,9 @@ class Node:
         if key in _NODE_RPCS:
             return [messages.encode_response(header, authorization.cluster_action_refusal(key, version))]
         # An admin request sent to the controller directly: judged as on a broker's listener.
-        refusal = authorization.refuse(key, request, version)
-        if refusal is not None:
-            return [messages.encode_response(header, refusal)]
-        denied = authorization.split(key, request, version)
-        response = await handler(request, version)
-        authorization.merge(key, response, denied)
-        return [messages.encode_response(header, response)]
+        return [
+            messages.encode_response(header, await self._serve_authorized(key, request, version, handler))
+        ]
 
     def _build_request_handlers(self) -> dict[int, RequestHandler]:
         """One entry per API answered with a kafka-python response object (Produce and Fetch have
@@ -989,25 +1041,63 @@ class Node:
                     ApiKey.CREATE_TOPICS: metadata.handle_create_topics,
                     ApiKey.DELETE_TOPICS: metadata.handle_delete_topics,
                     ApiKey.ELECT_LEADERS: metadata.handle_elect_leaders,
+                    ApiKey.CREATE_PARTITIONS: metadata.handle_create_partitions,
                 }
                 if self.link is None
                 else {
                     ApiKey.CREATE_TOPICS: self._forward_create,
                     ApiKey.DELETE_TOPICS: self._forward_delete,
                     ApiKey.ELECT_LEADERS: self.link.forward_elect_leaders,
+                    ApiKey.CREATE_PARTITIONS: self._forward_create_partitions,
                 }
             ),
             **self._security_handlers(),
+            **self._config_handlers(),
             ApiKey.DELETE_RECORDS: sync(handlers.handle_delete_records),
+            # Described from this broker's own state (broker/cluster_admin.py).
+            ApiKey.DESCRIBE_CLUSTER: sync(
+                lambda request, version, ctx: cluster_admin.handle_describe_cluster(
+                    request, version, ctx, self.rng
+                )
+            ),
+            ApiKey.DESCRIBE_TOPIC_PARTITIONS: sync(cluster_admin.handle_describe_topic_partitions),
+            ApiKey.DESCRIBE_LOG_DIRS: self._describe_log_dirs,
             ApiKey.DESCRIBE_PRODUCERS: sync(handle_describe_producers),
             ApiKey.DESCRIBE_CONFIGS: sync(
-                lambda request, version, ctx: handle_describe_configs(request, version, ctx, self.config)
+                lambda request, version, ctx: handle_describe_configs(
+                    request, version, ctx, self.config, self._topic_configs
+                )
             ),
             ApiKey.FIND_COORDINATOR: self._find_coordinator,
             ApiKey.WRITE_TXN_MARKERS: self._write_txn_markers,
             # The group APIs and committed offsets (io/group_service.py), transactions (io/txn_service.py).
             **groups.request_handlers(),
             **txns.request_handlers(),
+        }
+
+    def _config_handlers(self) -> dict[int, RequestHandler]:
+        """IncrementalAlterConfigs and AlterConfigs: the active controller writes the ConfigRecords (this
+        node's own, or forwarded), every broker applies them from its image."""
+        metadata = self.metadata
+        assert metadata is not None
+        link = self.link
+
+        def to_controller(local: RequestHandler, incremental: bool) -> RequestHandler:
+            async def call(request: Any, version: int) -> Any:
+                if link is None:
+                    return await local(request, version)
+                return await link.forward_or_refuse(
+                    request,
+                    version,
+                    lambda r: [x.error_code for x in r.responses],
+                    configs_api.alter_configs_refusal(incremental),
+                )
+
+            return call
+
+        return {
+            ApiKey.INCREMENTAL_ALTER_CONFIGS: to_controller(metadata.handle_incremental_alter_configs, True),
+            ApiKey.ALTER_CONFIGS: to_controller(metadata.handle_alter_configs, False),
         }
 
     def _security_handlers(self) -> dict[int, RequestHandler]:
@@ -1064,6 +1154,28 @@ class Node:
                 True,
             ),
         }
+
+    async def _describe_log_dirs(self, request: Any, version: int) -> Any:
+        """DescribeLogDirs (35): each of log.dirs by its absolute path with its volume's total and usable
+        bytes (Kafka: FileStore.getTotalSpace / getUsableSpace), or KAFKA_STORAGE_ERROR when it cannot
+        be read; the partitions' sizes come from the replica manager."""
+        usages = []
+        for directory in self.config.log_dirs:
+            path = os.path.abspath(directory)
+            try:
+                stats = os.statvfs(path)
+            except OSError as exc:
+                log.warning("DescribeLogDirs: log dir %s cannot be read: %s", path, exc.strerror)
+                usages.append(cluster_admin.LogDirUsage(path, error_code=ErrorCode.KAFKA_STORAGE_ERROR))
+                continue
+            usages.append(
+                cluster_admin.LogDirUsage(
+                    path, stats.f_blocks * stats.f_frsize, stats.f_bavail * stats.f_frsize
+                )
+            )
+        # Every partition log lives in the first of log.dirs (FileLogOpener).
+        partitions_dir = os.path.abspath(self.config.log_dirs[0])
+        return cluster_admin.handle_describe_log_dirs(request, version, self.replicas, usages, partitions_dir)
 
     async def _find_coordinator(self, request: Any, version: int) -> Any:
         """FindCoordinator: Kafka answers COORDINATOR_NOT_AVAILABLE until the internal topic exists;
@@ -1165,6 +1277,17 @@ class Node:
         await self.metadata.wait_for_image(lambda image: not any(image.topics.get_topic(n) for n in deleted))
         return response
 
+    async def _forward_create_partitions(self, request: Any, version: int) -> Any:
+        """CreatePartitions on a broker process: forwarded to the active controller; answered once this
+        broker's own image has the new partitions (bounded), as CreateTopics is."""
+        assert self.link is not None and self.metadata is not None
+        response = await self.link.forward_or_refuse(
+            request, version, partitions_api.result_errors, partitions_api.create_partitions_error
+        )
+        grown = partitions_api.grown_counts(request, response)
+        await self.metadata.wait_for_image(lambda image: partitions_api.has_partitions(image, grown))
+        return response
+
     async def _fetch(self, header: RequestHeader, request: Any) -> list[bytes | bytearray | memoryview]:
         ctx = self.ctx
         assert ctx is not None
@@ -1214,6 +1337,7 @@ CONTROLLER_API_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     ApiKey.FETCH: (12, wire.VERSIONS[ApiKey.FETCH]),
     ApiKey.CREATE_TOPICS: messages.SUPPORTED_VERSIONS[ApiKey.CREATE_TOPICS],
     ApiKey.DELETE_TOPICS: messages.SUPPORTED_VERSIONS[ApiKey.DELETE_TOPICS],
+    ApiKey.CREATE_PARTITIONS: messages.SUPPORTED_VERSIONS[ApiKey.CREATE_PARTITIONS],
     ApiKey.BROKER_REGISTRATION: (0, 4),
     ApiKey.ALLOCATE_PRODUCER_IDS: (0, 0),
     ApiKey.BROKER_HEARTBEAT: (0, 1),
@@ -1222,7 +1346,13 @@ CONTROLLER_API_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     ApiKey.ELECT_LEADERS: messages.SUPPORTED_VERSIONS[ApiKey.ELECT_LEADERS],
     **{
         key: messages.SUPPORTED_VERSIONS[key]
-        for key in (ApiKey.ALTER_USER_SCRAM_CREDENTIALS, ApiKey.CREATE_ACLS, ApiKey.DELETE_ACLS)
+        for key in (
+            ApiKey.ALTER_USER_SCRAM_CREDENTIALS,
+            ApiKey.CREATE_ACLS,
+            ApiKey.DELETE_ACLS,
+            ApiKey.INCREMENTAL_ALTER_CONFIGS,
+            ApiKey.ALTER_CONFIGS,
+        )
     },
 }
 

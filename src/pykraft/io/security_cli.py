@@ -35,7 +35,6 @@ from kafka.protocol.admin.users import (
     DescribeUserScramCredentialsResponse,
 )
 
-from pykraft.core.config import ConfigError, parse_properties
 from pykraft.core.errors import ErrorCode
 from pykraft.io.kafka_connection import BrokerConnection, BrokerConnectionError, ClientSecurity
 from pykraft.security.acls import (
@@ -58,18 +57,7 @@ def _error_name(code: int) -> str:
 
 
 def _connect(args: argparse.Namespace) -> BrokerConnection:
-    security = None
-    if args.command_config:
-        try:
-            with open(args.command_config, encoding="utf-8") as f:
-                props = parse_properties(f.read())
-        except OSError as exc:
-            raise BrokerConnectionError(
-                f"--command-config: cannot read {args.command_config}: {exc.strerror}"
-            ) from None
-        except ConfigError as exc:
-            raise BrokerConnectionError(f"--command-config: {exc}") from None
-        security = ClientSecurity.from_properties(props, f"--command-config {args.command_config}")
+    security = ClientSecurity.from_file(args.command_config) if args.command_config else None
     return BrokerConnection.to(args.bootstrap_server, client_id="pykraft-security", security=security)
 
 

@@ -1,7 +1,8 @@
-"""``pykraft topics --bootstrap-server HOST:PORT list|describe|create|delete``, shaped like
+"""``pykraft topics --bootstrap-server HOST:PORT list|describe|create|delete|alter``, shaped like
 ``kafka-topics``: describe prints each partition's leader, leader epoch, replicas and ISR (issue 14), so
-replication can be watched from a shell. A small blocking client over kafka-python's codec; exit status 1
-with one line naming what failed.
+replication can be watched from a shell; ``--alter --topic T --partitions N`` (or ``alter``) adds
+partitions with CreatePartitions (KIP-195). A small blocking client over kafka-python's codec; exit
+status 1 with one line naming what failed.
 """
 
 from __future__ import annotations
@@ -11,6 +12,8 @@ import sys
 from typing import Any
 
 from kafka.protocol.admin import (
+    CreatePartitionsRequest,
+    CreatePartitionsResponse,
     CreateTopicsRequest,
     CreateTopicsResponse,
     DeleteTopicsRequest,
@@ -25,6 +28,7 @@ from pykraft.io.kafka_connection import BrokerConnection, BrokerConnectionError
 METADATA_VERSION = 9
 CREATE_TOPICS_VERSION = 5
 DELETE_TOPICS_VERSION = 4
+CREATE_PARTITIONS_VERSION = 3
 TIMEOUT_MS = 30_000
 
 
@@ -138,6 +142,51 @@ def _delete(args: argparse.Namespace) -> int:
     return 0
 
 
+def _replica_assignment(text: str) -> list[list[int]]:
+    """kafka-topics' --replica-assignment: partitions separated by ',', each one's brokers by ':'."""
+    try:
+        return [[int(b) for b in part.split(":")] for part in text.split(",")]
+    except ValueError:
+        raise TopicsError(
+            f"--replica-assignment: {text!r} is not a list like 1:2,2:3 (the brokers of each partition)"
+        ) from None
+
+
+def _alter(args: argparse.Namespace) -> int:
+    """kafka-topics --alter: CreatePartitions up to ``--partitions``. As kafka-topics, a
+    ``--replica-assignment`` lists every partition and only those past the current count are sent; success
+    prints nothing."""
+    if args.topic is None or args.partitions is None:
+        raise TopicsError("--alter needs --topic and --partitions")
+    assignments = None
+    if args.replica_assignment is not None:
+        metadata = fetch_metadata(args.bootstrap_server, args.topic)
+        (topic,) = metadata.topics
+        if topic.error_code:
+            raise TopicsError(f"topic {args.topic}: {_error_name(topic.error_code)}")
+        assignments = [
+            CreatePartitionsRequest.CreatePartitionsTopic.CreatePartitionsAssignment(broker_ids=brokers)
+            for brokers in _replica_assignment(args.replica_assignment)[len(topic.partitions) :]
+        ]
+    request = CreatePartitionsRequest(
+        topics=[
+            CreatePartitionsRequest.CreatePartitionsTopic(
+                name=args.topic, count=args.partitions, assignments=assignments
+            )
+        ],
+        timeout_ms=TIMEOUT_MS,
+        validate_only=False,
+    )
+    with BrokerConnection.to(args.bootstrap_server, client_id="pykraft-topics") as conn:
+        response = conn.request(request, CreatePartitionsResponse, CREATE_PARTITIONS_VERSION)
+    result = response.results[0]
+    if result.error_code:
+        raise TopicsError(
+            f"topic {args.topic}: {_error_name(result.error_code)}: {result.error_message or ''}".rstrip(": ")
+        )
+    return 0
+
+
 def _run(func: Any) -> Any:
     def run(args: argparse.Namespace) -> int:
         try:
@@ -151,10 +200,21 @@ def _run(func: Any) -> Any:
 
 def add_subcommands(subparsers: Any) -> None:
     parser = subparsers.add_parser(
-        "topics", help="list, describe (leaders, replicas, ISR), create or delete topics"
+        "topics",
+        help="list, describe (leaders, replicas, ISR), create, delete or alter (add partitions to) topics",
     )
     parser.add_argument("--bootstrap-server", required=True, metavar="HOST:PORT")
-    sub = parser.add_subparsers(dest="topics_command", required=True)
+    # kafka-topics' own form: pykraft topics --alter --topic T --partitions N --bootstrap-server H:P.
+    parser.add_argument("--alter", action="store_true", help="add partitions (with --topic and --partitions)")
+    _add_alter_arguments(parser, required=False)
+    sub = parser.add_subparsers(dest="topics_command")
+
+    def without_subcommand(args: argparse.Namespace) -> int:
+        if not args.alter:
+            parser.error("give a command (list, describe, create, delete, alter) or --alter")
+        return int(_run(_alter)(args))
+
+    parser.set_defaults(func=without_subcommand)
     sub.add_parser("list", help="topic names").set_defaults(func=_run(_list))
     describe = sub.add_parser("describe", help="partitions: leader, leader epoch, replicas, ISR")
     describe.add_argument("--topic", help="only this topic (default: all)")
@@ -170,6 +230,19 @@ def add_subcommands(subparsers: Any) -> None:
     delete = sub.add_parser("delete", help="delete a topic")
     delete.add_argument("--topic", required=True)
     delete.set_defaults(func=_run(_delete))
+    alter = sub.add_parser("alter", help="add partitions to a topic (as --alter)")
+    _add_alter_arguments(alter, required=True)
+    alter.set_defaults(func=_run(_alter))
+
+
+def _add_alter_arguments(parser: Any, *, required: bool) -> None:
+    parser.add_argument("--topic", required=required)
+    parser.add_argument("--partitions", type=int, required=required, help="the new partition count")
+    parser.add_argument(
+        "--replica-assignment",
+        metavar="B:B,B:B",
+        help="the brokers of every partition, the existing ones first (only the new ones are used)",
+    )
 
 
 __all__ = ["add_subcommands", "describe_lines"]

@@ -73,6 +73,11 @@ class LogConfig:
     segment_index_bytes: int = 10485760  # segment.index.bytes: a full index rolls the segment
     retention_ms: int = 604800000  # retention.ms; -1 = unlimited
     retention_bytes: int = -1  # retention.bytes; -1 = unlimited
+    # Checked by the leader before it appends (ReplicaManager.append), not by the log itself.
+    max_message_bytes: int = 1048588  # max.message.bytes (message.max.bytes on the broker)
+    message_timestamp_log_append_time: bool = False  # message.timestamp.type=LogAppendTime
+    message_timestamp_before_max_ms: int = 2**63 - 1  # message.timestamp.before.max.ms (KIP-937)
+    message_timestamp_after_max_ms: int = 2**63 - 1  # message.timestamp.after.max.ms (KIP-937)
 
     def __post_init__(self) -> None:
         assert self.segment_bytes >= BATCH_HEADER_SIZE, self.segment_bytes
@@ -375,6 +380,10 @@ class PartitionLog:
     @property
     def config(self) -> LogConfig:
         return self._config
+
+    def set_config(self, config: LogConfig) -> None:
+        """New topic configs: the next roll, index entry and retention run follow them."""
+        self._config = config
 
     @property
     def store(self) -> SegmentStore:

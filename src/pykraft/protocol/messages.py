@@ -146,6 +146,8 @@ SUPPORTED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     ApiKey.API_VERSIONS: (0, 4),
     ApiKey.CREATE_TOPICS: (2, 7),
     ApiKey.DELETE_TOPICS: (1, 6),
+    # KIP-195, forwarded to the active controller; v3 only adds THROTTLING_QUOTA_EXCEEDED (KIP-599).
+    ApiKey.CREATE_PARTITIONS: (0, 3),
     ApiKey.DELETE_RECORDS: (0, 2),
     ApiKey.INIT_PRODUCER_ID: (0, 5),
     # Transactions (issue 15): KIP-98 with KIP-360 bumps and KIP-890 part 1 verification. The versions
@@ -162,9 +164,13 @@ SUPPORTED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     ApiKey.ELECT_LEADERS: (0, 2),
     # Producer state (issue 5): KIP-758's window is advertised as a broker config; KIP-664 view.
     ApiKey.DESCRIBE_CONFIGS: (1, 4),
+    # Topic configs altered through the active controller (issue 17, KIP-339).
+    ApiKey.ALTER_CONFIGS: (0, 2),
+    ApiKey.INCREMENTAL_ALTER_CONFIGS: (0, 1),
     ApiKey.DESCRIBE_PRODUCERS: (0, 0),
-    # SASL (issue 16): KIP-152 framing only (SaslHandshake v1, then SaslAuthenticate).
-    ApiKey.SASL_HANDSHAKE: (1, 1),
+    # SASL (issue 16): SaslHandshake v1 then SaslAuthenticate (KIP-152), and v0's bare tokens, which
+    # older librdkafka (2.0) needs advertised to use SASL at all.
+    ApiKey.SASL_HANDSHAKE: (0, 1),
     ApiKey.SASL_AUTHENTICATE: (0, 2),
     # SCRAM credentials in the metadata log (KIP-554) and ACLs (KRaft's StandardAuthorizer).
     ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: (0, 0),
@@ -172,6 +178,12 @@ SUPPORTED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     ApiKey.DESCRIBE_ACLS: (1, 3),
     ApiKey.CREATE_ACLS: (1, 3),
     ApiKey.DELETE_ACLS: (1, 3),
+    # Admin describes answered from the broker's own state (broker/cluster_admin.py). DescribeCluster v2
+    # lists fenced brokers on request (KIP-1073); DescribeLogDirs starts at v1 as Kafka 4.0's does
+    # (KIP-896) and stops before v5's IsCordoned (KIP-1066, log dir cordoning, which pykraft lacks).
+    ApiKey.DESCRIBE_CLUSTER: (0, 2),
+    ApiKey.DESCRIBE_TOPIC_PARTITIONS: (0, 0),
+    ApiKey.DESCRIBE_LOG_DIRS: (1, 4),
 }
 
 

@@ -63,6 +63,32 @@ class InvalidBatchError(Exception):
         self.error_code = error_code
 
 
+_ATTRIBUTES = struct.Struct(">h")
+_MAX_TIMESTAMP = struct.Struct(">q")
+MAX_TIMESTAMP_OFFSET = 35
+
+
+def stamp_log_append_time(
+    records: bytes | bytearray | memoryview, headers: Sequence[BatchHeader], now_ms: int
+) -> tuple[bytearray, list[BatchHeader]]:
+    """The batches as a topic with message.timestamp.type=LogAppendTime keeps them: the timestamp-type
+    attribute set, maxTimestamp the broker's clock, the CRC recomputed (Kafka's
+    MemoryRecords/DefaultRecordBatch.setMaxTimestamp); the records' own timestamps stay."""
+    out = bytearray(records)
+    stamped: list[BatchHeader] = []
+    pos = 0
+    for header in headers:
+        attributes = header.attributes | TIMESTAMP_TYPE_MASK
+        _ATTRIBUTES.pack_into(out, pos + ATTRIBUTES_OFFSET, attributes)
+        _MAX_TIMESTAMP.pack_into(out, pos + MAX_TIMESTAMP_OFFSET, now_ms)
+        end = pos + header.size_in_bytes
+        crc = crc32c(memoryview(out)[pos + ATTRIBUTES_OFFSET : end])
+        struct.pack_into(">I", out, pos + CRC_OFFSET, crc)
+        stamped.append(header._replace(attributes=attributes, max_timestamp=now_ms, crc=crc))
+        pos = end
+    return out, stamped
+
+
 def increment_sequence(sequence: int, increment: int) -> int:
     """``sequence + increment`` wrapping past Int.MAX back to 0 (DefaultRecordBatch.incrementSequence)."""
     if sequence > INT32_MAX - increment:

@@ -314,6 +314,56 @@ def allowed_on_cluster(operation: AclOperation) -> bool:
     return allowed(operation, ResourceType.CLUSTER, CLUSTER_RESOURCE_NAME)
 
 
+# Kafka's AclEntry.supportedOperations: what KIP-430's authorized-operations bit fields report, per
+# resource type (groups gained the config operations with KIP-848's group configs).
+SUPPORTED_OPERATIONS: Mapping[ResourceType, tuple[AclOperation, ...]] = {
+    ResourceType.TOPIC: (
+        AclOperation.READ,
+        AclOperation.WRITE,
+        AclOperation.CREATE,
+        AclOperation.DESCRIBE,
+        AclOperation.DELETE,
+        AclOperation.ALTER,
+        AclOperation.DESCRIBE_CONFIGS,
+        AclOperation.ALTER_CONFIGS,
+    ),
+    ResourceType.GROUP: (
+        AclOperation.READ,
+        AclOperation.DESCRIBE,
+        AclOperation.DELETE,
+        AclOperation.DESCRIBE_CONFIGS,
+        AclOperation.ALTER_CONFIGS,
+    ),
+    ResourceType.CLUSTER: (
+        AclOperation.CREATE,
+        AclOperation.CLUSTER_ACTION,
+        AclOperation.DESCRIBE_CONFIGS,
+        AclOperation.ALTER_CONFIGS,
+        AclOperation.IDEMPOTENT_WRITE,
+        AclOperation.ALTER,
+        AclOperation.DESCRIBE,
+    ),
+    ResourceType.TRANSACTIONAL_ID: (AclOperation.DESCRIBE, AclOperation.WRITE),
+    ResourceType.DELEGATION_TOKEN: (AclOperation.DESCRIBE,),
+    ResourceType.USER: (AclOperation.CREATE_TOKENS, AclOperation.DESCRIBE_TOKENS),
+}
+
+
+def authorized_operations(resource_type: ResourceType, name: str) -> frozenset[AclOperation]:
+    """The operations on the resource the request's principal is allowed (Kafka's
+    AuthHelper.authorizedOperations: each supported operation judged on the LITERAL resource; every
+    supported one without an authorizer)."""
+    return frozenset(op for op in SUPPORTED_OPERATIONS[resource_type] if allowed(op, resource_type, name))
+
+
+def to_32_bit_field(operations: Iterable[int]) -> int:
+    """Kafka's Utils.to32BitField: bit ``code`` set for each operation, as a signed int32."""
+    value = 0
+    for code in operations:
+        value |= 1 << code
+    return value - (1 << 32) if value >= 1 << 31 else value
+
+
 def principal_of_request() -> str | None:
     authorization = _CURRENT.get()
     return None if authorization is None else authorization.principal
