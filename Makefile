@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install run test lint typecheck bench sim clean
+.PHONY: install run test lint typecheck bench sim fuzz clean
 
 $(STAMP): pyproject.toml
 	@command -v $(PYTHON) >/dev/null 2>&1 || { echo "make: $(PYTHON) not found; set PYTHON=/path/to/python3.11" >&2; exit 1; }
@@ -33,6 +33,13 @@ SEEDS ?= 10000
 START ?= 0
 sim: $(STAMP)
 	SIM_SEEDS=$(SEEDS) SIM_SEED_START=$(START) $(BIN)/python -m pytest -q -p no:cacheprovider tests/sim/test_sim_swarm.py
+
+# Longer request fuzzing through a real node: make fuzz REQUESTS=1000000 [SECONDS=900] [SEED=7]
+REQUESTS ?= 1000000
+SECONDS ?= 900
+SEED ?= 20261125
+fuzz: $(STAMP)
+	FUZZ_REQUESTS=$(REQUESTS) FUZZ_SECONDS=$(SECONDS) FUZZ_SEED=$(SEED) $(BIN)/python -m pytest -q -s -p no:cacheprovider tests/interop/test_request_fuzz.py
 
 bench: $(STAMP)
 	$(BIN)/python -m bench

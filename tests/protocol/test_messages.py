@@ -141,6 +141,7 @@ def test_supported_versions_table() -> None:
         ApiKey.PRODUCE: (3, 11),
         ApiKey.FETCH: (4, 12),
         ApiKey.LIST_OFFSETS: (1, 7),
+        ApiKey.OFFSET_FOR_LEADER_EPOCH: (2, 4),
         ApiKey.CREATE_TOPICS: (2, 7),
         ApiKey.DELETE_TOPICS: (1, 6),
         ApiKey.CREATE_PARTITIONS: (0, 3),

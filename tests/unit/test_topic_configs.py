@@ -229,3 +229,28 @@ def test_add_config_takes_kafka_configs_syntax() -> None:
     for bad in ("novalue", "a=[x,y", "a=[x]y"):
         with pytest.raises(BrokerConnectionError):
             parse_add_config(bad)
+
+
+def test_segment_ms_rolls_when_a_segment_spans_that_much_time_even_after_reopening() -> None:
+    from pykraft.log.partition_log import PartitionLog
+    from pykraft.log.store import MemorySegmentStore
+
+    store = MemorySegmentStore()
+    config = LogConfig(segment_ms=1000)
+    log = PartitionLog.open(store, config)
+
+    def append(timestamp_ms: int) -> None:
+        batch = build_batch([Record(None, b"v")], timestamp_ms=timestamp_ms)
+        log.append(batch, validate_batches(memoryview(batch)))
+
+    for timestamp in (10_000, 10_500, 11_000):  # 1000 ms after the first batch: not yet more
+        append(timestamp)
+    assert len(log.segments) == 1
+    append(11_001)
+    assert [s.base_offset for s in log.segments] == [0, 3]
+    log.close()
+    log = PartitionLog.open(store, config)  # the first batch's timestamp comes back from the headers
+    append(12_001)
+    assert [s.base_offset for s in log.segments] == [0, 3]
+    append(12_002)
+    assert [s.base_offset for s in log.segments] == [0, 3, 5]

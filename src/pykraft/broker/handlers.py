@@ -12,12 +12,13 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from kafka.protocol.consumer import ListOffsetsResponse
+from kafka.protocol.consumer import ListOffsetsResponse, OffsetForLeaderEpochResponse
 from kafka.protocol.metadata import FindCoordinatorResponse, MetadataResponse
 from kafka.protocol.producer import InitProducerIdResponse
 
 from pykraft.broker.producer_id_manager import ProducerIdManager
 from pykraft.broker.replica_manager import Partition, ReplicaManager
+from pykraft.broker.replication import UNDEFINED_EPOCH, UNDEFINED_OFFSET, LeaderEpochCache
 from pykraft.coordinator.offsets_records import OFFSETS_TOPIC, partition_for
 from pykraft.coordinator.txn_records import TRANSACTION_STATE_TOPIC
 from pykraft.core.errors import ErrorCode
@@ -543,6 +544,55 @@ def _leader_epoch(view: TopicView | None, partition_index: int) -> int:
         if p.partition_index == partition_index:
             return p.leader_epoch
     return -1
+
+
+# --- OffsetForLeaderEpoch (KIP-101/KIP-320) -------------------------------------------------------
+
+
+def handle_offset_for_leader_epoch(request: Any, version: int, ctx: BrokerContext) -> Any:
+    """Where each requested leader epoch ends on this leader (LeaderEpochFileCache.endOffsetFor): a
+    consumer checks, after a leader change, whether the offset it holds was truncated away (KIP-320).
+    ``current_leader_epoch`` fences stale callers (FENCED_LEADER_EPOCH) and ones ahead of this broker
+    (UNKNOWN_LEADER_EPOCH). A partition on one replica has had one epoch since its log start."""
+    response_cls = OffsetForLeaderEpochResponse
+    topic_cls = response_cls.OffsetForLeaderTopicResult
+    partition_cls = topic_cls.EpochEndOffset
+    topics = []
+    for topic in request.topics:
+        partitions = []
+        # Kafka: DESCRIBE on the topic (a follower's request would need CLUSTER_ACTION; pykraft's
+        # followers find divergence through Fetch, KIP-320, and never send this).
+        described = allowed(AclOperation.DESCRIBE, ResourceType.TOPIC, topic.topic)
+        for p in topic.partitions:
+            part, error = led_partition(ctx, topic.topic, p.partition)
+            if not described:
+                part, error = None, ErrorCode.TOPIC_AUTHORIZATION_FAILED
+            epoch, end_offset = UNDEFINED_EPOCH, UNDEFINED_OFFSET
+            if part is not None:
+                current = (
+                    part.replication.leader_epoch
+                    if part.replicated
+                    else _leader_epoch(ctx.cluster.topics.get(topic.topic), p.partition)
+                )
+                requested_current = p.current_leader_epoch if version >= 2 else -1
+                if 0 <= requested_current < current:
+                    error = ErrorCode.FENCED_LEADER_EPOCH
+                elif requested_current > current:
+                    error = ErrorCode.UNKNOWN_LEADER_EPOCH
+                else:
+                    epochs = (
+                        part.epochs
+                        if part.replicated
+                        else LeaderEpochCache([(current, part.log.log_start_offset)])
+                    )
+                    epoch, end_offset = epochs.end_offset_for(p.leader_epoch, part.log.log_end_offset)
+            partitions.append(
+                partition_cls(
+                    error_code=error, partition=p.partition, leader_epoch=epoch, end_offset=end_offset
+                )
+            )
+        topics.append(topic_cls(topic=topic.topic, partitions=partitions))
+    return response_cls(version=version, throttle_time_ms=0, topics=topics)
 
 
 # --- InitProducerId (idempotent producers) ------------------------------------------------------

@@ -134,6 +134,7 @@ def topic_log_config(base: LogConfig, overrides: Mapping[str, str]) -> LogConfig
 # Topic config name -> LogConfig field (the integer ones).
 _LOG_CONFIG_FIELDS = {
     "segment.bytes": "segment_bytes",
+    "segment.ms": "segment_ms",
     "index.interval.bytes": "index_interval_bytes",
     "segment.index.bytes": "segment_index_bytes",
     "retention.ms": "retention_ms",

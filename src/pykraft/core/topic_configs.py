@@ -265,6 +265,7 @@ APPLIED: Final[frozenset[str]] = frozenset(
         "retention.ms",
         "segment.bytes",
         "segment.index.bytes",
+        "segment.ms",
     }
 )
 

@@ -786,6 +786,8 @@ class Node:
             return [messages.api_versions_response(header)]
         if key == ApiKey.ALLOCATE_PRODUCER_IDS:
             # A controller RPC (KIP-730): a client listener refuses it rather than serve it.
+            if version != 0:
+                raise RemoteProtocolError(f"AllocateProducerIds v{version} does not exist")
             return [messages.encode_response(header, _allocate_producer_ids_refusal(version))]
         if not messages.is_supported(key, version):
             # Kafka's answer to an API or version it does not serve: close the connection.
@@ -1033,6 +1035,7 @@ class Node:
         return {
             ApiKey.METADATA: sync(handlers.handle_metadata),
             ApiKey.LIST_OFFSETS: sync(handlers.handle_list_offsets),
+            ApiKey.OFFSET_FOR_LEADER_EPOCH: sync(handlers.handle_offset_for_leader_epoch),
             ApiKey.INIT_PRODUCER_ID: init_producer_id,
             # Admin requests: the node's own controller answers them, or a broker process forwards
             # them to the active controller.

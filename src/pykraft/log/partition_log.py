@@ -73,6 +73,7 @@ class LogConfig:
     segment_index_bytes: int = 10485760  # segment.index.bytes: a full index rolls the segment
     retention_ms: int = 604800000  # retention.ms; -1 = unlimited
     retention_bytes: int = -1  # retention.bytes; -1 = unlimited
+    segment_ms: int = 604800000  # segment.ms: roll once a segment spans this much time
     # Checked by the leader before it appends (ReplicaManager.append), not by the log itself.
     max_message_bytes: int = 1048588  # max.message.bytes (message.max.bytes on the broker)
     message_timestamp_log_append_time: bool = False  # message.timestamp.type=LogAppendTime
@@ -85,6 +86,7 @@ class LogConfig:
         assert self.segment_index_bytes >= INDEX_ENTRY_BYTES, self.segment_index_bytes
         assert self.retention_ms >= -1, self.retention_ms
         assert self.retention_bytes >= -1, self.retention_bytes
+        assert self.segment_ms >= 1, self.segment_ms
 
 
 class AppendInfo(NamedTuple):
@@ -127,6 +129,7 @@ class _Segment:
         "max_timestamp",
         "next_offset",
         "offset_of_max_timestamp",
+        "rolling_timestamp",
         "size_bytes",
     )
 
@@ -136,6 +139,8 @@ class _Segment:
         self.next_offset = base_offset
         self.max_timestamp = NO_TIMESTAMP
         self.offset_of_max_timestamp = NO_OFFSET
+        # The first batch's max timestamp: segment.ms counts from it (LogSegment.rollingBasedTimestamp).
+        self.rolling_timestamp = NO_TIMESTAMP
         # Parallel arrays (8 bytes an entry, not a Python int object each): the indexed batch's last
         # offset (absolute), its position, and the largest timestamp of the batches before it.
         self.index_offsets = array("q")
@@ -146,6 +151,8 @@ class _Segment:
 
     def track(self, last_offset: int, size_bytes: int, max_timestamp: int, interval_bytes: int) -> None:
         """Account for one batch appended at the end (LogSegment.append's index rule)."""
+        if self.size_bytes == 0:
+            self.rolling_timestamp = max_timestamp
         if self.bytes_since_index_entry > interval_bytes:
             self.index_offsets.append(last_offset)
             self.index_positions.append(self.size_bytes)
@@ -409,7 +416,8 @@ class PartitionLog:
         partitionLeaderEpoch when given), then write them with one store append."""
         assert headers, "append needs at least one batch"
         offset_count = sum(header.last_offset_delta + 1 for header in headers)
-        active = self._maybe_roll(len(records), offset_count, len(headers))
+        newest = max(header.max_timestamp for header in headers)
+        active = self._maybe_roll(len(records), offset_count, len(headers), newest)
         view = memoryview(records)
         first_offset = offset = active.next_offset
         position = 0
@@ -437,13 +445,21 @@ class PartitionLog:
             self._high_watermark = offset
         return AppendInfo(first_offset, offset - 1, max_timestamp, offset_of_max_timestamp)
 
-    def _maybe_roll(self, append_bytes: int, offset_count: int, batch_count: int) -> _Segment:
+    def _maybe_roll(
+        self, append_bytes: int, offset_count: int, batch_count: int, newest_timestamp: int
+    ) -> _Segment:
         active = self._segments[-1]
         config = self._config
         if active.size_bytes > 0 and (
             active.size_bytes + append_bytes > config.segment_bytes
             or active.next_offset + offset_count - 1 - active.base_offset > INT32_MAX
             or (len(active.index_offsets) + batch_count) * INDEX_ENTRY_BYTES > config.segment_index_bytes
+            # segment.ms, as Kafka measures it with timestamps: from the segment's first batch to the
+            # batch being appended (LogSegment.shouldRoll / timeWaitedForRoll).
+            or (
+                active.rolling_timestamp >= 0
+                and newest_timestamp - active.rolling_timestamp > config.segment_ms
+            )
         ):
             self.roll()
         return self._segments[-1]

@@ -130,6 +130,8 @@ SUPPORTED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     ApiKey.PRODUCE: (3, 11),
     ApiKey.FETCH: (4, 12),
     ApiKey.LIST_OFFSETS: (1, 7),
+    # KIP-320: where a leader epoch ends (v0-1 gone in Kafka 4.0, KIP-896).
+    ApiKey.OFFSET_FOR_LEADER_EPOCH: (2, 4),
     ApiKey.METADATA: (0, 12),
     # Classic consumer groups (coordinator/): OffsetCommit/OffsetFetch stop before v10 (topic ids).
     ApiKey.OFFSET_COMMIT: (2, 9),
@@ -397,7 +399,64 @@ def decode_request(header: RequestHeader, frame: memoryview) -> Any:
         )
     # Bytes past the schema's end are tolerated, as Kafka's parser does: librdkafka's requests can
     # carry fields a schema version does not list (seen with Metadata v12).
+    null = _first_forbidden_null(request, _null_plan(cls, header.api_version))
+    if null is not None:
+        # Kafka's generated readers throw "non-nullable field X was serialized as null": a malformed
+        # request, refused here rather than met by a handler that iterates it.
+        raise RemoteProtocolError(f"{cls.__name__} v{header.api_version}: non-nullable field {null} is null")
     return request
+
+
+# (attribute, nullable at this version, sub-plan of an array of structs, its elements are strings or
+# bytes that may not be null)
+_NullPlan = tuple[tuple[str, bool, "_NullPlan | None", bool], ...]
+_NULL_PLANS: dict[tuple[Any, int], _NullPlan] = {}
+_NULLABLE_KINDS = ("string", "bytes", "records")
+
+
+def _null_plan(cls: Any, version: int) -> _NullPlan:
+    key = (cls, version)
+    plan = _NULL_PLANS.get(key)
+    if plan is None:
+        plan = _NULL_PLANS[key] = _plan_fields(cls.fields.values(), version)
+    return plan
+
+
+def _plan_fields(fields: Any, version: int) -> _NullPlan:
+    """The fields of ``version`` that may hold None once decoded: arrays, strings, bytes (kafka-python's
+    Field objects carry the schema's versions and nullableVersions)."""
+    plan = []
+    for field in fields:
+        if not field.for_version_q(version) or field.tagged_field_q(version):
+            continue
+        struct_array = bool(field.is_struct_array())
+        if not (struct_array or field.is_array() or field._type_str in _NULLABLE_KINDS):
+            continue
+        nullable = bool(field.nullable_for_version_q(version))
+        sub = _plan_fields(field.fields.values(), version) if struct_array else None
+        # An array of strings holds no null string: Kafka's readers refuse one (ListGroups' filters).
+        elements = not struct_array and field.is_array() and field._type_str[2:] in _NULLABLE_KINDS
+        if nullable and not sub and not elements:
+            continue
+        plan.append((field.name, nullable, sub, elements))
+    return tuple(plan)
+
+
+def _first_forbidden_null(obj: Any, plan: _NullPlan) -> str | None:
+    for attribute, nullable, sub, elements in plan:
+        value = getattr(obj, attribute, None)
+        if value is None:
+            if not nullable:
+                return attribute
+            continue
+        if elements and any(item is None for item in value):
+            return f"{attribute}[]"
+        if sub:
+            for item in value:
+                found = _first_forbidden_null(item, sub)
+                if found is not None:
+                    return f"{attribute}.{found}"
+    return None
 
 
 # --- responses ------------------------------------------------------------------------------------------
