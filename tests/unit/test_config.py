@@ -211,3 +211,23 @@ def test_listener_prefixed_ssl_settings_win_over_the_global_ones() -> None:
                 "listener.name.controller.ssl.client.auth": "maybe",
             },
         )
+
+
+def test_connection_limits_take_kafkas_names() -> None:
+    config = load_config(
+        DEFAULT_PROPERTIES,
+        {
+            "max.connections": "1000",
+            "max.connections.per.ip": "50",
+            "max.connections.per.ip.overrides": "127.0.0.1:200, [::1]:5",
+            "connections.max.idle.ms": "30000",
+        },
+    )
+    assert (config.max_connections, config.max_connections_per_ip, config.connections_max_idle_ms) == (
+        1000,
+        50,
+        30000,
+    )
+    assert config.max_connections_per_ip_overrides == {"127.0.0.1": 200, "::1": 5}
+    with pytest.raises(ConfigError, match=r"^max\.connections\.per\.ip\.overrides: 'host' is not host:count"):
+        load_config(DEFAULT_PROPERTIES, {"max.connections.per.ip.overrides": "host"})

@@ -192,6 +192,11 @@ class NodeConfig:
     controller_client: InterNodeSecurity = field(default_factory=lambda: InterNodeSecurity())
     inter_broker_client: InterNodeSecurity = field(default_factory=lambda: InterNodeSecurity())
     authorizer: AuthorizerSettings = field(default_factory=lambda: AuthorizerSettings())
+    # Connection limits (issue 18), Kafka's names and defaults.
+    max_connections: int = 2**31 - 1
+    max_connections_per_ip: int = 2**31 - 1
+    max_connections_per_ip_overrides: dict[str, int] = field(default_factory=dict)
+    connections_max_idle_ms: int = 600000
     # KIP-835: the active controller writes a NoOpRecord when the log was idle this long (0 = never).
     metadata_max_idle_interval_ms: int = 500
     ignored: tuple[str, ...] = field(default=())
@@ -367,6 +372,10 @@ USED_PROPERTIES: Final[frozenset[str]] = frozenset(
         "offsets.topic.replication.factor",
         "sasl.enabled.mechanisms",
         "connections.max.reauth.ms",
+        "max.connections",
+        "max.connections.per.ip",
+        "max.connections.per.ip.overrides",
+        "connections.max.idle.ms",
         "authorizer.class.name",
         "super.users",
         "allow.everyone.if.no.acl.found",
@@ -418,6 +427,19 @@ _TLS_PROTOCOLS = ("TLSv1.2", "TLSv1.3")
 
 
 _SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
+
+
+def _per_ip_overrides(raw: str) -> dict[str, int]:
+    """max.connections.per.ip.overrides: ``host:count`` pairs, comma-separated (Kafka's format)."""
+    overrides: dict[str, int] = {}
+    for item in (part.strip() for part in raw.split(",")):
+        if not item:
+            continue
+        host, sep, count = item.rpartition(":")
+        if not sep or not host or not count.isdigit():
+            raise ConfigError(f"max.connections.per.ip.overrides: {item!r} is not host:count")
+        overrides[host.strip("[]")] = int(count)
+    return overrides
 
 
 def _authorizer_settings(props: dict[str, str]) -> AuthorizerSettings:
@@ -805,5 +827,9 @@ def load_config(text: str, overrides: dict[str, str] | None = None) -> NodeConfi
             needed="broker" in roles and "controller" not in roles,
         ),
         authorizer=_authorizer_settings(props),
+        max_connections=_int(props, "max.connections", 2**31 - 1, minimum=0),
+        max_connections_per_ip=_int(props, "max.connections.per.ip", 2**31 - 1, minimum=0),
+        max_connections_per_ip_overrides=_per_ip_overrides(props.get("max.connections.per.ip.overrides", "")),
+        connections_max_idle_ms=_int(props, "connections.max.idle.ms", 600000, minimum=1),
         ignored=ignored,
     )

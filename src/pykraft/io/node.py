@@ -38,7 +38,7 @@ from pykraft.io.meta_properties_files import prepare_log_dirs
 from pykraft.io.metadata_plane import MetadataPlane, NotControllerError
 from pykraft.io.replica_fetcher import ReplicaFetchers
 from pykraft.io.rpc_channel import ChannelSecurity, PeerUnavailable
-from pykraft.io.server import ConnectionInfo, KafkaServer
+from pykraft.io.server import ConnectionInfo, ConnectionLimits, KafkaServer
 from pykraft.io.snapshots import SnapshotStateError
 from pykraft.io.tls import TlsConfigError, server_context
 from pykraft.io.txn_service import TxnService
@@ -306,6 +306,12 @@ class Node:
             listener_name=config.client_listener.listener_name,
             socket_request_max_bytes=config.socket_request_max_bytes,
             ssl_context=self._listener_security(config.client_listener.listener_name),
+            limits=ConnectionLimits(
+                config.max_connections,
+                config.max_connections_per_ip,
+                config.max_connections_per_ip_overrides,
+                config.connections_max_idle_ms,
+            ),
         )
         try:
             self.client_port = await self.server.start()
