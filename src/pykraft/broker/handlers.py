@@ -96,11 +96,14 @@ class BrokerContext:
 
 def led_partition(ctx: BrokerContext, topic: str, partition_index: int) -> tuple[Partition | None, ErrorCode]:
     """The partition when this broker leads it, else why not (Kafka ReplicaManager.getPartitionOrError):
-    UNKNOWN_TOPIC_OR_PARTITION when the image has no such partition, NOT_LEADER_OR_FOLLOWER when another
-    broker leads it or none does (its leader was fenced), so the client refreshes its metadata."""
+    UNKNOWN_TOPIC_OR_PARTITION when the image has no such partition, KAFKA_STORAGE_ERROR when the log
+    dir is offline, NOT_LEADER_OR_FOLLOWER when another broker leads it or none does (its leader was
+    fenced), so the client refreshes its metadata."""
     view = ctx.cluster.topics.get(topic)
     if view is None or not 0 <= partition_index < len(view.partitions):
         return None, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    if ctx.replicas.storage_error is not None:
+        return None, ErrorCode.KAFKA_STORAGE_ERROR  # the log dir is offline (a write to it failed)
     if view.partitions[partition_index].leader_id != ctx.node_id or ctx.fenced:
         return None, ErrorCode.NOT_LEADER_OR_FOLLOWER
     part = ctx.replicas.get(topic, partition_index)

@@ -168,6 +168,11 @@ class ReplicaManager:
         self._next_expiration_check_ms: int | None = None
         # One line per producer-state snapshot given up on load; the shell logs and clears them.
         self.warnings: list[str] = []
+        # Set when a write to the log dir failed (ENOSPC, EIO): the dir is offline until a restart and
+        # every partition answers KAFKA_STORAGE_ERROR (Kafka's LogDirFailureChannel). Nothing more is
+        # written after a failed write, which may have left a torn tail that recovery cuts at restart.
+        self.storage_error: str | None = None
+        self.on_storage_failure: Callable[[str], None] = lambda _reason: None
         self.partitions: dict[TopicPartition, Partition] = {}
 
     # --- lifecycle, driven by the metadata image -------------------------------------------------
@@ -264,9 +269,22 @@ class ReplicaManager:
 
     # --- produce ----------------------------------------------------------------------------------
 
+    def _storage_failed(self, part: Partition, exc: OSError) -> AppendResult:
+        if self.storage_error is None:
+            self.storage_error = f"{part.topic}-{part.partition_index}: {exc.strerror or exc}"
+            self.on_storage_failure(self.storage_error)
+        return self._offline()
+
+    def _offline(self) -> AppendResult:
+        return AppendResult(
+            ErrorCode.KAFKA_STORAGE_ERROR, error_message=f"the log dir is offline ({self.storage_error})"
+        )
+
     def append(
         self, part: Partition, records: memoryview, now_ms: int, *, verification_guard: object | None = None
     ) -> AppendResult:
+        if self.storage_error is not None:
+            return self._offline()
         try:
             headers = validate_batches(records)
         except InvalidBatchError as exc:
@@ -331,7 +349,10 @@ class ReplicaManager:
         appended: bytearray | memoryview = records
         if config.message_timestamp_log_append_time:
             appended, headers = stamp_log_append_time(records, headers, now_ms)
-        info = self._leader_append(part, appended, headers)
+        try:
+            info = self._leader_append(part, appended, headers)
+        except OSError as exc:
+            return self._storage_failed(part, exc)
         assigned: list[BatchHeader] = []
         next_offset = info.first_offset
         for header in headers:
@@ -411,10 +432,15 @@ class ReplicaManager:
         if headers[0].base_offset != part.log.log_end_offset:
             # Not where our log ends: the next fetch (from our log end) sorts it out.
             return ErrorCode.OFFSET_OUT_OF_RANGE
+        if self.storage_error is not None:
+            return ErrorCode.KAFKA_STORAGE_ERROR
         rolled_from = part.log.active_segment_base_offset
-        part.log.append(buf, headers)
-        if part.log.active_segment_base_offset != rolled_from:
-            self._checkpoint(part)
+        try:
+            part.log.append(buf, headers)
+            if part.log.active_segment_base_offset != rolled_from:
+                self._checkpoint(part)
+        except OSError as exc:
+            return self._storage_failed(part, exc).error_code
         position = 0
         for header in headers:
             part.epochs.assign(header.partition_leader_epoch, header.base_offset)
@@ -565,7 +591,12 @@ class ReplicaManager:
         )
         headers = validate_batches(batch)
         first = state.open_transaction_first_offset(producer_id)
-        info = self._leader_append(part, batch, headers)
+        if self.storage_error is not None:
+            return self._offline()
+        try:
+            info = self._leader_append(part, batch, headers)
+        except OSError as exc:
+            return self._storage_failed(part, exc)
         state.on_append([headers[0]._replace(base_offset=info.first_offset)], now_ms)
         state.set_coordinator_epoch(producer_id, coordinator_epoch)
         part.verification_guards.pop(producer_id, None)
@@ -630,12 +661,24 @@ class ReplicaManager:
         return sum(len(part.producer_state.remove_expired(now_ms)) for part in self.partitions.values())
 
     def flush_all(self) -> None:
+        if self.storage_error is not None:
+            return
         for part in self.partitions.values():
-            part.log.flush()
+            try:
+                part.log.flush()
+            except OSError as exc:
+                self._storage_failed(part, exc)
+                return
 
     def close_all(self) -> None:
         for part in self.partitions.values():
-            # Clean shutdown: a snapshot at the log end, so the next start reads no log at all.
-            self._checkpoint(part)
-            part.log.close()
+            if self.storage_error is None:
+                try:
+                    # Clean shutdown: a snapshot at the log end, so the next start reads no log at all.
+                    self._checkpoint(part)
+                    part.log.close()
+                    continue
+                except OSError as exc:
+                    self._storage_failed(part, exc)
+            part.log.store.close()  # an offline dir: no flush, no snapshot; recovery runs at start
         self.partitions.clear()

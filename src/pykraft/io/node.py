@@ -210,6 +210,7 @@ class Node:
         )
         self.metadata.cluster_id_publisher = publisher
         self.replicas.topic_log_config = self._topic_log_config
+        self.replicas.on_storage_failure = self._on_storage_failure
         try:
             await self.metadata.start()
         except SnapshotStateError as exc:
@@ -376,6 +377,15 @@ class Node:
         # Ask for the first producer-id block now so the first InitProducerId rarely waits (KIP-730).
         self.producer_ids.maybe_request_next_block(now_ms())
         self._pump_producer_ids()
+
+    def _on_storage_failure(self, reason: str) -> None:
+        """One line, once: the log dir is offline until a restart (Kafka's log dir failure)."""
+        log.error(
+            "log dir %s is offline: a write failed (%s); its partitions answer KAFKA_STORAGE_ERROR until "
+            "a restart, which recovers the log",
+            self.config.log_dirs[0],
+            reason,
+        )
 
     def _topic_configs(self, topic: str) -> Mapping[str, str]:
         """The topic's own configs (ConfigRecords) as the latest image has them."""
@@ -1169,8 +1179,12 @@ class Node:
         bytes (Kafka: FileStore.getTotalSpace / getUsableSpace), or KAFKA_STORAGE_ERROR when it cannot
         be read; the partitions' sizes come from the replica manager."""
         usages = []
-        for directory in self.config.log_dirs:
+        for i, directory in enumerate(self.config.log_dirs):
             path = os.path.abspath(directory)
+            if i == 0 and self.replicas.storage_error is not None:
+                # Offline after a failed write: reported as Kafka reports an offline log dir.
+                usages.append(cluster_admin.LogDirUsage(path, error_code=ErrorCode.KAFKA_STORAGE_ERROR))
+                continue
             try:
                 stats = os.statvfs(path)
             except OSError as exc:
