@@ -28,9 +28,9 @@ REQUESTS = int(os.environ.get("FUZZ_REQUESTS", "100000"))
 SECONDS = float(os.environ.get("FUZZ_SECONDS", "150"))
 SEED = int(os.environ.get("FUZZ_SEED", "20261125"))
 # How long to wait for an answer before moving on (a mutated Fetch may long-poll for its max_wait_ms).
-ANSWER_TIMEOUT_S = 0.1
+ANSWER_TIMEOUT_S = 0.05
 # Clients sending at once (the node is its own process; these share this one).
-CLIENTS = 4
+CLIENTS = 12
 
 
 def _recv_exactly(sock: socket.socket, size: int) -> bytes | None:
