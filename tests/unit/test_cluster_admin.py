@@ -24,8 +24,7 @@ from pykraft.broker.handlers import BrokerContext, BrokerView, ClusterView, Part
 from pykraft.broker.producer_id_manager import ProducerIdManager
 from pykraft.broker.replica_manager import ReplicaManager
 from pykraft.core.errors import ErrorCode
-from pykraft.log.partition_log import LogConfig, PartitionLog
-from pykraft.log.store import MemorySegmentStore
+from pykraft.log.partition_log import LogConfig
 from pykraft.protocol import messages
 from pykraft.protocol.messages import ApiKey
 from pykraft.protocol.records import Record, build_batch
@@ -42,24 +41,11 @@ from pykraft.security.acls import (
     authorize_request,
     to_32_bit_field,
 )
+from tests.unit.test_producer_snapshot import MemoryOpener
 
 INT_MIN = -(2**31)
 TOPIC_OPS = to_32_bit_field(SUPPORTED_OPERATIONS[ResourceType.TOPIC])
 CLUSTER_OPS = {int(op) for op in SUPPORTED_OPERATIONS[ResourceType.CLUSTER]}
-
-
-class MemoryOpener:
-    def __init__(self) -> None:
-        self.stores: dict[tuple[str, int], MemorySegmentStore] = {}
-
-    def open_log(
-        self, topic: str, partition: int, config: LogConfig, *, high_watermark_tracks_log_end: bool = True
-    ) -> PartitionLog:
-        store = self.stores.setdefault((topic, partition), MemorySegmentStore())
-        return PartitionLog.open(store, config, high_watermark_tracks_log_end=high_watermark_tracks_log_end)
-
-    def delete_log(self, topic: str, partition: int) -> None:
-        self.stores.pop((topic, partition), None)
 
 
 def _replicas() -> ReplicaManager:

@@ -140,15 +140,16 @@ def broker_entries(config: NodeConfig) -> list[ConfigEntry]:
 
 def topic_entries(overrides: Mapping[str, str], config: NodeConfig) -> list[ConfigEntry]:
     entries = []
+    static = effective_topic_configs({}, config)  # the broker's own values, for the synonyms
     for effective in effective_topic_configs(overrides, config).values():
         synonyms: list[tuple[str, str | None, int]] = []
         if effective.source == SOURCE_DYNAMIC_TOPIC_CONFIG:
             synonyms.append((effective.name, effective.value, SOURCE_DYNAMIC_TOPIC_CONFIG))
         broker_name = effective.broker_synonym
         if broker_name is not None:
-            static = effective_topic_configs({}, config)[effective.name]
-            if static.source == SOURCE_STATIC_BROKER_CONFIG:
-                synonyms.append((broker_name, static.value, SOURCE_STATIC_BROKER_CONFIG))
+            broker = static[effective.name]
+            if broker.source == SOURCE_STATIC_BROKER_CONFIG:
+                synonyms.append((broker_name, broker.value, SOURCE_STATIC_BROKER_CONFIG))
             synonyms.append((broker_name, effective.default, SOURCE_DEFAULT_CONFIG))
         entries.append(
             ConfigEntry(
