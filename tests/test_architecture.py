@@ -1,8 +1,8 @@
 """DESIGN.md's import rules: pure cores, thin shell.
 
-Imports flow one way: core -> protocol -> {raft, metadata, log} -> controller -> broker/coordinator -> io.
-Only ``io/`` (and the process entry points cli/testing) may import asyncio, socket, time, threads or
-touch files.
+Imports flow one way: core -> protocol -> {raft, metadata, log} -> controller -> broker/coordinator -> io
+-> cli. Only the shell (``io/``, ``client/``, ``spark/``, the command-line tools in ``cli/`` and
+``testing``) may import asyncio, socket, time, threads or touch files.
 """
 
 from __future__ import annotations
@@ -30,6 +30,9 @@ LAYER = {
     "client": 5,
     # PySpark source/sink and pipelines: shell level (pyspark, sockets, files).
     "spark": 6,
+    # The `pykraft` command and its Kafka-shaped tools: the top of the shell (they load spark's commands,
+    # use io's connections and the client); nothing below imports them.
+    "cli": 7,
 }
 PURE = {
     "core",

@@ -311,7 +311,7 @@ class ProcessCluster:
 
     def describe_quorum(self, node_id: int | None = None) -> Any:
         """DescribeQuorum from ``node_id``, or from whichever live controller answers."""
-        from pykraft.io.metadata_cli import describe_quorum
+        from pykraft.cli.metadata import describe_quorum
 
         security = self.security.controller_client if self.security is not None else None
         if node_id is not None:

@@ -23,9 +23,9 @@ from kafka.protocol.admin import CreateTopicsRequest, CreateTopicsResponse
 from kafka.protocol.metadata import MetadataRequest, MetadataResponse
 from kafka.protocol.producer import InitProducerIdRequest, InitProducerIdResponse
 
+from pykraft.cli.metadata import iter_log
 from pykraft.core.errors import ErrorCode
 from pykraft.io.kafka_connection import BrokerConnectionError
-from pykraft.io.metadata_cli import iter_log
 from pykraft.io.raft_log import METADATA_PARTITION_DIR
 from pykraft.protocol.messages import AllocateProducerIdsRequest, AllocateProducerIdsResponse
 from pykraft.testing import ProcessCluster, broker_properties, running_cluster

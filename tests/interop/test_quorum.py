@@ -22,13 +22,13 @@ import pytest
 from kafka.protocol.admin import CreateTopicsRequest, CreateTopicsResponse
 from kafka.protocol.metadata import MetadataRequest, MetadataResponse
 
-from pykraft.core.errors import ErrorCode
-from pykraft.io.metadata_cli import (
+from pykraft.cli.metadata import (
     build_image,
     describe_quorum,
     quorum_replication_lines,
     quorum_status_lines,
 )
+from pykraft.core.errors import ErrorCode
 from pykraft.io.raft_log import METADATA_PARTITION_DIR
 from pykraft.storage.meta_properties import parse_meta_properties
 from pykraft.testing import ProcessCluster, process_cluster

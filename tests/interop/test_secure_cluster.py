@@ -19,9 +19,9 @@ from typing import Any
 import pytest
 from kafka.protocol.metadata import MetadataRequest, MetadataResponse
 
+from pykraft.cli.metadata import QuorumToolError, describe_quorum
 from pykraft.core.errors import ErrorCode
 from pykraft.io.kafka_connection import BrokerConnectionError, ClientSecurity
-from pykraft.io.metadata_cli import QuorumToolError, describe_quorum
 from pykraft.protocol.messages import AllocateProducerIdsRequest, AllocateProducerIdsResponse
 from pykraft.raft import wire
 from pykraft.raft.messages import VoteRequest, VoteResponse

@@ -607,7 +607,7 @@ def test_raft_response_for_another_partition__refused() -> None:
 
 
 def _kafka_python_describe_quorum_request() -> bytes:
-    # How pykraft.io.metadata_cli (and any kafka-python admin) asks.
+    # How pykraft.cli.metadata (and any kafka-python admin) asks.
     cls = messages.DescribeQuorumRequest
     request = cls(
         topics=[cls.TopicData(topic_name=TOPIC, partitions=[cls.TopicData.PartitionData(partition_index=0)])]

@@ -222,7 +222,7 @@ def test_kip_937_timestamps_outside_the_topics_bounds_are_refused() -> None:
 
 
 def test_add_config_takes_kafka_configs_syntax() -> None:
-    from pykraft.io.configs_cli import parse_add_config
+    from pykraft.cli.configs import parse_add_config
     from pykraft.io.kafka_connection import BrokerConnectionError
 
     assert parse_add_config("a=1,b=[x,y],c=") == {"a": "1", "b": "x,y", "c": ""}

@@ -1,4 +1,7 @@
-"""``pykraft`` command line: ``pykraft server start [--config FILE] [--override KEY=VALUE ...]``."""
+"""``pykraft`` command line: ``pykraft server start [--config FILE] [--override KEY=VALUE ...]`` and the
+tools shaped like Kafka's scripts (topics, configs, consumer groups, storage, ...), one module each in
+this package. Like ``io/`` it is a shell: it may use sockets, files and asyncio; ``io/`` is only the
+runtime (the node), this package is what people and scripts type (issue 18)."""
 
 from __future__ import annotations
 
@@ -15,16 +18,16 @@ log = logging.getLogger("pykraft")
 
 # Modules that add `pykraft <group> ...` commands; each exposes add_subcommands(subparsers).
 COMMAND_MODULES: tuple[str, ...] = (
-    "pykraft.io.storage_cli",
+    "pykraft.cli.storage",
     "pykraft.spark.commands",
-    "pykraft.io.metadata_cli",
-    "pykraft.io.groups_cli",
-    "pykraft.io.producers_cli",
-    "pykraft.io.topics_cli",
-    "pykraft.io.configs_cli",
-    "pykraft.io.transactions_cli",
-    "pykraft.io.security_cli",
-    "pykraft.io.dev_cli",
+    "pykraft.cli.metadata",
+    "pykraft.cli.groups",
+    "pykraft.cli.producers",
+    "pykraft.cli.topics",
+    "pykraft.cli.configs",
+    "pykraft.cli.transactions",
+    "pykraft.cli.security",
+    "pykraft.cli.dev",
 )
 
 
@@ -125,7 +128,3 @@ def main(argv: list[str] | None = None) -> int:
     )
     result: int = args.func(args)
     return result
-
-
-if __name__ == "__main__":
-    sys.exit(main())
