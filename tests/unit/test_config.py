@@ -231,3 +231,31 @@ def test_connection_limits_take_kafkas_names() -> None:
     assert config.max_connections_per_ip_overrides == {"127.0.0.1": 200, "::1": 5}
     with pytest.raises(ConfigError, match=r"^max\.connections\.per\.ip\.overrides: 'host' is not host:count"):
         load_config(DEFAULT_PROPERTIES, {"max.connections.per.ip.overrides": "host"})
+
+
+def test_metrics_endpoint_and_queued_max_requests() -> None:
+    """Issue 18: the Prometheus endpoint is off unless metrics.port is set, binds 127.0.0.1 unless
+    metrics.host says otherwise; queued.max.requests has Kafka's default; bad values name their key."""
+    default = load_config(DEFAULT_PROPERTIES)
+    assert (default.metrics_port, default.metrics_host, default.queued_max_requests) == (-1, "127.0.0.1", 500)
+    config = load_config(
+        DEFAULT_PROPERTIES, {"metrics.port": "9404", "metrics.host": "[::1]", "queued.max.requests": "16"}
+    )
+    assert (config.metrics_port, config.metrics_host, config.queued_max_requests) == (9404, "::1", 16)
+    assert not config.ignored
+    assert load_config(DEFAULT_PROPERTIES, {"metrics.port": "-1"}).metrics_port == -1
+    assert load_config(DEFAULT_PROPERTIES, {"metrics.host": ""}).metrics_host == "127.0.0.1"
+    for override in (
+        {"metrics.port": "on"},
+        {"metrics.port": "70000"},
+        {"metrics.port": "-2"},
+        {"metrics.host": "local host"},
+        {"metrics.host": "http://localhost"},
+        {"queued.max.requests": "0"},
+        {"queued.max.requests": "many"},
+    ):
+        with pytest.raises(ConfigError) as excinfo:
+            load_config(DEFAULT_PROPERTIES, override)
+        message = str(excinfo.value)
+        assert message.startswith(next(iter(override)) + ":"), message
+        assert "\n" not in message

@@ -137,6 +137,19 @@ class NodeConfig:
     log_retention_ms: int = 604800000
     log_retention_bytes: int = -1
     log_retention_check_interval_ms: int = 300000
+    # Log compaction (issue 17): the broker's defaults of cleanup.policy, min.cleanable.dirty.ratio,
+    # delete.retention.ms and min.compaction.lag.ms, and the cleaner's own settings.
+    log_cleanup_policy: tuple[str, ...] = ("delete",)
+    log_cleaner_enable: bool = True
+    log_cleaner_dedupe_buffer_size: int = 134217728
+    log_cleaner_io_buffer_size: int = 524288
+    log_cleaner_backoff_ms: int = 15000
+    log_cleaner_min_cleanable_ratio: float = 0.5
+    log_cleaner_delete_retention_ms: int = 86400000
+    log_cleaner_min_compaction_lag_ms: int = 0
+    # segment.bytes of __consumer_offsets and __transaction_state (compacted internal topics).
+    offsets_topic_segment_bytes: int = 104857600
+    transaction_state_log_segment_bytes: int = 104857600
     socket_request_max_bytes: int = 104857600
     message_max_bytes: int = 1048588
     producer_id_expiration_ms: int = 86400000
@@ -197,6 +210,12 @@ class NodeConfig:
     max_connections_per_ip: int = 2**31 - 1
     max_connections_per_ip_overrides: dict[str, int] = field(default_factory=dict)
     connections_max_idle_ms: int = 600000
+    # Kafka's queued.max.requests: requests read and not yet answered per listener (timed waits such as a
+    # long-polling Fetch or an acks=all produce give their slot back, as Kafka's purgatory does).
+    queued_max_requests: int = 500
+    # The Prometheus endpoint (pykraft's own keys): -1 = off; bound on metrics.host.
+    metrics_port: int = -1
+    metrics_host: str = "127.0.0.1"
     # KIP-835: the active controller writes a NoOpRecord when the log was idle this long (0 = never).
     metadata_max_idle_interval_ms: int = 500
     ignored: tuple[str, ...] = field(default=())
@@ -280,6 +299,27 @@ def _int(props: dict[str, str], key: str, default: int, minimum: int | None = No
     if minimum is not None and value < minimum:
         raise ConfigError(f"{key}: {value} is below the minimum {minimum}")
     return value
+
+
+def _ratio(props: dict[str, str], key: str, default: float) -> float:
+    raw = props.get(key)
+    if raw is None or raw == "":
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        raise ConfigError(f"{key}: {raw!r} is not a number") from None
+    if not 0.0 <= value <= 1.0:
+        raise ConfigError(f"{key}: {value} is not between 0 and 1")
+    return value
+
+
+def _cleanup_policy(props: dict[str, str]) -> tuple[str, ...]:
+    raw = props.get("log.cleanup.policy") or "delete"
+    policies = tuple(word.strip() for word in raw.split(",") if word.strip())
+    if not policies or any(policy not in ("delete", "compact") for policy in policies):
+        raise ConfigError(f"log.cleanup.policy: {raw!r} is not a list of delete and compact")
+    return policies
 
 
 def _bool(props: dict[str, str], key: str, default: bool) -> bool:
@@ -376,6 +416,9 @@ USED_PROPERTIES: Final[frozenset[str]] = frozenset(
         "max.connections.per.ip",
         "max.connections.per.ip.overrides",
         "connections.max.idle.ms",
+        "queued.max.requests",
+        "metrics.port",
+        "metrics.host",
         "authorizer.class.name",
         "super.users",
         "allow.everyone.if.no.acl.found",
@@ -416,6 +459,16 @@ USED_PROPERTIES: Final[frozenset[str]] = frozenset(
         "metadata.max.retention.ms",
         "metadata.log.segment.bytes",
         "offsets.topic.num.partitions",
+        "offsets.topic.segment.bytes",
+        "transaction.state.log.segment.bytes",
+        "log.cleanup.policy",
+        "log.cleaner.enable",
+        "log.cleaner.dedupe.buffer.size",
+        "log.cleaner.io.buffer.size",
+        "log.cleaner.backoff.ms",
+        "log.cleaner.min.cleanable.ratio",
+        "log.cleaner.delete.retention.ms",
+        "log.cleaner.min.compaction.lag.ms",
         "group.min.session.timeout.ms",
         "group.max.session.timeout.ms",
         "group.initial.rebalance.delay.ms",
@@ -716,6 +769,15 @@ def load_config(text: str, overrides: dict[str, str] | None = None) -> NodeConfi
             f"listener {controller_names[0]}"
         )
 
+    metrics_port = _int(props, "metrics.port", -1, minimum=-1)
+    if metrics_port > 65535:
+        raise ConfigError(f"metrics.port: {metrics_port} is outside -1 (off) and 0-65535")
+    # Empty or absent: loopback only (the endpoint has no authentication).
+    metrics_host = props.get("metrics.host", "").strip().strip("[]") or "127.0.0.1"
+    # A name or an address (IPv6 in brackets or not); a URL is a mistake worth naming.
+    if any(c.isspace() or c in "/@" for c in metrics_host):
+        raise ConfigError(f"metrics.host: {props.get('metrics.host')!r} is not a host name or address")
+
     ignored = tuple(
         sorted(
             k
@@ -749,6 +811,19 @@ def load_config(text: str, overrides: dict[str, str] | None = None) -> NodeConfi
         log_retention_ms=retention_ms,
         log_retention_bytes=_int(props, "log.retention.bytes", -1),
         log_retention_check_interval_ms=_int(props, "log.retention.check.interval.ms", 300000, minimum=1),
+        log_cleanup_policy=_cleanup_policy(props),
+        log_cleaner_enable=_bool(props, "log.cleaner.enable", True),
+        # Kafka's minimum is 512 KiB per cleaner thread; a smaller map just cleans in more passes.
+        log_cleaner_dedupe_buffer_size=_int(props, "log.cleaner.dedupe.buffer.size", 134217728, minimum=1024),
+        log_cleaner_io_buffer_size=_int(props, "log.cleaner.io.buffer.size", 524288, minimum=1024),
+        log_cleaner_backoff_ms=_int(props, "log.cleaner.backoff.ms", 15000, minimum=1),
+        log_cleaner_min_cleanable_ratio=_ratio(props, "log.cleaner.min.cleanable.ratio", 0.5),
+        log_cleaner_delete_retention_ms=_int(props, "log.cleaner.delete.retention.ms", 86400000, minimum=0),
+        log_cleaner_min_compaction_lag_ms=_int(props, "log.cleaner.min.compaction.lag.ms", 0, minimum=0),
+        offsets_topic_segment_bytes=_int(props, "offsets.topic.segment.bytes", 104857600, minimum=14),
+        transaction_state_log_segment_bytes=_int(
+            props, "transaction.state.log.segment.bytes", 104857600, minimum=14
+        ),
         socket_request_max_bytes=_int(props, "socket.request.max.bytes", 104857600, minimum=1),
         message_max_bytes=_int(props, "message.max.bytes", 1048588, minimum=0),
         producer_id_expiration_ms=_int(props, "producer.id.expiration.ms", 86400000, minimum=1),
@@ -831,5 +906,8 @@ def load_config(text: str, overrides: dict[str, str] | None = None) -> NodeConfi
         max_connections_per_ip=_int(props, "max.connections.per.ip", 2**31 - 1, minimum=0),
         max_connections_per_ip_overrides=_per_ip_overrides(props.get("max.connections.per.ip.overrides", "")),
         connections_max_idle_ms=_int(props, "connections.max.idle.ms", 600000, minimum=1),
+        queued_max_requests=_int(props, "queued.max.requests", 500, minimum=1),
+        metrics_port=metrics_port,
+        metrics_host=metrics_host,
         ignored=ignored,
     )
