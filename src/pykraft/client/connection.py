@@ -3,24 +3,66 @@
 Requests are written in order and answered in order (Kafka answers a connection's requests in the order
 it sent them); ``request()`` returns a future per request, so a caller can keep many in flight. A lost
 connection fails every pending future with :class:`ConnectionLost`; the caller decides what to resend.
+
+A :class:`ConnectionSecurity` adds TLS (Kafka's ``SSL``/``SASL_SSL``) and SASL PLAIN or SCRAM
+(SaslHandshake v1 then SaslAuthenticate v2, KIP-152) before the connection is handed to its user, so the
+command-line tools' ``--command-config`` works for the data plane too (issue 18).
 """
 
 from __future__ import annotations
 
 import asyncio
+import ssl
 import struct
 from collections import deque
+from dataclasses import dataclass
 from typing import Any
 
+from kafka.protocol.sasl import (
+    SaslAuthenticateRequest,
+    SaslAuthenticateResponse,
+    SaslHandshakeRequest,
+    SaslHandshakeResponse,
+)
+
 from pykraft.client.errors import ConnectionLost
+from pykraft.security.sasl import SaslClient, SaslClientError
 
 _SIZE = struct.Struct(">i")
+SASL_HANDSHAKE_VERSION = 1
+SASL_AUTHENTICATE_VERSION = 2
+
+
+@dataclass(frozen=True, slots=True)
+class ConnectionSecurity:
+    """How to reach a secured listener: ``ssl_context`` for SSL and SASL_SSL; ``sasl_mechanism``
+    (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512) with its user for SASL_PLAINTEXT and SASL_SSL."""
+
+    ssl_context: ssl.SSLContext | None = None
+    sasl_mechanism: str | None = None
+    username: str = ""
+    password: str = ""
+
+    def __repr__(self) -> str:  # never the password
+        return (
+            f"ConnectionSecurity(tls={self.ssl_context is not None}, sasl={self.sasl_mechanism}, "
+            f"user={self.username!r})"
+        )
 
 
 class Connection:
-    def __init__(self, host: str, port: int, *, client_id: str, node_id: int = -1) -> None:
+    def __init__(
+        self,
+        host: str,
+        port: int,
+        *,
+        client_id: str,
+        node_id: int = -1,
+        security: ConnectionSecurity | None = None,
+    ) -> None:
         self.host, self.port, self.node_id = host, port, node_id
         self.client_id = client_id
+        self.security = security
         self._reader: asyncio.StreamReader | None = None
         self._writer: asyncio.StreamWriter | None = None
         self._pending: deque[tuple[int, Any, int, asyncio.Future[Any]]] = deque()
@@ -32,11 +74,51 @@ class Connection:
         try:
             # asyncio.timeout, not wait_for: 3.11's wait_for can swallow a cancellation (gh-86296).
             async with asyncio.timeout(timeout_s):
-                self._reader, self._writer = await asyncio.open_connection(self.host, self.port)
-        except (OSError, TimeoutError) as exc:
+                context = self.security.ssl_context if self.security is not None else None
+                self._reader, self._writer = await asyncio.open_connection(
+                    self.host, self.port, ssl=context, server_hostname=self.host if context else None
+                )
+        except (OSError, TimeoutError) as exc:  # ssl.SSLError is an OSError
             self.closed = True
             raise ConnectionLost(f"cannot connect to {self.host}:{self.port}: {exc}") from None
         self._read_task = asyncio.get_running_loop().create_task(self._read_loop())
+        if self.security is not None and self.security.sasl_mechanism is not None:
+            try:
+                await self._authenticate(self.security, timeout_s)
+            except ConnectionLost:
+                self.close("SASL authentication failed")
+                raise
+
+    async def _authenticate(self, security: ConnectionSecurity, timeout_s: float) -> None:
+        mechanism = security.sasl_mechanism or ""
+        handshake = await self.call(
+            SaslHandshakeRequest(mechanism=mechanism),
+            SaslHandshakeResponse,
+            SASL_HANDSHAKE_VERSION,
+            timeout_s,
+        )
+        if handshake.error_code:
+            raise ConnectionLost(
+                f"{self.host}:{self.port}: SASL mechanism {mechanism} refused "
+                f"(the broker offers {', '.join(handshake.mechanisms)})"
+            )
+        try:
+            client = SaslClient(mechanism, security.username, security.password)
+            token: bytes | None = client.first_token()
+            while token is not None:
+                answer = await self.call(
+                    SaslAuthenticateRequest(auth_bytes=token),
+                    SaslAuthenticateResponse,
+                    SASL_AUTHENTICATE_VERSION,
+                    timeout_s,
+                )
+                if answer.error_code:
+                    raise ConnectionLost(
+                        f"{self.host}:{self.port}: SASL authentication failed: {answer.error_message}"
+                    )
+                token = client.next_token(bytes(answer.auth_bytes or b""))
+        except (SaslClientError, ValueError) as exc:
+            raise ConnectionLost(f"{self.host}:{self.port}: {exc}") from None
 
     @property
     def in_flight(self) -> int:

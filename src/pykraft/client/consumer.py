@@ -17,6 +17,8 @@ from kafka.protocol.consumer import (
     FetchResponse,
     ListOffsetsRequest,
     ListOffsetsResponse,
+    OffsetCommitRequest,
+    OffsetCommitResponse,
     OffsetFetchRequest,
     OffsetFetchResponse,
 )
@@ -27,7 +29,7 @@ from kafka.protocol.metadata import (
     MetadataResponse,
 )
 
-from pykraft.client.connection import Connection
+from pykraft.client.connection import Connection, ConnectionSecurity
 from pykraft.client.errors import ConnectionLost, KafkaClientError
 from pykraft.client.producer import parse_bootstrap
 from pykraft.core.errors import ErrorCode
@@ -50,6 +52,8 @@ class ConsumerRecord:
     value: bytes | None
     headers: tuple[tuple[str, bytes | None], ...]
     timestamp_ms: int
+    # The batch's timestamp type: 0 CreateTime, 1 LogAppendTime (what the console consumer prints).
+    timestamp_type: int = 0
 
 
 def committed_records(
@@ -70,6 +74,7 @@ def committed_records(
                         record.value,
                         record.headers,
                         record.timestamp,
+                        header.timestamp_type,
                     )
                 )
     return out
@@ -85,7 +90,10 @@ class Consumer:
         max_partition_fetch_bytes: int = 1048576,
         request_timeout_ms: int = 30000,
         client_id: str = "pykraft-client",
+        security: ConnectionSecurity | None = None,
     ) -> None:
+        # TLS and SASL for every connection (the tools' --command-config); None: PLAINTEXT.
+        self.security = security
         if isolation_level not in _ISOLATION:
             raise ValueError(
                 f"isolation_level: {isolation_level!r} is not read_uncommitted or read_committed"
@@ -140,7 +148,7 @@ class Consumer:
         conn = self._connections.get(node_id)
         if conn is None or conn.closed:
             host, port = self._brokers[node_id]
-            conn = Connection(host, port, client_id=self.client_id, node_id=node_id)
+            conn = Connection(host, port, client_id=self.client_id, node_id=node_id, security=self.security)
             await conn.connect(self.request_timeout_s)
             self._connections[node_id] = conn
         return conn
@@ -152,13 +160,13 @@ class Consumer:
             except ConnectionLost:
                 continue
         host, port = self.bootstrap[0]
-        conn = Connection(host, port, client_id=self.client_id)
+        conn = Connection(host, port, client_id=self.client_id, security=self.security)
         await conn.connect(self.request_timeout_s)
         self._connections[-1] = conn
         return conn
 
-    async def _refresh_metadata(self) -> None:
-        topics = sorted({t for t, _ in self._positions})
+    async def _refresh_metadata(self, extra_topics: tuple[str, ...] = ()) -> Any:
+        topics = sorted({t for t, _ in self._positions} | set(extra_topics))
         conn = await self._any_connection()
         response = await conn.call(
             MetadataRequest(
@@ -173,6 +181,17 @@ class Consumer:
         for t in response.topics:
             for p in t.partitions:
                 self._leaders[(t.name, p.partition_index)] = p.leader_id
+        return response
+
+    async def partitions_for(self, topic: str) -> list[int]:
+        """The topic's partition ids, in order; an unknown topic raises UNKNOWN_TOPIC_OR_PARTITION."""
+        response = await self._refresh_metadata((topic,))
+        for t in response.topics:
+            if t.name == topic:
+                if t.error_code:
+                    raise KafkaClientError(t.error_code, f"topic {topic!r}")
+                return sorted(p.partition_index for p in t.partitions)
+        raise KafkaClientError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {topic!r}")
 
     async def _leader(self, tp: TopicPartition) -> Connection:
         if self._leaders.get(tp, -1) < 0:
@@ -295,18 +314,7 @@ class Consumer:
 
     async def committed(self, group_id: str, tps: list[TopicPartition]) -> dict[TopicPartition, int]:
         """The group's committed offsets (-1 where none), asked with require_stable (KIP-447)."""
-        conn = await self._any_connection()
-        found = await conn.call(
-            FindCoordinatorRequest(key_type=0, coordinator_keys=[group_id]),
-            FindCoordinatorResponse,
-            4,
-            self.request_timeout_s,
-        )
-        coordinator = found.coordinators[0]
-        if coordinator.error_code:
-            raise KafkaClientError(coordinator.error_code, f"FindCoordinator {group_id}")
-        group_conn = Connection(coordinator.host, coordinator.port, client_id=self.client_id)
-        await group_conn.connect(self.request_timeout_s)
+        group_conn = await self._group_coordinator(group_id)
         try:
             by_topic = group_by_topic(tps)
             deadline = time.monotonic() + self.request_timeout_s
@@ -337,3 +345,65 @@ class Consumer:
             }
         finally:
             group_conn.close()
+
+    async def _group_coordinator(self, group_id: str) -> Connection:
+        """A new connection to ``group_id``'s coordinator (the caller closes it)."""
+        conn = await self._any_connection()
+        found = await conn.call(
+            FindCoordinatorRequest(key_type=0, coordinator_keys=[group_id]),
+            FindCoordinatorResponse,
+            4,
+            self.request_timeout_s,
+        )
+        coordinator = found.coordinators[0]
+        if coordinator.error_code:
+            raise KafkaClientError(coordinator.error_code, f"FindCoordinator {group_id}")
+        group_conn = Connection(
+            coordinator.host, coordinator.port, client_id=self.client_id, security=self.security
+        )
+        await group_conn.connect(self.request_timeout_s)
+        return group_conn
+
+    async def commit(self, group_id: str, offsets: dict[TopicPartition, int]) -> None:
+        """Commit ``offsets`` for ``group_id`` as a consumer without group membership does (generation
+        -1, no member id): the coordinator takes it while the group has no members, as Kafka's does for
+        assign()-style consumers and the console consumer's ``--group``."""
+        if not offsets:
+            return
+        group_conn = await self._group_coordinator(group_id)
+        topic_cls: Any = OffsetCommitRequest.OffsetCommitRequestTopic
+        try:
+            response = await group_conn.call(
+                OffsetCommitRequest(
+                    group_id=group_id,
+                    generation_id_or_member_epoch=-1,
+                    member_id="",
+                    group_instance_id=None,
+                    topics=[
+                        topic_cls(
+                            name=topic,
+                            partitions=[
+                                topic_cls.OffsetCommitRequestPartition(
+                                    partition_index=p,
+                                    committed_offset=offsets[(topic, p)],
+                                    committed_leader_epoch=-1,
+                                    committed_metadata="",
+                                )
+                                for p in parts
+                            ],
+                        )
+                        for topic, parts in group_by_topic(list(offsets)).items()
+                    ],
+                ),
+                OffsetCommitResponse,
+                8,
+                self.request_timeout_s,
+            )
+        finally:
+            group_conn.close()
+        for t in response.topics:
+            for p in t.partitions:
+                if p.error_code:
+                    raise KafkaClientError(
+                        p.error_code, f"OffsetCommit {group_id} {t.name}-{p.partition_index}"
+                    )

@@ -51,7 +51,7 @@ from kafka.protocol.producer import (
     TxnOffsetCommitResponse,
 )
 
-from pykraft.client.connection import Connection
+from pykraft.client.connection import Connection, ConnectionSecurity
 from pykraft.client.errors import (
     RETRIABLE_COORDINATOR_ERRORS,
     RETRIABLE_PRODUCE_ERRORS,
@@ -127,7 +127,10 @@ class Producer:
         request_timeout_ms: int = 30000,
         delivery_timeout_ms: int = 120000,
         client_id: str = "pykraft-client",
+        security: ConnectionSecurity | None = None,
     ) -> None:
+        # TLS and SASL for every connection (the tools' --command-config); None: PLAINTEXT.
+        self.security = security
         self.bootstrap = parse_bootstrap(bootstrap_servers)
         self.transactional_id = transactional_id
         if transactional_id is not None and acks != -1:
@@ -216,7 +219,7 @@ class Producer:
         conn = self._connections.get(node_id)
         if conn is None or conn.closed:
             host, port = self._brokers[node_id]
-            conn = Connection(host, port, client_id=self.client_id, node_id=node_id)
+            conn = Connection(host, port, client_id=self.client_id, node_id=node_id, security=self.security)
             await conn.connect(self.request_timeout_s)
             self._connections[node_id] = conn
         return conn
@@ -232,7 +235,7 @@ class Producer:
             except (KeyError, ConnectionLost) as exc:
                 last = exc
         for host, port in self.bootstrap:
-            conn = Connection(host, port, client_id=self.client_id)
+            conn = Connection(host, port, client_id=self.client_id, security=self.security)
             try:
                 await conn.connect(self.request_timeout_s)
                 return await conn.call(request, response_class, version, self.request_timeout_s)
@@ -283,7 +286,13 @@ class Producer:
                 response = await self._bootstrap_call(request, FindCoordinatorResponse, 4)
                 found = response.coordinators[0]
                 if found.error_code == ErrorCode.NONE:
-                    conn = Connection(found.host, found.port, client_id=self.client_id, node_id=found.node_id)
+                    conn = Connection(
+                        found.host,
+                        found.port,
+                        client_id=self.client_id,
+                        node_id=found.node_id,
+                        security=self.security,
+                    )
                     await conn.connect(self.request_timeout_s)
                     self._coordinator = conn
                     return conn
@@ -463,7 +472,9 @@ class Producer:
             coordinator = found.coordinators[0]
             code = coordinator.error_code
             if code == ErrorCode.NONE:
-                conn = Connection(coordinator.host, coordinator.port, client_id=self.client_id)
+                conn = Connection(
+                    coordinator.host, coordinator.port, client_id=self.client_id, security=self.security
+                )
                 try:
                     await conn.connect(self.request_timeout_s)
                     response = await conn.call(commit, TxnOffsetCommitResponse, 3, self.request_timeout_s)
