@@ -19,6 +19,7 @@ from kafka.protocol.producer import InitProducerIdResponse
 from pykraft.broker.producer_id_manager import ProducerIdManager
 from pykraft.broker.replica_manager import Partition, ReplicaManager
 from pykraft.broker.replication import UNDEFINED_EPOCH, UNDEFINED_OFFSET, LeaderEpochCache
+from pykraft.broker.topic_stats import BrokerTopicStats
 from pykraft.coordinator.offsets_records import OFFSETS_TOPIC, partition_for
 from pykraft.coordinator.txn_records import TRANSACTION_STATE_TOPIC
 from pykraft.core.errors import ErrorCode
@@ -92,6 +93,8 @@ class BrokerContext:
     min_insync_replicas: Callable[[str], int] = lambda topic: 1
     # A broker process not (yet) registered and unfenced in this incarnation leads nothing.
     fenced: bool = False
+    # Messages and bytes in/out per topic (issue 18's metrics), counted per partition of a request.
+    topic_stats: BrokerTopicStats = field(default_factory=BrokerTopicStats)
 
 
 def led_partition(ctx: BrokerContext, topic: str, partition_index: int) -> tuple[Partition | None, ErrorCode]:
@@ -287,6 +290,7 @@ def handle_produce(
                 continue
             part, lookup_error = led_partition(ctx, topic.name, pdata.index)
             verdict = verification.get((topic.name, pdata.index)) if verification else None
+            appended_messages = 0
             if request.acks not in VALID_ACKS:
                 error = ErrorCode.INVALID_REQUIRED_ACKS
             elif isinstance(verdict, ErrorCode):
@@ -314,6 +318,9 @@ def handle_produce(
                     result.log_start_offset,
                 )
                 message = result.error_message
+                if error == ErrorCode.NONE:
+                    # The batch's offsets give its record count: no per-record work for the metrics.
+                    appended_messages = result.last_offset - result.base_offset + 1
                 if (
                     waits is not None
                     and request.acks == -1
@@ -324,6 +331,13 @@ def handle_produce(
                     waits.append(
                         ReplicationWait(len(responses), len(partition_responses), part, result.last_offset)
                     )
+            ctx.topic_stats.record_produce(
+                topic.name,
+                view is not None,
+                len(pdata.records) if appended_messages and pdata.records is not None else 0,
+                appended_messages,
+                error != ErrorCode.NONE,
+            )
             partition_responses.append(
                 ProducePartitionResult(
                     index=pdata.index,
