@@ -473,6 +473,55 @@ def _now_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
+def _metadata_quorum(args: argparse.Namespace) -> int:
+    """kafka-metadata-quorum: ``--bootstrap-controller`` asks a controller; ``--bootstrap-server`` asks
+    a broker (a combined node answers on its client listener only if it serves DescribeQuorum there)."""
+    from pykraft.cli.common import (
+        ToolError,
+        UsageError,
+        admin_security,
+        bootstrap_of,
+        print_json,
+        print_table,
+    )
+
+    if (args.bootstrap_server is None) == (args.bootstrap_controller is None):
+        raise UsageError("give one of --bootstrap-server or --bootstrap-controller")
+    flag = "--bootstrap-server" if args.bootstrap_server is not None else "--bootstrap-controller"
+    address = bootstrap_of(args.bootstrap_server or args.bootstrap_controller, flag)
+    try:
+        partition = describe_quorum(address, security=admin_security(args))
+    except QuorumToolError as exc:
+        raise ToolError(f"{flag} {address}: {exc}") from None
+    except BrokerConnectionError as exc:
+        hint = (
+            " (pykraft brokers do not forward DescribeQuorum: try --bootstrap-controller)"
+            if (args.bootstrap_server is not None)
+            else ""
+        )
+        raise ToolError(f"{flag} {address}: {exc}{hint}") from None
+    if args.json:
+        print_json(_jsonable(partition.to_dict(json=False)) if hasattr(partition, "to_dict") else {})
+        return 0
+    if args.replication:
+        lines = quorum_replication_lines(partition)
+        header, rows = lines[0].split(), [line.split() for line in lines[1:]]
+        if args.human_readable:
+            now_ms = _now_ms()
+            for row in rows:
+                for i in (3, 4):  # LastFetchTimestamp, LastCaughtUpTimestamp
+                    row[i] = _ms_ago(now_ms, int(row[i]))
+        print_table(header, rows)
+        return 0
+    for line in quorum_status_lines(partition, _now_ms()):
+        print(line)
+    return 0
+
+
+def _ms_ago(now_ms: int, timestamp_ms: int) -> str:
+    return "-" if timestamp_ms < 0 else f"{max(0, now_ms - timestamp_ms)} ms ago"
+
+
 def add_subcommands(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     metadata = subparsers.add_parser("metadata", help="inspect metadata log segments and snapshots")
     sub = metadata.add_subparsers(dest="metadata_command", required=True)
@@ -496,6 +545,54 @@ def add_subcommands(subparsers: argparse._SubParsersAction[argparse.ArgumentPars
     what.add_argument("--status", action="store_true", help="the quorum's leader and lag summary")
     what.add_argument("--replication", action="store_true", help="each replica's log end offset and lag")
     describe.set_defaults(func=_quorum)
+
+    from pykraft.cli.common import run_tool
+
+    # kafka-metadata-quorum's own shape: pykraft metadata-quorum --bootstrap-controller H:P describe --status
+    tool = subparsers.add_parser(
+        "metadata-quorum",
+        help="describe the KRaft quorum: leader, high watermark, voters, lag (kafka-metadata-quorum)",
+        description="This tool describes kraft metadata quorum status (as kafka-metadata-quorum.sh).",
+    )
+    where = tool.add_mutually_exclusive_group(required=True)
+    where.add_argument(
+        "--bootstrap-server",
+        metavar="HOST:PORT[,HOST:PORT]",
+        help="A comma-separated list of host:port pairs to use for establishing the connection to the Kafka "
+        "cluster.",
+    )
+    where.add_argument(
+        "--bootstrap-controller",
+        metavar="HOST:PORT[,HOST:PORT]",
+        help="A comma-separated list of host:port pairs to use for establishing the connection to the "
+        "KRaft controllers.",
+    )
+    tool.add_argument(
+        "--command-config",
+        metavar="FILE",
+        help="Property file containing configs to be passed to Admin Client (security.protocol, sasl.*, ssl.*).",
+    )
+    tool_sub = tool.add_subparsers(dest="metadata_quorum_command", required=True)
+    tool_describe = tool_sub.add_parser("describe", help="Describe the metadata quorum info")
+    shown = tool_describe.add_mutually_exclusive_group(required=True)
+    shown.add_argument(
+        "--status",
+        action="store_true",
+        help="A short summary of the quorum status and the other provides information about the current "
+        "replication state.",
+    )
+    shown.add_argument(
+        "--replication", action="store_true", help="A detailed description of the replication state."
+    )
+    tool_describe.add_argument(
+        "--human-readable",
+        action="store_true",
+        help="Used with --replication: print the timestamps as how long ago they were.",
+    )
+    tool_describe.add_argument(
+        "--json", action="store_true", help="the DescribeQuorum answer as JSON (pykraft)"
+    )
+    tool_describe.set_defaults(func=run_tool("metadata-quorum", _metadata_quorum))
 
 
 __all__ = ["add_subcommands", "build_image", "dump_batches", "read_batch_header"]

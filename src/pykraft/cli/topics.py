@@ -21,9 +21,10 @@ from kafka.protocol.admin import (
 )
 from kafka.protocol.metadata import MetadataRequest, MetadataResponse
 
+from pykraft.cli.common import UsageError, admin_security, print_json
 from pykraft.core.errors import ErrorCode
 from pykraft.core.uuid import uuid_to_str
-from pykraft.io.kafka_connection import BrokerConnection, BrokerConnectionError
+from pykraft.io.kafka_connection import BrokerConnection, BrokerConnectionError, ClientSecurity
 
 METADATA_VERSION = 9
 CREATE_TOPICS_VERSION = 5
@@ -36,8 +37,8 @@ class TopicsError(BrokerConnectionError):
     """One line for the user: what failed and where."""
 
 
-def fetch_metadata(bootstrap: str, topic: str | None) -> Any:
-    with BrokerConnection.to(bootstrap, client_id="pykraft-topics") as conn:
+def fetch_metadata(bootstrap: str, topic: str | None, security: ClientSecurity | None = None) -> Any:
+    with BrokerConnection.to(bootstrap, client_id="pykraft-topics", security=security) as conn:
         topics = None if topic is None else [MetadataRequest.MetadataRequestTopic(name=topic)]
         return conn.request(
             MetadataRequest(topics=topics, allow_auto_topic_creation=False),
@@ -87,14 +88,41 @@ def _error_name(code: int) -> str:
 
 
 def _describe(args: argparse.Namespace) -> int:
-    metadata = fetch_metadata(args.bootstrap_server, args.topic)
+    metadata = fetch_metadata(args.bootstrap_server, args.topic, admin_security(args))
+    if getattr(args, "json", False):
+        print_json(describe_json(metadata))
+        return 0
     for line in describe_lines(metadata):
         print(line)
     return 0
 
 
+def describe_json(metadata: Any) -> list[dict[str, Any]]:
+    out = []
+    for t in sorted(metadata.topics, key=lambda t: t.name):
+        if t.error_code:
+            raise TopicsError(f"topic {t.name}: {_error_name(t.error_code)}")
+        out.append(
+            {
+                "topic": t.name,
+                "topic_id": _topic_id(t.topic_id),
+                "partitions": [
+                    {
+                        "partition": p.partition_index,
+                        "leader": p.leader_id,
+                        "leader_epoch": p.leader_epoch,
+                        "replicas": list(p.replica_nodes),
+                        "isr": list(p.isr_nodes),
+                    }
+                    for p in sorted(t.partitions, key=lambda p: p.partition_index)
+                ],
+            }
+        )
+    return out
+
+
 def _list(args: argparse.Namespace) -> int:
-    metadata = fetch_metadata(args.bootstrap_server, None)
+    metadata = fetch_metadata(args.bootstrap_server, None, admin_security(args))
     for t in sorted(metadata.topics, key=lambda t: t.name):
         print(t.name)
     return 0
@@ -120,7 +148,9 @@ def _create(args: argparse.Namespace) -> int:
         timeout_ms=TIMEOUT_MS,
         validate_only=False,
     )
-    with BrokerConnection.to(args.bootstrap_server, client_id="pykraft-topics") as conn:
+    with BrokerConnection.to(
+        args.bootstrap_server, client_id="pykraft-topics", security=admin_security(args)
+    ) as conn:
         response = conn.request(request, CreateTopicsResponse, CREATE_TOPICS_VERSION)
     result = response.topics[0]
     if result.error_code:
@@ -133,7 +163,9 @@ def _create(args: argparse.Namespace) -> int:
 
 def _delete(args: argparse.Namespace) -> int:
     request = DeleteTopicsRequest(topic_names=[args.topic], timeout_ms=TIMEOUT_MS)
-    with BrokerConnection.to(args.bootstrap_server, client_id="pykraft-topics") as conn:
+    with BrokerConnection.to(
+        args.bootstrap_server, client_id="pykraft-topics", security=admin_security(args)
+    ) as conn:
         response = conn.request(request, DeleteTopicsResponse, DELETE_TOPICS_VERSION)
     result = response.responses[0]
     if result.error_code:
@@ -160,7 +192,7 @@ def _alter(args: argparse.Namespace) -> int:
         raise TopicsError("--alter needs --topic and --partitions")
     assignments = None
     if args.replica_assignment is not None:
-        metadata = fetch_metadata(args.bootstrap_server, args.topic)
+        metadata = fetch_metadata(args.bootstrap_server, args.topic, admin_security(args))
         (topic,) = metadata.topics
         if topic.error_code:
             raise TopicsError(f"topic {args.topic}: {_error_name(topic.error_code)}")
@@ -177,7 +209,9 @@ def _alter(args: argparse.Namespace) -> int:
         timeout_ms=TIMEOUT_MS,
         validate_only=False,
     )
-    with BrokerConnection.to(args.bootstrap_server, client_id="pykraft-topics") as conn:
+    with BrokerConnection.to(
+        args.bootstrap_server, client_id="pykraft-topics", security=admin_security(args)
+    ) as conn:
         response = conn.request(request, CreatePartitionsResponse, CREATE_PARTITIONS_VERSION)
     result = response.results[0]
     if result.error_code:
@@ -191,6 +225,9 @@ def _run(func: Any) -> Any:
     def run(args: argparse.Namespace) -> int:
         try:
             return int(func(args))
+        except UsageError as exc:
+            print(f"pykraft topics: {exc}", file=sys.stderr)
+            return 2
         except BrokerConnectionError as exc:
             print(f"pykraft topics: {exc}", file=sys.stderr)
             return 1
@@ -198,26 +235,85 @@ def _run(func: Any) -> Any:
     return run
 
 
+def _kafka_mode(args: argparse.Namespace) -> int:
+    """kafka-topics' own form: one of --list, --describe, --create, --delete, --alter."""
+    actions = {"list": args.list, "describe": args.describe, "create": args.create, "delete": args.delete}
+    chosen = [name for name, on in actions.items() if on] + (["alter"] if args.alter else [])
+    if len(chosen) != 1:
+        raise UsageError(
+            "give exactly one of --list, --describe, --create, --delete, --alter (or the subcommands list, "
+            "describe, create, delete, alter)"
+        )
+    action = chosen[0]
+    if action in ("create", "delete") and args.topic is None:
+        raise UsageError(f"--{action} needs --topic")
+    if action == "list":
+        return _list(args)
+    if action == "describe":
+        return _describe(args)
+    if action == "create":
+        if args.partitions is None:
+            args.partitions = -1
+        return _create(args)
+    if action == "delete":
+        return _delete(args)
+    return _alter(args)
+
+
 def add_subcommands(subparsers: Any) -> None:
     parser = subparsers.add_parser(
         "topics",
         help="list, describe (leaders, replicas, ISR), create, delete or alter (add partitions to) topics",
+        description="Create, delete, describe, or change a topic (as kafka-topics.sh).",
     )
-    parser.add_argument("--bootstrap-server", required=True, metavar="HOST:PORT")
-    # kafka-topics' own form: pykraft topics --alter --topic T --partitions N --bootstrap-server H:P.
-    parser.add_argument("--alter", action="store_true", help="add partitions (with --topic and --partitions)")
+    parser.add_argument(
+        "--bootstrap-server",
+        required=True,
+        metavar="HOST:PORT[,HOST:PORT]",
+        help="REQUIRED: The Kafka server to connect to.",
+    )
+    parser.add_argument(
+        "--command-config",
+        metavar="FILE",
+        help="Property file containing configs to be passed to Admin Client (security.protocol, sasl.*, "
+        "ssl.*).",
+    )
+    parser.add_argument("--list", action="store_true", help="List all available topics.")
+    parser.add_argument("--describe", action="store_true", help="List details for the given topics.")
+    parser.add_argument("--create", action="store_true", help="Create a new topic.")
+    parser.add_argument("--delete", action="store_true", help="Delete a topic")
+    parser.add_argument(
+        "--alter",
+        action="store_true",
+        help="Alter the number of partitions and replica assignment (with --topic and --partitions).",
+    )
+    parser.add_argument(
+        "--replication-factor",
+        type=int,
+        default=-1,
+        help="The replication factor for each partition in the topic being created. If not supplied, "
+        "defaults to the cluster default.",
+    )
+    parser.add_argument(
+        "--config",
+        action="append",
+        metavar="NAME=VALUE",
+        help="A topic configuration override for the topic being created (repeatable).",
+    )
+    parser.add_argument("--json", action="store_true", help="with --describe: JSON, for scripts (pykraft)")
     _add_alter_arguments(parser, required=False)
     sub = parser.add_subparsers(dest="topics_command")
 
     def without_subcommand(args: argparse.Namespace) -> int:
-        if not args.alter:
-            parser.error("give a command (list, describe, create, delete, alter) or --alter")
-        return int(_run(_alter)(args))
+        if not any((args.list, args.describe, args.create, args.delete, args.alter)):
+            parser.error("give an action (--list, --describe, --create, --delete, --alter) or a command")
+        return int(_run(_kafka_mode)(args))
 
     parser.set_defaults(func=without_subcommand)
     sub.add_parser("list", help="topic names").set_defaults(func=_run(_list))
     describe = sub.add_parser("describe", help="partitions: leader, leader epoch, replicas, ISR")
     describe.add_argument("--topic", help="only this topic (default: all)")
+    describe.add_argument("--json", action="store_true", help="JSON, for scripts")
     describe.set_defaults(func=_run(_describe))
     create = sub.add_parser("create", help="create a topic")
     create.add_argument("--topic", required=True)
@@ -236,8 +332,14 @@ def add_subcommands(subparsers: Any) -> None:
 
 
 def _add_alter_arguments(parser: Any, *, required: bool) -> None:
-    parser.add_argument("--topic", required=required)
-    parser.add_argument("--partitions", type=int, required=required, help="the new partition count")
+    parser.add_argument("--topic", required=required, help="The topic to create, alter, describe or delete.")
+    parser.add_argument(
+        "--partitions",
+        type=int,
+        required=required,
+        help="The number of partitions for the topic being created or altered. If not supplied for "
+        "create, defaults to the cluster default.",
+    )
     parser.add_argument(
         "--replica-assignment",
         metavar="B:B,B:B",

@@ -554,7 +554,12 @@ class Producer:
             state = self._partitions[tp] = _PartitionState()
         fut: asyncio.Future[RecordMetadata] = asyncio.get_running_loop().create_future()
         record = Record(
-            key, value, tuple(headers or ()), timestamp=timestamp_ms if timestamp_ms is not None else -1
+            key,
+            value,
+            tuple(headers or ()),
+            # Stamped at send() as Kafka's producer does, so a batch's base and max timestamps are its
+            # records' (ListOffsets -3 and time lookups use them), not the time the batch was built.
+            timestamp=timestamp_ms if timestamp_ms is not None else int(time.time() * 1000),
         )
         batch = state.open
         if batch is None:
@@ -607,7 +612,7 @@ class Producer:
         batch.encoded = bytes(
             build_batch(
                 batch.records,
-                timestamp_ms=int(time.time() * 1000),
+                timestamp_ms=batch.records[0].timestamp,
                 producer_id=batch.producer_id,
                 producer_epoch=batch.producer_epoch,
                 base_sequence=batch.base_sequence,
