@@ -645,3 +645,98 @@ def test_dump_log_prints_segments_and_indexes_as_kafka(node: RunningNode, capsys
         "pykraft dump-log: --files: cannot read /nonexistent/00000000000000000000.log"
         in capsys.readouterr().err
     )
+
+
+JAAS = (
+    "org.apache.kafka.common.security.plain.PlainLoginModule required "
+    'username="admin" password="admin-secret" user_alice="alice-secret";'
+)
+
+
+def test_command_config_reaches_a_sasl_listener(tmp_path: Any, capsys: Any, monkeypatch: Any) -> None:
+    """--command-config's security.protocol and sasl.* drive both the admin connection (get-offsets) and
+    pykraft's client (console producer and consumer); a wrong password is one line, exit 1."""
+    sasl = {
+        # The listener named PLAINTEXT speaks SASL_PLAINTEXT, as Kafka's protocol map allows.
+        "listener.security.protocol.map": "PLAINTEXT:SASL_PLAINTEXT,CONTROLLER:PLAINTEXT",
+        "sasl.enabled.mechanisms": "PLAIN",
+        "listener.name.plaintext.plain.sasl.jaas.config": JAAS,
+    }
+    client = tmp_path / "client.properties"
+    client.write_text(
+        "security.protocol=SASL_PLAINTEXT\nsasl.mechanism=PLAIN\nsasl.jaas.config="
+        "org.apache.kafka.common.security.plain.PlainLoginModule required "
+        'username="alice" password="alice-secret";\n'
+    )
+    wrong = tmp_path / "wrong.properties"
+    wrong.write_text(client.read_text().replace("alice-secret", "guess"))
+    with running_node(overrides={**OVERRIDES, **sasl}) as node:
+        secured = ["--bootstrap-server", node.bootstrap_servers, "--command-config", str(client)]
+        assert main(["topics", *secured, "--create", "--topic", "s", "--partitions", "1"]) == 0
+        monkeypatch.setattr("sys.stdin", io.StringIO("a:1\nb:2\n"))
+        assert (
+            main(
+                [
+                    "console-producer",
+                    *secured,
+                    "--topic",
+                    "s",
+                    "--property",
+                    "parse.key=true",
+                    "--property",
+                    "key.separator=:",
+                ]
+            )
+            == 0
+        )
+        assert (
+            main(
+                [
+                    "console-consumer",
+                    *secured,
+                    "--topic",
+                    "s",
+                    "--from-beginning",
+                    "--max-messages",
+                    "2",
+                    "--property",
+                    "print.key=true",
+                ]
+            )
+            == 0
+        )
+        assert main(["get-offsets", *secured, "--topic", "s"]) == 0
+        assert capsys.readouterr().out.splitlines()[-3:] == ["a\t1", "b\t2", "s:0:2"]
+        assert (
+            main(
+                [
+                    "get-offsets",
+                    "--bootstrap-server",
+                    node.bootstrap_servers,
+                    "--command-config",
+                    str(wrong),
+                    "--topic",
+                    "s",
+                ]
+            )
+            == 1
+        )
+        err = capsys.readouterr().err.strip()
+        assert err.startswith("pykraft get-offsets: SASL authentication failed") and "\n" not in err
+        assert (
+            main(
+                [
+                    "console-consumer",
+                    "--bootstrap-server",
+                    node.bootstrap_servers,
+                    "--command-config",
+                    str(wrong),
+                    "--topic",
+                    "s",
+                    "--max-messages",
+                    "1",
+                ]
+            )
+            == 1
+        )
+        assert "pykraft console-consumer: " in capsys.readouterr().err
