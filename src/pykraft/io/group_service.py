@@ -34,7 +34,7 @@ from pykraft.coordinator.offsets_records import OFFSETS_TOPIC, RecordFormatError
 from pykraft.core.config import NodeConfig
 from pykraft.core.errors import ErrorCode
 from pykraft.io.internal_topics import CreateTopics, InternalTopic, iter_batches
-from pykraft.io.waiting import wait_event
+from pykraft.io.waiting import park, wait_event
 from pykraft.protocol.messages import ApiKey
 from pykraft.protocol.records import CONTROL_TYPE_COMMIT, Record, build_batch, control_type_of
 
@@ -285,6 +285,7 @@ class GroupService:
             group_api.join_request(request, version, client_id, client_host_of(peer)), token, now_ms()
         )
         self._after()
+        park()  # waits for the other members (Kafka's DelayedJoin): its queued.max.requests slot goes back
         result = await fut
         assert isinstance(result, JoinResult)
         return group_api.join_response(result, version)
@@ -293,6 +294,7 @@ class GroupService:
         token, fut = self._park()
         self.coordinator.sync_group(group_api.sync_request(request, version), token, now_ms())
         self._after()
+        park()  # waits for the leader's assignment: its queued.max.requests slot goes back
         result = await fut
         assert isinstance(result, SyncResult)
         return group_api.sync_response(result, version)

@@ -50,7 +50,7 @@ from pykraft.io.meta_properties_files import ClusterIdConflictError, ClusterIdPu
 from pykraft.io.raft_log import METADATA_PARTITION_DIR, FileRaftLog
 from pykraft.io.rpc_channel import Answered, ChannelEvent, ChannelSecurity, RpcChannels
 from pykraft.io.snapshots import FileSnapshotStore, MetadataSnapshots, read_bootstrap_records
-from pykraft.io.waiting import wait_event, wait_shielded
+from pykraft.io.waiting import park, wait_event, wait_shielded
 from pykraft.log.partition_log import PartitionLog
 from pykraft.metadata.delta import MetadataDelta
 from pykraft.metadata.image import BrokerEndpoint, BrokerFeature, MetadataImage
@@ -270,6 +270,11 @@ class MetadataPlane:
     @property
     def is_active(self) -> bool:
         return self._controller_active
+
+    @property
+    def applied_end_offset(self) -> int:
+        """The offset after the last committed record in the image (the metrics' last applied offset)."""
+        return self._applied_end_offset
 
     async def _wait_until_active(self) -> None:
         """Wait for activation as long as loading makes progress; fail with one line when the driver
@@ -648,6 +653,7 @@ class MetadataPlane:
             raise NotControllerError(f"node {self.config.node_id} is not the active controller")
         fut = self._append(result)
         if fut is not None:
+            park()  # waits for the quorum to commit: the request's queued.max.requests slot goes back
             await fut
         return result.response
 

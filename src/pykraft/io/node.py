@@ -36,13 +36,15 @@ from pykraft.io.file_store import FileSegmentStore
 from pykraft.io.group_service import CURRENT_CLIENT, GroupService
 from pykraft.io.meta_properties_files import prepare_log_dirs
 from pykraft.io.metadata_plane import MetadataPlane, NotControllerError
+from pykraft.io.metrics import EventLoopMonitor, MetricsServer, node_registry
 from pykraft.io.replica_fetcher import ReplicaFetchers
+from pykraft.io.request_metrics import RequestMetrics
 from pykraft.io.rpc_channel import ChannelSecurity, PeerUnavailable
 from pykraft.io.server import ConnectionInfo, ConnectionLimits, KafkaServer
 from pykraft.io.snapshots import SnapshotStateError
 from pykraft.io.tls import TlsConfigError, server_context
 from pykraft.io.txn_service import TxnService
-from pykraft.io.waiting import wait_shielded
+from pykraft.io.waiting import park, wait_shielded
 from pykraft.log.partition_log import LogConfig, PartitionLog
 from pykraft.metadata.image import CONFIG_RESOURCE_TYPE_TOPIC, ConfigResource
 from pykraft.protocol import messages
@@ -163,6 +165,12 @@ class Node:
         # Set (with one line in ``failure``) when the node cannot go on: the CLI stops it and exits 1.
         self.failure: str | None = None
         self.failed = asyncio.Event()
+        # The Prometheus endpoint (issue 18), when metrics.port is set: requests are timed per API only
+        # then; metrics_port is the bound port (useful with 0).
+        self.metrics_enabled = config.metrics_port >= 0
+        self.metrics_port = config.metrics_port
+        self.metrics_server: MetricsServer | None = None
+        self.loop_monitor: EventLoopMonitor | None = None
 
     # --- lifecycle --------------------------------------------------------------------------------
 
@@ -219,6 +227,30 @@ class Node:
             await self._start_controller_listener()
         if config.is_broker:
             await self._start_broker()
+        if self.metrics_enabled:
+            await self._start_metrics()
+
+    async def _start_metrics(self) -> None:
+        """The Prometheus endpoint and the event-loop timer it reports (issue 18)."""
+        config = self.config
+        self.loop_monitor = EventLoopMonitor()
+        self.loop_monitor.start()
+        self.metrics_server = MetricsServer(
+            node_registry(self, self.loop_monitor), config.metrics_host, config.metrics_port
+        )
+        try:
+            self.metrics_port = await self.metrics_server.start()
+        except OSError as exc:
+            self.metrics_server = None
+            raise StartupError(
+                f"metrics.port: cannot listen on {config.metrics_host}:{config.metrics_port}: {exc.strerror}"
+            ) from None
+        log.info(
+            "node %d: Prometheus metrics on http://%s:%d/metrics",
+            config.node_id,
+            config.metrics_host,
+            self.metrics_port,
+        )
 
     async def _start_controller_listener(self) -> None:
         """The controller listener: raft RPCs between voters, DescribeQuorum for tools, and
@@ -233,6 +265,8 @@ class Node:
             listener_name=endpoint.listener_name,
             socket_request_max_bytes=config.socket_request_max_bytes,
             ssl_context=self._listener_security(endpoint.listener_name),
+            queued_max_requests=config.queued_max_requests,
+            request_metrics=RequestMetrics() if self.metrics_enabled else None,
         )
         try:
             self.controller_port = await self.controller_server.start()
@@ -313,6 +347,8 @@ class Node:
                 config.max_connections_per_ip_overrides,
                 config.connections_max_idle_ms,
             ),
+            queued_max_requests=config.queued_max_requests,
+            request_metrics=RequestMetrics() if self.metrics_enabled else None,
         )
         try:
             self.client_port = await self.server.start()
@@ -493,6 +529,10 @@ class Node:
             )
         if self.metadata is not None:
             self.metadata.fail_pending_writes()
+        if self.metrics_server is not None:
+            await bounded(self.metrics_server.stop(), lambda: "the metrics endpoint")
+        if self.loop_monitor is not None:
+            await bounded(self.loop_monitor.stop(), lambda: "the event-loop monitor")
         for server in (self.server, self.controller_server):
             if server is not None:
                 await bounded(server.stop(), functools.partial(_connections_left, server))
@@ -628,6 +668,7 @@ class Node:
         batches; REQUEST_TIMED_OUT after the request's timeout; NOT_ENOUGH_REPLICAS_AFTER_APPEND when
         the ISR shrank below min.insync.replicas meanwhile; NOT_LEADER_OR_FOLLOWER when leadership moved."""
         futures = [self._replicated(wait.part, wait.last_offset) for wait in waits]
+        park()  # Kafka's DelayedProduce: the request's queued.max.requests slot goes back meanwhile
         done, _ = await asyncio.wait(futures, timeout=max(timeout_ms, 0) / 1000)
         assert self.ctx is not None
         for wait, fut in zip(waits, futures, strict=True):
@@ -1333,6 +1374,7 @@ class Node:
             if outcome.bytes_read >= request.min_bytes or outcome.has_error or remaining_s <= 0:
                 break
             await self._wait_for_data(remaining_s)
+        ctx.topic_stats.record_fetch(outcome.response, replica_id >= 0, ctx.cluster.topics)
         return encode_fetch_response(header.correlation_id, header.api_version, outcome.response)
 
 

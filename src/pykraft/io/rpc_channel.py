@@ -36,6 +36,7 @@ from kafka.protocol.sasl import (
 
 from pykraft.core.config import InterNodeSecurity, SslConfig
 from pykraft.io.tls import client_context
+from pykraft.io.waiting import park
 from pykraft.protocol import messages
 from pykraft.security.sasl import SaslClient, SaslClientError
 
@@ -424,6 +425,7 @@ class RpcClient:
         self._waiting[correlation_id] = fut
         try:
             self.channels.send(peer_id, correlation_id, frame)
+            park()  # a forwarded request waits on another node: its queued.max.requests slot goes back
             event = await fut
         finally:
             self._waiting.pop(correlation_id, None)

@@ -10,19 +10,34 @@ Kafka processes one request per connection at a time and answers in request orde
 (librdkafka keeps up to 5 produce requests in flight), so requests are read ahead into the socket
 buffer and handled sequentially. A frame larger than ``socket.request.max.bytes`` or one that does not
 parse closes that connection with one log line; everyone else keeps being served.
+
+Backpressure (issue 18). A connection has at most one request in progress: the next frame is read only
+once the previous one is answered (Kafka mutes a channel the same way), so a pipelining client waits in
+its own socket buffers, which fill (the stream reader pauses the transport at 2 MiB) until TCP stops
+it. ``queued.max.requests`` bounds the requests in progress on the whole listener: a request read when
+the bound is reached waits for a slot before it is handled (counted, and timed as its queue time) and
+its connection reads nothing meanwhile; nothing is refused. A request that parks in a timed wait (a
+long-polling Fetch, an acks=all produce, a controller write, a group join; ``io/waiting.park``) gives
+its slot back, as Kafka's purgatory holds no request-queue slot, so parked requests never keep out the
+one they wait for (a follower's Fetch, the next member's JoinGroup).
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import ssl
 import struct
+import time
+from collections import deque
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 
 from pykraft.core.errors import RemoteProtocolError
+from pykraft.io.request_metrics import RequestMetrics
 from pykraft.io.tls import ANONYMOUS, principal_of
+from pykraft.io.waiting import set_park_hook
 from pykraft.security.sasl import SaslSession
 
 log = logging.getLogger("pykraft.server")
@@ -32,6 +47,8 @@ log = logging.getLogger("pykraft.server")
 Handler = Callable[[bytearray, "ConnectionInfo"], Awaitable[Sequence[bytes | bytearray | memoryview] | None]]
 
 _SIZE = struct.Struct(">i")
+# A request header starts with the api key and version (int16 each): all the metrics read of a frame.
+_API_KEY_VERSION = struct.Struct(">hh")
 # A client that connects to an SSL listener and does not finish the handshake is dropped after this.
 TLS_HANDSHAKE_TIMEOUT_S = 10.0
 
@@ -50,7 +67,16 @@ class ConnectionLimits:
 
 
 class ConnectionInfo:
-    __slots__ = ("peer", "listener_name", "principal", "sasl", "close_after_response", "last_active", "busy")
+    __slots__ = (
+        "peer",
+        "listener_name",
+        "principal",
+        "sasl",
+        "close_after_response",
+        "last_active",
+        "busy",
+        "holds_slot",
+    )
 
     def __init__(self, peer: str, listener_name: str, principal: str = ANONYMOUS) -> None:
         self.peer = peer
@@ -66,6 +92,9 @@ class ConnectionInfo:
         # progress (a long poll is not idleness).
         self.last_active = 0.0
         self.busy = False
+        # Its request in progress holds one of the listener's queued.max.requests slots (until it is
+        # answered or parks).
+        self.holds_slot = False
 
 
 class KafkaServer:
@@ -79,6 +108,8 @@ class KafkaServer:
         socket_request_max_bytes: int,
         ssl_context: ssl.SSLContext | None = None,
         limits: ConnectionLimits | None = None,
+        queued_max_requests: int = 500,
+        request_metrics: RequestMetrics | None = None,
     ) -> None:
         self.handler = handler
         self.limits = limits or ConnectionLimits()
@@ -86,9 +117,22 @@ class KafkaServer:
         self._per_ip: dict[str, int] = {}
         self._infos: dict[asyncio.Task[None], tuple[ConnectionInfo, asyncio.StreamWriter]] = {}
         self._reaper: asyncio.Task[None] | None = None
-        # Connections closed for a limit, and for idleness (for logs and, later, metrics).
+        # Connections closed for a limit (max.connections or max.connections.per.ip), and for idleness.
         self.refused_connections = 0
+        self.refused_over_max_connections = 0
+        self.refused_over_max_connections_per_ip = 0
         self.idle_closed_connections = 0
+        # Connections accepted (within the limits) and ended, Kafka's connection-creation/close totals.
+        self.accepted_connections = 0
+        self.closed_connections = 0
+        # queued.max.requests: slots held by requests in progress, requests waiting for one (their
+        # futures, first come first served), and how many requests ever had to wait.
+        self.queued_max_requests = queued_max_requests
+        self.requests_in_progress = 0
+        self._slot_waiters: deque[asyncio.Future[None]] = deque()
+        self.request_queue_waits = 0
+        # Per-API counts and times (None: the metrics endpoint is off and nothing is timed).
+        self.request_metrics = request_metrics
         # An SSL listener (issue 16): every connection is TLS; a failed handshake closes only it.
         self.ssl_context = ssl_context
         self.host = host
@@ -151,6 +195,38 @@ class KafkaServer:
     def open_connections(self) -> int:
         return len(self._connections)
 
+    @property
+    def requests_waiting(self) -> int:
+        """Requests read and waiting for a queued.max.requests slot (Kafka's RequestQueueSize)."""
+        return sum(1 for fut in self._slot_waiters if not fut.done())
+
+    def _release_slot(self) -> None:
+        """A request finished or parked: its slot goes to the longest-waiting request, if any."""
+        while self._slot_waiters:
+            waiter = self._slot_waiters.popleft()
+            if not waiter.done():
+                waiter.set_result(None)  # handed over: requests_in_progress stays the same
+                return
+        self.requests_in_progress -= 1
+
+    def _park(self, info: ConnectionInfo, task: asyncio.Task[None]) -> None:
+        """The connection's request started a timed wait: its slot goes back (only the connection's own
+        task parks it; tasks it spawned inherit the hook and must not)."""
+        if info.holds_slot and asyncio.current_task() is task:
+            info.holds_slot = False
+            self._release_slot()
+
+    async def _wait_for_slot(self) -> None:
+        """Wait until a slot is handed over; a cancelled wait hands on a slot it was just given."""
+        waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._slot_waiters.append(waiter)
+        try:
+            await waiter
+        except asyncio.CancelledError:
+            if waiter.done() and not waiter.cancelled():
+                self._release_slot()
+            raise
+
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         if self._closing:
             writer.transport.abort()
@@ -160,11 +236,14 @@ class KafkaServer:
         peername = writer.get_extra_info("peername")
         ip = str(peername[0]) if peername else "?"
         peer = f"{ip}:{peername[1]}" if peername else "?"
-        if len(self._connections) >= self.limits.max_connections or self._per_ip.get(
-            ip, 0
-        ) >= self.limits.per_ip(ip):
+        over_max = len(self._connections) >= self.limits.max_connections
+        if over_max or self._per_ip.get(ip, 0) >= self.limits.per_ip(ip):
             # Kafka's TooManyConnectionsException: this one is closed, the others go on.
             self.refused_connections += 1
+            if over_max:
+                self.refused_over_max_connections += 1
+            else:
+                self.refused_over_max_connections_per_ip += 1
             if self.refused_connections & (self.refused_connections - 1) == 0:  # 1st, 2nd, 4th, 8th...
                 log.info(
                     "closing %s: over max.connections=%d or max.connections.per.ip=%d (%d refused so far)",
@@ -176,6 +255,7 @@ class KafkaServer:
             writer.transport.abort()
             return
         self._connections.add(task)
+        self.accepted_connections += 1
         self._per_ip[ip] = self._per_ip.get(ip, 0) + 1
         ssl_object = writer.get_extra_info("ssl_object")
         principal = principal_of(ssl_object.getpeercert()) if ssl_object is not None else ANONYMOUS
@@ -183,6 +263,10 @@ class KafkaServer:
         loop = asyncio.get_running_loop()
         info.last_active = loop.time()
         self._infos[task] = (info, writer)
+        # Timed waits in this task's requests give the request's slot back (io/waiting.park).
+        set_park_hook(functools.partial(self._park, info, task))
+        metrics = self.request_metrics
+        perf_counter = time.perf_counter
         try:
             while True:
                 try:
@@ -204,18 +288,35 @@ class KafkaServer:
                 except (asyncio.IncompleteReadError, ConnectionError):
                     return
                 info.busy = True
+                started = perf_counter() if metrics is not None else 0.0
+                queue_ms = 0.0
                 try:
+                    if self.requests_in_progress < self.queued_max_requests:
+                        self.requests_in_progress += 1
+                    else:
+                        # Backpressure: this connection reads nothing until a slot is free.
+                        self.request_queue_waits += 1
+                        waited_from = perf_counter()
+                        await self._wait_for_slot()
+                        queue_ms = (perf_counter() - waited_from) * 1000
+                    info.holds_slot = True
                     chunks = await self.handler(frame, info)
                 except RemoteProtocolError as exc:
                     log.warning("closing %s: %s", peer, exc)
                     return
                 finally:
+                    if info.holds_slot:
+                        info.holds_slot = False
+                        self._release_slot()
                     info.busy = False
                     info.last_active = loop.time()
                 if chunks:
                     writer.writelines(chunks)
                     if writer.transport.get_write_buffer_size() > (4 << 20):
                         await writer.drain()
+                if metrics is not None and size >= 4:
+                    api_key, api_version = _API_KEY_VERSION.unpack_from(frame)
+                    metrics.record(api_key, api_version, (perf_counter() - started) * 1000, queue_ms)
                 if info.close_after_response:
                     await writer.drain()
                     return
@@ -227,6 +328,7 @@ class KafkaServer:
             log.exception("closing %s after an internal error", peer)
         finally:
             self._connections.discard(task)
+            self.closed_connections += 1
             self._infos.pop(task, None)
             left = self._per_ip.get(ip, 1) - 1
             if left > 0:

@@ -209,6 +209,10 @@ class MetadataSnapshots:
         # The last committed batch applied: (last offset + 1, its epoch) is the next snapshot's id.
         self.applied: OffsetAndEpoch | None = None
         self.last_applied_timestamp_ms = -1
+        # The latest snapshot this process wrote, for the metrics (Kafka's SnapshotEmitter: its age
+        # counts from the start until the first one).
+        self.generated_ms = now_ms
+        self.generated_bytes = 0
         self._next_clean_ms = now_ms + self.clean_interval_ms
 
     def load(self, snapshot_id: OffsetAndEpoch) -> tuple[MetadataImage, int]:
@@ -273,6 +277,7 @@ class MetadataSnapshots:
         )
         self.store.write(snapshot_id, data)
         self.trigger.reset(now_ms)
+        self.generated_ms, self.generated_bytes = now_ms, len(data)
         log.info(
             "wrote metadata snapshot %s (%d records, %d bytes) in %.0f ms: %s",
             snapshot_file_name(snapshot_id),
