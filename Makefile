@@ -1,4 +1,5 @@
-# pykraft: `make run` serves on 127.0.0.1:9092, `make test` runs lint, types and the test suite.
+# pykraft: `make run` serves on 127.0.0.1:9092 (Prometheus metrics on 127.0.0.1:9404), `make test` runs
+# lint, types and the test suite.
 PYTHON ?= python3.11
 VENV := .venv
 BIN := $(VENV)/bin
@@ -15,8 +16,10 @@ $(STAMP): pyproject.toml
 
 install: $(STAMP)
 
+# The metrics endpoint is off by default in server.properties; make run turns it on (METRICS_PORT=-1: off).
+METRICS_PORT ?= 9404
 run: $(STAMP)
-	MALLOC_MMAP_THRESHOLD_=33554432 MALLOC_TRIM_THRESHOLD_=268435456 $(BIN)/pykraft server start
+	MALLOC_MMAP_THRESHOLD_=33554432 MALLOC_TRIM_THRESHOLD_=268435456 $(BIN)/pykraft server start --override metrics.port=$(METRICS_PORT)
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests bench examples
@@ -48,6 +51,7 @@ bench: $(STAMP)
 	$(BIN)/python -m bench.cluster
 	$(BIN)/python -m bench.transactions
 	$(BIN)/python -m bench.security
+	$(BIN)/python -m bench.compaction
 
 clean:
 	rm -rf $(VENV) data .pytest_cache .mypy_cache .ruff_cache
