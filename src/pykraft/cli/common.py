@@ -9,10 +9,11 @@ Exit codes as Kafka's tools and argparse: 0 done, 1 the cluster said no (or coul
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import ssl
 import sys
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from kafka.protocol.consumer import ListOffsetsRequest, ListOffsetsResponse
@@ -201,6 +202,21 @@ def print_table(headers: list[str], rows: Iterable[Iterable[object]]) -> None:
         table.add_row(*("-" if cell is None else str(cell) for cell in row))
     console = Console(file=sys.stdout, width=None if sys.stdout.isatty() else 1_000_000, highlight=False)
     console.print(table)
+
+
+@contextlib.contextmanager
+def progress_bar(total: int, description: str) -> Iterator[Callable[[int], None]]:
+    """A ``rich`` progress bar on stderr while a person watches (stderr is a terminal); it disappears
+    when done, so stdout keeps only Kafka's lines. Yields ``advance(n)``; a no-op for pipes and tests."""
+    if not sys.stderr.isatty():
+        yield lambda n: None
+        return
+    from rich.console import Console
+    from rich.progress import Progress
+
+    with Progress(console=Console(stderr=True), transient=True) as progress:
+        task = progress.add_task(description, total=total)
+        yield lambda n: progress.advance(task, n)
 
 
 def print_json(value: Any) -> None:

@@ -18,6 +18,7 @@ import random
 import sys
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -30,6 +31,7 @@ from pykraft.cli.common import (
     connection_security,
     key_values,
     parse_acks,
+    progress_bar,
     run_tool,
     security_of,
 )
@@ -156,7 +158,7 @@ def _int_prop(props: dict[str, str], key: str, default: int) -> int:
         raise UsageError(f"--producer-props {key}={props[key]}: not a whole number") from None
 
 
-async def _produce(args: argparse.Namespace) -> int:
+async def _produce(args: argparse.Namespace, advance: Callable[[int], None]) -> int:
     if args.num_records < 0:
         raise UsageError(f"--num-records: {args.num_records} is negative")
     if args.throughput == 0:
@@ -203,6 +205,7 @@ async def _produce(args: argparse.Namespace) -> int:
             return
         now_ms = _now_ms()
         stats.record(now_ms - sent_ms, size, now_ms)
+        advance(1)
 
     await producer.start()
     try:
@@ -235,7 +238,8 @@ async def _produce(args: argparse.Namespace) -> int:
 
 
 def _producer_perf_test(args: argparse.Namespace) -> int:
-    return asyncio.run(_produce(args))
+    with progress_bar(max(args.num_records, 0), f"producing to {args.topic}") as advance:
+        return asyncio.run(_produce(args, advance))
 
 
 # --- consumer ---------------------------------------------------------------------------------------------
@@ -277,7 +281,7 @@ def consumer_line(
     )
 
 
-async def _consume(args: argparse.Namespace) -> int:
+async def _consume(args: argparse.Namespace, advance: Callable[[int], None]) -> int:
     if args.messages < 0:
         raise UsageError(f"--messages: {args.messages} is negative")
     props = {
@@ -313,10 +317,11 @@ async def _consume(args: argparse.Namespace) -> int:
             now = time.monotonic()
             if records:
                 last_record = now
-            for record in records[: args.messages - messages]:
-                size = len(record.value or b"") + len(record.key or b"")
-                total_bytes += size
-                messages += 1
+            taken = records[: args.messages - messages]
+            for record in taken:
+                total_bytes += len(record.value or b"") + len(record.key or b"")
+            messages += len(taken)
+            advance(len(taken))
             if args.show_detailed_stats and (now - last_report) * 1000 >= args.reporting_interval:
                 span_s = max(now - last_report, 1e-6)
                 mb = total_bytes / MIB
@@ -349,7 +354,8 @@ async def _consume(args: argparse.Namespace) -> int:
 
 
 def _consumer_perf_test(args: argparse.Namespace) -> int:
-    return asyncio.run(_consume(args))
+    with progress_bar(max(args.messages, 0), f"consuming {args.topic}") as advance:
+        return asyncio.run(_consume(args, advance))
 
 
 # --- parsers ----------------------------------------------------------------------------------------------
