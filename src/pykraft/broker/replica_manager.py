@@ -8,7 +8,7 @@ CRC-32C, counts) -> producer-state check -> append with offsets rewritten in pla
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -19,6 +19,7 @@ from pykraft.broker.replication import (
     follower_truncation_offset,
 )
 from pykraft.core.errors import ErrorCode, KafkaError
+from pykraft.log.cleaner import CleanerConfig, CleanerStats, clean, cleanable
 from pykraft.log.partition_log import AppendInfo, LogConfig, PartitionLog
 from pykraft.log.producer_snapshot import delete_snapshots_below, write_snapshot
 from pykraft.log.producer_state import (
@@ -41,6 +42,19 @@ from pykraft.protocol.records import (
 )
 
 TopicPartition = tuple[str, int]
+
+
+def _all_keyed(records: memoryview, headers: list[BatchHeader]) -> bool:
+    position = 0
+    for header in headers:
+        end = position + header.size_in_bytes
+        try:
+            if any(record.key is None for record in decode_records(records[position:end])):
+                return False
+        except ValueError:
+            return False
+        position = end
+    return True
 
 
 class LogOpener(Protocol):
@@ -114,7 +128,7 @@ def topic_log_config(base: LogConfig, overrides: Mapping[str, str]) -> LogConfig
     the broker's ``base``; a value that does not parse keeps the base's (never a crash on replay)."""
     if not overrides:
         return base
-    fields: dict[str, int | bool] = {}
+    fields: dict[str, int | bool | float] = {}
     for name, field_name in _LOG_CONFIG_FIELDS.items():
         raw = overrides.get(name)
         if raw is not None:
@@ -125,6 +139,17 @@ def topic_log_config(base: LogConfig, overrides: Mapping[str, str]) -> LogConfig
     timestamp_type = overrides.get("message.timestamp.type")
     if timestamp_type is not None:
         fields["message_timestamp_log_append_time"] = timestamp_type == "LogAppendTime"
+    policy = overrides.get("cleanup.policy")
+    if policy is not None:
+        policies = {word.strip() for word in policy.split(",")}
+        fields["cleanup_policy_delete"] = "delete" in policies
+        fields["cleanup_policy_compact"] = "compact" in policies
+    ratio = overrides.get("min.cleanable.dirty.ratio")
+    if ratio is not None:
+        try:
+            fields["min_cleanable_dirty_ratio"] = float(ratio)
+        except ValueError:
+            pass
     try:
         return dataclasses.replace(base, **fields)  # type: ignore[arg-type]
     except AssertionError:
@@ -142,6 +167,8 @@ _LOG_CONFIG_FIELDS = {
     "max.message.bytes": "max_message_bytes",
     "message.timestamp.before.max.ms": "message_timestamp_before_max_ms",
     "message.timestamp.after.max.ms": "message_timestamp_after_max_ms",
+    "delete.retention.ms": "delete_retention_ms",
+    "min.compaction.lag.ms": "min_compaction_lag_ms",
 }
 
 
@@ -174,6 +201,11 @@ class ReplicaManager:
         self.storage_error: str | None = None
         self.on_storage_failure: Callable[[str], None] = lambda _reason: None
         self.partitions: dict[TopicPartition, Partition] = {}
+        # Log compaction: the cleaner's settings, what it has done, and per partition the delete
+        # horizon its kept tombstones wait for (a pass is due then even with nothing dirty).
+        self.cleaner_config = CleanerConfig()
+        self.cleaner_stats = CleanerStats()
+        self._cleaner_horizons: dict[TopicPartition, int] = {}
 
     # --- lifecycle, driven by the metadata image -------------------------------------------------
 
@@ -259,6 +291,7 @@ class ReplicaManager:
             part.log.set_config(config)
 
     def remove_partition(self, topic: str, partition_index: int) -> None:
+        self._cleaner_horizons.pop((topic, partition_index), None)
         part = self.partitions.pop((topic, partition_index), None)
         if part is not None:
             part.log.close()
@@ -312,6 +345,13 @@ class ReplicaManager:
                 return AppendResult(
                     ErrorCode.INVALID_RECORD, error_message="a client may not write control batches"
                 )
+        if config.cleanup_policy_compact and not _all_keyed(records, headers):
+            # LogValidator: the cleaner could never keep such a record, so it is refused up front.
+            return AppendResult(
+                ErrorCode.INVALID_RECORD,
+                error_message=f"Compacted topic cannot accept message without key in topic partition "
+                f"{part.topic}-{part.partition_index}.",
+            )
         state = part.producer_state
         for header in headers:
             if (
@@ -426,17 +466,21 @@ class ReplicaManager:
         sequence checks, the leader made them)."""
         buf = bytearray(records)
         try:
-            headers = validate_batches(buf)
+            headers = validate_batches(buf, from_leader=True)
         except InvalidBatchError as exc:
             return exc.error_code
-        if headers[0].base_offset != part.log.log_end_offset:
-            # Not where our log ends: the next fetch (from our log end) sorts it out.
-            return ErrorCode.OFFSET_OUT_OF_RANGE
+        expected = part.log.log_end_offset
+        for header in headers:
+            # At or past our log end (a compacted leader's offsets have gaps), and increasing; anything
+            # else is not where our log ends: the next fetch (from our log end) sorts it out.
+            if header.base_offset < expected:
+                return ErrorCode.OFFSET_OUT_OF_RANGE
+            expected = header.next_offset
         if self.storage_error is not None:
             return ErrorCode.KAFKA_STORAGE_ERROR
         rolled_from = part.log.active_segment_base_offset
         try:
-            part.log.append(buf, headers)
+            part.log.append(buf, headers, assign_offsets=False)
             if part.log.active_segment_base_offset != rolled_from:
                 self._checkpoint(part)
         except OSError as exc:
@@ -659,6 +703,62 @@ class ReplicaManager:
             return 0
         self._next_expiration_check_ms = now_ms + self.producer_id_expiration_check_interval_ms
         return sum(len(part.producer_state.remove_expired(now_ms)) for part in self.partitions.values())
+
+    # --- log compaction ---------------------------------------------------------------------------------
+
+    def next_cleaning(self, now_ms: int) -> tuple[Partition, Iterator[None]] | None:
+        """A cleaning pass of the compacted partition that needs one most (the dirtiest above its
+        min.cleanable.dirty.ratio, or one whose tombstones' delete horizon has passed), for the shell to
+        step; None when none does. Rolled segments are flushed first: only flushed ones are cleaned."""
+        if self.storage_error is not None:
+            return None
+        best: tuple[float, Partition, bool] | None = None
+        for key, part in self.partitions.items():
+            log = part.log
+            if not log.config.cleanup_policy_compact:
+                continue
+            if log.recovery_point < log.active_segment_base_offset:
+                try:
+                    log.flush()
+                except OSError as exc:
+                    self._storage_failed(part, exc)
+                    return None
+            span = cleanable(log, now_ms, part.producer_state.first_unstable_offset())
+            horizon_ms = self._cleaner_horizons.get(key)
+            expire = horizon_ms is not None and now_ms >= horizon_ms
+            ratio = span.dirty_ratio
+            if (span.dirty_bytes and ratio >= log.config.min_cleanable_dirty_ratio) or expire:
+                if best is None or ratio > best[0]:
+                    best = (ratio, part, expire)
+        if best is None:
+            return None
+        return best[1], self._clean(best[1], now_ms, best[2])
+
+    def _clean(self, part: Partition, now_ms: int, expire_deletes: bool) -> Iterator[None]:
+        key = (part.topic, part.partition_index)
+        stats = CleanerStats()
+        self._cleaner_horizons.pop(key, None)
+        try:
+            yield from clean(
+                part.log,
+                now_ms,
+                config=self.cleaner_config,
+                first_unstable_offset=part.producer_state.first_unstable_offset(),
+                aborted=part.transactions.aborted,
+                producer_last_offsets={
+                    entry.producer_id: entry.last_data_offset
+                    for entry in part.producer_state.active_producers()
+                },
+                stats=stats,
+                expire_deletes=expire_deletes,
+            )
+        except OSError as exc:
+            self._storage_failed(part, exc)
+            return
+        finally:
+            self.cleaner_stats.add(stats)
+        if stats.next_delete_horizon_ms is not None:
+            self._cleaner_horizons[key] = stats.next_delete_horizon_ms
 
     def flush_all(self) -> None:
         if self.storage_error is not None:

@@ -11,7 +11,17 @@ from __future__ import annotations
 import os
 from collections import OrderedDict
 
-from pykraft.log.store import INDEX_SUFFIX, LOG_SUFFIX, SEGMENT_NAME_DIGITS, BytesLike, segment_file_name
+from pykraft.log.store import (
+    CLEANED,
+    CLEANED_SUFFIX,
+    INDEX_SUFFIX,
+    LOG_SUFFIX,
+    SEGMENT_NAME_DIGITS,
+    SWAP,
+    SWAP_SUFFIX,
+    BytesLike,
+    segment_file_name,
+)
 
 # Segment logs kept open at once; older ones are closed and reopened on demand, so a partition with
 # thousands of segments does not exhaust file descriptors.
@@ -195,6 +205,74 @@ class FileSegmentStore:
         except FileNotFoundError:
             return
         self._fsync_dir()
+
+    # --- the log cleaner's files (see SegmentStore) ---------------------------------------------------
+
+    def _fsync_file(self, path: str) -> None:
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+    def create_cleaned(self, base_offset: int) -> None:
+        for suffix in (LOG_SUFFIX, INDEX_SUFFIX):
+            path = self._path(base_offset, suffix + CLEANED_SUFFIX)
+            os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644))
+
+    def append_cleaned(self, base_offset: int, data: BytesLike) -> None:
+        fd = os.open(self._path(base_offset, LOG_SUFFIX + CLEANED_SUFFIX), os.O_WRONLY | os.O_APPEND)
+        try:
+            _write_all(fd, data)
+        finally:
+            os.close(fd)
+
+    def write_cleaned_index(self, base_offset: int, data: BytesLike) -> None:
+        fd = os.open(self._path(base_offset, INDEX_SUFFIX + CLEANED_SUFFIX), os.O_WRONLY | os.O_TRUNC)
+        try:
+            _write_all(fd, data)
+        finally:
+            os.close(fd)
+
+    def seal_cleaned(self, base_offset: int) -> None:
+        # The index first, the log last: a ``.log.swap`` is what says the cleaned segment is whole.
+        for suffix in (INDEX_SUFFIX, LOG_SUFFIX):
+            cleaned = self._path(base_offset, suffix + CLEANED_SUFFIX)
+            self._fsync_file(cleaned)
+            os.replace(cleaned, self._path(base_offset, suffix + SWAP_SUFFIX))
+        self._fsync_dir()
+
+    def install_swap(self, base_offset: int) -> None:
+        fd = self._fds.pop(base_offset, None)
+        if fd is not None:
+            os.close(fd)
+        self._index_unsynced.discard(base_offset)
+        index_swap = self._path(base_offset, INDEX_SUFFIX + SWAP_SUFFIX)
+        if os.path.exists(index_swap):  # gone when a crash came between the two renames
+            os.replace(index_swap, self._path(base_offset, INDEX_SUFFIX))
+        os.replace(self._path(base_offset, LOG_SUFFIX + SWAP_SUFFIX), self._path(base_offset, LOG_SUFFIX))
+        self._fsync_dir()
+
+    def discard_cleaning(self, base_offset: int) -> None:
+        for suffix in (LOG_SUFFIX, INDEX_SUFFIX):
+            for state_suffix in (CLEANED_SUFFIX, SWAP_SUFFIX):
+                try:
+                    os.unlink(self._path(base_offset, suffix + state_suffix))
+                except FileNotFoundError:
+                    pass
+        self._fsync_dir()
+
+    def list_cleaning(self) -> dict[int, str]:
+        found: dict[int, str] = {}
+        for name in os.listdir(self.partition_dir):
+            stem = name.partition(".")[0]
+            if len(stem) != SEGMENT_NAME_DIGITS or not stem.isdigit():
+                continue
+            if name == stem + LOG_SUFFIX + SWAP_SUFFIX:
+                found[int(stem)] = SWAP
+            elif name.endswith((CLEANED_SUFFIX, SWAP_SUFFIX)):
+                found.setdefault(int(stem), CLEANED)
+        return found
 
     def close(self) -> None:
         while self._fds:

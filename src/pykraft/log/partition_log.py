@@ -10,8 +10,16 @@ Kafka's on-disk layout (UnifiedLog/LocalLog/LogSegment), batch headers only on t
   of the batch at that position, as Kafka writes it (kafka-dump-log checks this). A lookup finds the
   last entry with offset <= target and scans headers forward. The index also keeps, in memory only,
   the largest timestamp before each entry, which makes it a time index too.
-- Offsets are contiguous: each batch starts where the previous one ended, each segment where its
-  predecessor ended (there is no compaction yet); recovery treats a jump as corruption.
+- Offsets increase. A leader assigns them contiguously; a follower keeps the leader's, which have
+  gaps once the leader's cleaner ran (log compaction keeps a batch's offsets, not its dropped
+  records). Each segment starts where its predecessor ended, except below the recovery point: a
+  cleaned segment (only flushed segments are cleaned) may end short of its successor's base. Above
+  it a hole means a crash lost an unflushed segment, and recovery drops what follows; an overlap
+  is corruption anywhere.
+- Compaction (``pykraft.log.cleaner`` decides what to keep) writes a group of segments' surviving
+  batches into ``<base>.log.cleaned``, seals it as ``.swap``, deletes the segments it replaces and
+  renames the swap into place; a ``cleaner-swap`` checkpoint names the replaced segments first, so
+  recovery finishes a sealed swap and deletes an unsealed ``.cleaned`` (Kafka's LogLoader does both).
 - Recovery (``open``) reads headers, jumping batch to batch. Segments below the persisted recovery
   point were flushed whole and are only checked for structure; segments at or above it are also
   CRC-checked. The first torn or corrupt batch ends the log: its segment is truncated there and later
@@ -36,7 +44,7 @@ from typing import NamedTuple
 from crc32c import crc32c
 
 from pykraft.core.errors import ErrorCode, KafkaError
-from pykraft.log.store import BytesLike, SegmentStore
+from pykraft.log.store import SWAP, BytesLike, SegmentStore
 from pykraft.protocol.records import (
     ATTRIBUTES_OFFSET,
     BATCH_HEADER_SIZE,
@@ -56,6 +64,10 @@ from pykraft.protocol.records import (
 LOG_START_OFFSET_CHECKPOINT = "log-start-offset"
 # Base offset of the oldest segment that may hold unflushed bytes: everything below it was fsynced.
 RECOVERY_POINT_CHECKPOINT = "recovery-point"
+# The first offset the cleaner has not cleaned (Kafka keeps one cleaner-offset-checkpoint per log dir).
+CLEANER_OFFSET_CHECKPOINT = "cleaner-offset-checkpoint"
+# A swap in progress: the cleaned segment's base and the bases of the segments it replaces.
+CLEANER_SWAP_CHECKPOINT = "cleaner-swap"
 INDEX_ENTRY_BYTES = 8
 _CHECKPOINT_VERSION = 0
 # Recovery reads headers through a window, so small batches cost one store read per window rather
@@ -79,6 +91,12 @@ class LogConfig:
     message_timestamp_log_append_time: bool = False  # message.timestamp.type=LogAppendTime
     message_timestamp_before_max_ms: int = 2**63 - 1  # message.timestamp.before.max.ms (KIP-937)
     message_timestamp_after_max_ms: int = 2**63 - 1  # message.timestamp.after.max.ms (KIP-937)
+    # cleanup.policy: "delete" (retention), "compact" (the cleaner), or both.
+    cleanup_policy_delete: bool = True
+    cleanup_policy_compact: bool = False
+    min_cleanable_dirty_ratio: float = 0.5  # min.cleanable.dirty.ratio
+    delete_retention_ms: int = 86400000  # delete.retention.ms: how long tombstones and markers stay
+    min_compaction_lag_ms: int = 0  # min.compaction.lag.ms: records younger than this stay uncompacted
 
     def __post_init__(self) -> None:
         assert self.segment_bytes >= BATCH_HEADER_SIZE, self.segment_bytes
@@ -87,6 +105,8 @@ class LogConfig:
         assert self.retention_ms >= -1, self.retention_ms
         assert self.retention_bytes >= -1, self.retention_bytes
         assert self.segment_ms >= 1, self.segment_ms
+        assert 0.0 <= self.min_cleanable_dirty_ratio <= 1.0, self.min_cleanable_dirty_ratio
+        assert self.delete_retention_ms >= 0 and self.min_compaction_lag_ms >= 0
 
 
 class AppendInfo(NamedTuple):
@@ -188,6 +208,17 @@ class _Segment:
         )
 
 
+@dataclass(slots=True)
+class CleanedSegment:
+    """A cleaned segment being written (``PartitionLog.begin_cleaned``)."""
+
+    segment: _Segment
+
+    @property
+    def size_bytes(self) -> int:
+        return self.segment.size_bytes
+
+
 def _scan_headers(
     store: SegmentStore, base_offset: int, start: int, end: int, *, check_crc: bool, window_bytes: int
 ) -> Iterator[tuple[int, BatchHeader]]:
@@ -233,6 +264,25 @@ def _encode_offset_checkpoint(offset: int) -> bytes:
     return f"{_CHECKPOINT_VERSION}\n{offset}\n".encode("ascii")
 
 
+def _encode_swap_plan(base_offset: int, replaced: list[int]) -> bytes:
+    return f"{_CHECKPOINT_VERSION}\n{base_offset}\n{' '.join(map(str, replaced))}\n".encode("ascii")
+
+
+def _read_swap_plan(store: SegmentStore) -> tuple[int, list[int]] | None:
+    data = store.read_checkpoint(CLEANER_SWAP_CHECKPOINT)
+    if data is None:
+        return None
+    lines = data.decode("ascii", "replace").split("\n")
+    try:
+        assert lines[0] == str(_CHECKPOINT_VERSION)
+        return int(lines[1]), [int(word) for word in lines[2].split()]
+    except (AssertionError, IndexError, ValueError):
+        raise ValueError(
+            f"checkpoint {CLEANER_SWAP_CHECKPOINT!r} is not '0\\n<base>\\n<bases...>\\n' but {data[:60]!r}; "
+            "delete it and every *.swap file to fall back to the segments as they are"
+        ) from None
+
+
 def _read_offset_checkpoint(store: SegmentStore, name: str) -> int | None:
     data = store.read_checkpoint(name)
     if data is None:
@@ -258,6 +308,10 @@ class PartitionLog:
         self._high_watermark_tracks_log_end = high_watermark_tracks_log_end
         self._size_bytes = 0
         self._recovery_point = 0
+        # The first offset not cleaned yet (the cleaner's dirty section starts here).
+        self._cleaner_offset = 0
+        # Bumped whenever segments are deleted, cut or replaced: a cleaning pass started before gives up.
+        self._generation = 0
         # Segments with bytes (or an index, or a creation) that no flush has made durable yet.
         self._unflushed: set[int] = set()
         self._lookup_window_bytes = min(
@@ -283,7 +337,9 @@ class PartitionLog:
 
     def _recover(self) -> None:
         store = self._store
+        self._recover_cleaning()
         self._recovery_point = _read_offset_checkpoint(store, RECOVERY_POINT_CHECKPOINT) or 0
+        self._cleaner_offset = _read_offset_checkpoint(store, CLEANER_OFFSET_CHECKPOINT) or 0
         checkpoint_start = _read_offset_checkpoint(store, LOG_START_OFFSET_CHECKPOINT)
         self._load_segments(store.list_segments(), checkpoint_start)
         if not self._segments:
@@ -300,6 +356,22 @@ class PartitionLog:
         for segment in self._segments:
             self._sync_index(segment)
 
+    def _recover_cleaning(self) -> None:
+        """Finish a swap that was sealed (its plan names what it replaces); drop cleaned segments that
+        were not (Kafka's LogLoader: .cleaned files are deleted, .swap files completed)."""
+        store = self._store
+        plan = _read_swap_plan(store)
+        for base_offset, state in sorted(store.list_cleaning().items()):
+            if state == SWAP and plan is not None and plan[0] == base_offset:
+                present = set(store.list_segments())
+                for replaced in plan[1]:
+                    if replaced in present:
+                        store.delete_segment(replaced)
+                store.install_swap(base_offset)
+            store.discard_cleaning(base_offset)
+        if plan is not None:
+            store.delete_checkpoint(CLEANER_SWAP_CHECKPOINT)
+
     def _load_segments(self, base_offsets: list[int], checkpoint_start: int | None) -> None:
         """Rebuild segments from headers; cut the log at the first torn or corrupt batch."""
         store = self._store
@@ -309,7 +381,12 @@ class PartitionLog:
             # lost in a crash; every later one was never flushed either, since flush covers them all.
             # Without one (a fresh log, or a directory Kafka wrote) the first segment is the start.
             if self._segments:
-                lost = base_offset != self._segments[-1].next_offset
+                previous_end = self._segments[-1].next_offset
+                # A cleaned segment may end short of the next base (cleaning happens below the recovery
+                # point only); above it a hole is an unflushed segment lost in a crash.
+                lost = base_offset < previous_end or (
+                    base_offset > previous_end and base_offset > self._recovery_point
+                )
             else:
                 lost = checkpoint_start is not None and base_offset > checkpoint_start
             if lost:
@@ -343,8 +420,9 @@ class PartitionLog:
             window_bytes=SCAN_WINDOW_BYTES,
         ):
             last_offset = header.base_offset + header.last_offset_delta
-            if header.base_offset != expected_offset or last_offset - segment.base_offset > INT32_MAX:
-                return  # offsets jump or do not fit the index: corrupt from here
+            # Offsets may skip ahead (a follower of a compacted leader, a cleaned segment), never back.
+            if header.base_offset < expected_offset or last_offset - segment.base_offset > INT32_MAX:
+                return  # offsets go back or do not fit the index: corrupt from here
             segment.track(last_offset, header.size_in_bytes, header.max_timestamp, interval_bytes)
             expected_offset = last_offset + 1
 
@@ -409,23 +487,38 @@ class PartitionLog:
     # --- append ---------------------------------------------------------------------------------
 
     def append(
-        self, records: bytearray | memoryview, headers: list[BatchHeader], *, leader_epoch: int | None = None
+        self,
+        records: bytearray | memoryview,
+        headers: list[BatchHeader],
+        *,
+        leader_epoch: int | None = None,
+        assign_offsets: bool = True,
     ) -> AppendInfo:
         """Append validated batches (``headers`` from ``validate_batches(records)``): assign
         consecutive offsets from the log end by rewriting each ``baseOffset`` in place (and the
-        partitionLeaderEpoch when given), then write them with one store append."""
+        partitionLeaderEpoch when given), then write them with one store append. Without
+        ``assign_offsets`` (a follower) the batches keep their offsets, which must start at or past
+        the log end and increase (a compacted leader's have gaps)."""
         assert headers, "append needs at least one batch"
-        offset_count = sum(header.last_offset_delta + 1 for header in headers)
+        if assign_offsets:
+            offset_count = sum(header.last_offset_delta + 1 for header in headers)
+        else:
+            offset_count = headers[-1].last_offset + 1 - self.log_end_offset
+            expected = self.log_end_offset
+            for header in headers:
+                assert header.base_offset >= expected, (header.base_offset, expected)
+                expected = header.next_offset
         newest = max(header.max_timestamp for header in headers)
         active = self._maybe_roll(len(records), offset_count, len(headers), newest)
         view = memoryview(records)
-        first_offset = offset = active.next_offset
+        first_offset = offset = active.next_offset if assign_offsets else headers[0].base_offset
         position = 0
         for header in headers:
-            set_base_offset(view, position, offset)
+            if assign_offsets:
+                set_base_offset(view, position, offset)
+                offset += header.last_offset_delta + 1
             if leader_epoch is not None:
                 set_partition_leader_epoch(view, position, leader_epoch)
-            offset += header.last_offset_delta + 1
             position += header.size_in_bytes
         assert position == len(view), f"headers cover {position} of {len(view)} bytes"
         self._store.append(active.base_offset, view)
@@ -434,6 +527,8 @@ class PartitionLog:
         interval_bytes = self._config.index_interval_bytes
         offset = first_offset
         for header in headers:
+            if not assign_offsets:
+                offset = header.base_offset
             last_offset = offset + header.last_offset_delta
             active.track(last_offset, header.size_in_bytes, header.max_timestamp, interval_bytes)
             if header.max_timestamp > max_timestamp:
@@ -678,6 +773,7 @@ class PartitionLog:
 
     def _delete_oldest(self, count: int) -> list[int]:
         assert count < len(self._segments), "the active segment is never deleted"
+        self._generation += count > 0
         deleted = [segment.base_offset for segment in self._segments[:count]]
         self._size_bytes -= sum(segment.size_bytes for segment in self._segments[:count])
         del self._segments[:count]
@@ -695,7 +791,8 @@ class PartitionLog:
         while limit < len(candidates) and candidates[limit].next_offset <= self._high_watermark:
             limit += 1
         by_time = 0
-        if config.retention_ms >= 0:
+        # cleanup.policy without "delete": retention never deletes (the cleaner keeps it small).
+        if config.cleanup_policy_delete and config.retention_ms >= 0:
             while (
                 by_time < limit
                 and candidates[by_time].max_timestamp != NO_TIMESTAMP
@@ -703,7 +800,7 @@ class PartitionLog:
             ):
                 by_time += 1
         by_size = 0
-        if config.retention_bytes >= 0:
+        if config.cleanup_policy_delete and config.retention_bytes >= 0:
             excess_bytes = self._size_bytes - config.retention_bytes
             while by_size < limit and excess_bytes - candidates[by_size].size_bytes >= 0:
                 excess_bytes -= candidates[by_size].size_bytes
@@ -727,6 +824,7 @@ class PartitionLog:
         if offset < self._log_start_offset:
             self.truncate_fully_and_start_at(offset)
             return
+        self._generation += 1
         doomed = [segment for segment in self._segments[1:] if segment.base_offset > offset]
         if doomed:
             del self._segments[len(self._segments) - len(doomed) :]
@@ -751,19 +849,120 @@ class PartitionLog:
         self._high_watermark = min(self._high_watermark, self.log_end_offset)
         # The truncated segment must be CRC-checked on the next open until a flush covers it.
         self._set_recovery_point(min(self._recovery_point, active.base_offset))
+        # New batches will follow in the (now active) segment: it is dirty again.
+        if self._cleaner_offset > active.base_offset:
+            self.set_cleaner_offset(active.base_offset)
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
         """Empty the log and restart it at ``offset`` (a raft follower installing a snapshot, or a
         log start past everything that survived a crash)."""
         assert offset >= 0, offset
         # The new start is durable first: a crash in between leaves a log the next open resets.
+        self._generation += 1
         self._set_log_start_offset(offset)
         self._set_recovery_point(offset)
+        if self._cleaner_offset:
+            self._store.delete_checkpoint(CLEANER_OFFSET_CHECKPOINT)
+            self._cleaner_offset = 0
         self._delete_files([segment.base_offset for segment in self._segments])
         self._segments = []
         self._size_bytes = 0
         self._create_segment(offset)
         self._high_watermark = offset
+
+    # --- compaction: what pykraft.log.cleaner writes through ----------------------------------------
+
+    @property
+    def cleaner_offset(self) -> int:
+        """The first offset the cleaner has not cleaned (its dirty section starts here)."""
+        return max(self._cleaner_offset, self._log_start_offset)
+
+    def set_cleaner_offset(self, offset: int) -> None:
+        """A cleaning pass covered everything below ``offset`` (a segment base); written when the
+        pass ends, so a crash during one makes the next start over."""
+        if offset != self._cleaner_offset:
+            self._store.write_checkpoint(CLEANER_OFFSET_CHECKPOINT, _encode_offset_checkpoint(offset))
+            self._cleaner_offset = offset
+
+    @property
+    def generation(self) -> int:
+        """Changes whenever a segment is deleted, cut or replaced: a cleaning pass checks it."""
+        return self._generation
+
+    @property
+    def recovery_point(self) -> int:
+        """Segments below it were flushed whole."""
+        return self._recovery_point
+
+    def segment_batches(self, base_offset: int, chunk_bytes: int) -> Iterator[tuple[BatchHeader, memoryview]]:
+        """Every batch of a (non-active) segment with its bytes, read ``chunk_bytes`` at a time (a
+        batch larger than that alone). Do not change the log while iterating."""
+        segment = self._segments[self._segment_index(base_offset)]
+        assert segment.base_offset == base_offset, (segment.base_offset, base_offset)
+        position, end = 0, segment.size_bytes
+        while position < end:
+            first = read_batch_header(self._store.read(base_offset, position, BATCH_HEADER_SIZE))
+            data = memoryview(
+                self._store.read(
+                    base_offset, position, min(max(chunk_bytes, first.size_in_bytes), end - position)
+                )
+            )
+            used = 0
+            for batch_position, header in scan_batches(data, check_crc=False):
+                yield header, data[batch_position : batch_position + header.size_in_bytes]
+                used = batch_position + header.size_in_bytes
+            assert used > 0, (base_offset, position)
+            position += used
+
+    def begin_cleaned(self, base_offset: int) -> CleanedSegment:
+        """Start ``<base>.log.cleaned``, the cleaned copy of the segments from ``base_offset`` on."""
+        self._store.create_cleaned(base_offset)
+        return CleanedSegment(_Segment(base_offset))
+
+    def append_cleaned(self, cleaned: CleanedSegment, header: BatchHeader, data: BytesLike) -> None:
+        """One batch (as the cleaner kept it) at the end of the cleaned segment."""
+        segment = cleaned.segment
+        assert header.base_offset >= segment.next_offset, (header.base_offset, segment.next_offset)
+        self._store.append_cleaned(segment.base_offset, data)
+        segment.track(
+            header.last_offset, header.size_in_bytes, header.max_timestamp, self._config.index_interval_bytes
+        )
+
+    def abort_cleaned(self, cleaned: CleanedSegment) -> None:
+        self._store.discard_cleaning(cleaned.segment.base_offset)
+
+    def replace_with_cleaned(self, cleaned: CleanedSegment, replaced: list[int], generation: int) -> bool:
+        """Swap the cleaned segment in for the consecutive segments ``replaced`` (below the recovery
+        point, the first at the cleaned segment's base), crash-safely: seal it, name what it replaces,
+        delete the old ones, rename it into place. False, with the cleaned files gone, when the log
+        changed since ``generation``."""
+        new = cleaned.segment
+        bases = [segment.base_offset for segment in self._segments]
+        first = bisect_left(bases, replaced[0])
+        end = first + len(replaced)
+        if (
+            generation != self._generation
+            or bases[first:end] != replaced
+            or end >= len(bases)
+            or bases[end] > self._recovery_point
+        ):
+            self.abort_cleaned(cleaned)
+            return False
+        assert new.base_offset == replaced[0], (new.base_offset, replaced)
+        store = self._store
+        store.write_cleaned_index(new.base_offset, new.index_bytes(0))
+        store.seal_cleaned(new.base_offset)
+        store.write_checkpoint(CLEANER_SWAP_CHECKPOINT, _encode_swap_plan(new.base_offset, replaced))
+        for base_offset in replaced:
+            store.delete_segment(base_offset)
+            self._unflushed.discard(base_offset)
+        store.install_swap(new.base_offset)
+        store.delete_checkpoint(CLEANER_SWAP_CHECKPOINT)
+        new.index_entries_written = len(new.index_offsets)
+        self._size_bytes += new.size_bytes - sum(segment.size_bytes for segment in self._segments[first:end])
+        self._segments[first:end] = [new]
+        self._generation += 1
+        return True
 
     def append_bytes(self, data: BytesLike) -> AppendInfo:
         """Validate nothing, assign offsets: for callers that built ``data`` themselves (tests,

@@ -19,6 +19,12 @@ BytesLike = bytes | bytearray | memoryview
 SEGMENT_NAME_DIGITS = 20
 LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"
+# The log cleaner's files, as Kafka names them: a segment being written (``.cleaned``), then sealed and
+# waiting to replace the segments it was cleaned from (``.swap``) -- LogFileUtils.CLEANED/SWAP_FILE_SUFFIX.
+CLEANED_SUFFIX = ".cleaned"
+SWAP_SUFFIX = ".swap"
+CLEANED = "cleaned"
+SWAP = "swap"
 
 
 def segment_file_name(base_offset: int, suffix: str) -> str:
@@ -46,6 +52,12 @@ class SegmentStore(Protocol):
       dir): after a crash a reader sees the old contents or the new, never a mix.
     - ``list_checkpoints(suffix)`` names the checkpoints ending with ``suffix`` (any order);
       ``delete_checkpoint`` removes one (no error if absent), durably (producer-state snapshots).
+    - Cleaned segments (log compaction) are written beside the live ones, invisible to
+      ``list_segments``: ``create_cleaned`` starts ``<base>.log.cleaned`` (replacing any left over),
+      ``append_cleaned`` / ``write_cleaned_index`` fill it, ``seal_cleaned`` makes it durable and renames
+      it to ``<base>.log.swap`` (and its index to ``.index.swap``) durably, ``install_swap`` renames the
+      swap files over ``<base>.log`` / ``.index`` durably, ``discard_cleaning`` removes a base's cleaned
+      and swap files. ``list_cleaning`` maps each base with such files to ``"cleaned"`` or ``"swap"``.
     - Storage failures raise ``OSError``; the caller treats them as fatal for the partition.
     """
 
@@ -77,6 +89,20 @@ class SegmentStore(Protocol):
 
     def delete_checkpoint(self, name: str) -> None: ...
 
+    def create_cleaned(self, base_offset: int) -> None: ...
+
+    def append_cleaned(self, base_offset: int, data: BytesLike) -> None: ...
+
+    def write_cleaned_index(self, base_offset: int, data: BytesLike) -> None: ...
+
+    def seal_cleaned(self, base_offset: int) -> None: ...
+
+    def install_swap(self, base_offset: int) -> None: ...
+
+    def discard_cleaning(self, base_offset: int) -> None: ...
+
+    def list_cleaning(self) -> dict[int, str]: ...
+
     def close(self) -> None: ...
 
 
@@ -102,6 +128,8 @@ class MemorySegmentStore:
 
     def __init__(self) -> None:
         self._segments: dict[int, _MemorySegment] = {}
+        # The cleaner's files: base -> (state, segment); a sealed (swap) one is durable.
+        self._cleaning: dict[int, tuple[str, _MemorySegment]] = {}
         self._checkpoints: dict[str, bytes] = {}
         # Counters a test or a simulation can assert on (e.g. "open reads headers, not segments").
         self.read_calls = 0
@@ -166,6 +194,36 @@ class MemorySegmentStore:
     def delete_checkpoint(self, name: str) -> None:
         self._checkpoints.pop(name, None)
 
+    def create_cleaned(self, base_offset: int) -> None:
+        self._cleaning[base_offset] = (CLEANED, _MemorySegment())
+
+    def append_cleaned(self, base_offset: int, data: BytesLike) -> None:
+        state, segment = self._cleaning[base_offset]
+        assert state == CLEANED, (base_offset, state)
+        segment.data += data
+
+    def write_cleaned_index(self, base_offset: int, data: BytesLike) -> None:
+        state, segment = self._cleaning[base_offset]
+        assert state == CLEANED, (base_offset, state)
+        segment.index = bytearray(data)
+
+    def seal_cleaned(self, base_offset: int) -> None:
+        state, segment = self._cleaning[base_offset]
+        assert state == CLEANED, (base_offset, state)
+        segment.durable, segment.durable_index = bytes(segment.data), bytes(segment.index)
+        self._cleaning[base_offset] = (SWAP, segment)
+
+    def install_swap(self, base_offset: int) -> None:
+        state, segment = self._cleaning.pop(base_offset)
+        assert state == SWAP, (base_offset, state)
+        self._segments[base_offset] = segment
+
+    def discard_cleaning(self, base_offset: int) -> None:
+        self._cleaning.pop(base_offset, None)
+
+    def list_cleaning(self) -> dict[int, str]:
+        return {base: state for base, (state, _) in self._cleaning.items()}
+
     def close(self) -> None:
         pass
 
@@ -173,6 +231,13 @@ class MemorySegmentStore:
 
     def crash(self, rng: random.Random | None = None) -> None:
         """Lose what was not flushed; see the class docstring."""
+        # A cleaned segment not sealed yet was never fsynced: it may be gone, or be any prefix.
+        for base_offset, (state, segment) in list(self._cleaning.items()):
+            if state == CLEANED:
+                if rng is None or rng.random() < 0.5:
+                    del self._cleaning[base_offset]
+                else:
+                    del segment.data[rng.randint(0, len(segment.data)) :]
         for base_offset in list(self._segments):
             segment = self._segments[base_offset]
             durable = segment.durable

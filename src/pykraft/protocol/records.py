@@ -162,13 +162,14 @@ def read_batch_header(buf: bytes | bytearray | memoryview, pos: int = 0) -> Batc
     return BatchHeader._make(_HEADER.unpack_from(buf, pos))
 
 
-def validate_batches(buf: bytes | bytearray | memoryview) -> list[BatchHeader]:
+def validate_batches(buf: bytes | bytearray | memoryview, *, from_leader: bool = False) -> list[BatchHeader]:
     """Validate a client's ``records`` field whole: every batch, header only plus CRC-32C.
 
     Raises :class:`InvalidBatchError` with the code Kafka answers:
     magic < 2 -> UNSUPPORTED_FOR_MESSAGE_FORMAT (43); bad CRC -> CORRUPT_MESSAGE (2);
     a length that runs past the end, or garbage -> CORRUPT_MESSAGE (2); record count that disagrees
-    with lastOffsetDelta, or an empty batch list -> INVALID_RECORD (87).
+    with lastOffsetDelta, or an empty batch list -> INVALID_RECORD (87). ``from_leader``: batches a
+    leader replicates may have been compacted (fewer records than their offset range, even none).
     """
     view = memoryview(buf)
     total = len(view)
@@ -201,7 +202,11 @@ def validate_batches(buf: bytes | bytearray | memoryview) -> list[BatchHeader]:
             )
         if crc32c(view[pos + ATTRIBUTES_OFFSET : end]) != header.crc:
             raise InvalidBatchError(ErrorCode.CORRUPT_MESSAGE, f"record batch CRC mismatch at byte {pos}")
-        if header.last_offset_delta < 0 or header.record_count != header.last_offset_delta + 1:
+        if header.last_offset_delta < 0 or (
+            header.record_count > header.last_offset_delta + 1
+            if from_leader
+            else header.record_count != header.last_offset_delta + 1
+        ):
             raise InvalidBatchError(
                 ErrorCode.INVALID_RECORD,
                 f"record count {header.record_count} disagrees with last offset delta "
@@ -292,6 +297,21 @@ def _write_bytes(out: bytearray, data: bytes | None) -> None:
         out += data
 
 
+def _encode_record(out: bytearray, record: Record, timestamp_delta: int, offset_delta: int) -> None:
+    """Append one record (length-prefixed) to ``out``; its attributes byte is unused (0) in v2."""
+    rec = bytearray(b"\x00")
+    _write_varint(rec, timestamp_delta)
+    _write_varint(rec, offset_delta)
+    _write_bytes(rec, record.key)
+    _write_bytes(rec, record.value)
+    _write_varint(rec, len(record.headers))
+    for name, value in record.headers:
+        _write_bytes(rec, name.encode("utf-8"))
+        _write_bytes(rec, value)
+    _write_varint(out, len(rec))
+    out += rec
+
+
 def build_batch(
     records: Sequence[Record],
     *,
@@ -312,17 +332,7 @@ def build_batch(
     for delta, record in enumerate(records):
         ts = record.timestamp if record.timestamp != NO_TIMESTAMP else timestamp_ms
         max_timestamp = max(max_timestamp, ts)
-        rec = bytearray(b"\x00")  # record attributes: unused
-        _write_varint(rec, ts - timestamp_ms)
-        _write_varint(rec, delta)
-        _write_bytes(rec, record.key)
-        _write_bytes(rec, record.value)
-        _write_varint(rec, len(record.headers))
-        for name, value in record.headers:
-            _write_bytes(rec, name.encode("utf-8"))
-            _write_bytes(rec, value)
-        _write_varint(body, len(rec))
-        body += rec
+        _encode_record(body, record, ts - timestamp_ms, delta)
     attributes = (TRANSACTIONAL_MASK if is_transactional else 0) | (CONTROL_MASK if is_control else 0)
     out = bytearray(BATCH_HEADER_SIZE) + body
     _HEADER.pack_into(
@@ -469,6 +479,53 @@ def decode_records(batch: bytes | bytearray | memoryview) -> list[Record]:
     if pos != len(body):
         raise ValueError(f"{len(body) - pos} byte(s) of garbage after the last record")
     return records
+
+
+def rewrite_batch(
+    header: BatchHeader, records: Sequence[Record], *, delete_horizon_ms: int | None = None
+) -> bytearray:
+    """The batch ``header`` heads, holding only ``records`` (decoded from it), as Kafka's log cleaner
+    rewrites a batch (MemoryRecords.filterTo): the same base offset and last offset delta, so offsets
+    keep their gaps and a producer's sequence range stays whole; the same producer id, epoch, base
+    sequence, leader epoch, attributes, max timestamp and codec. ``delete_horizon_ms`` (KIP-534) takes
+    the base timestamp's place with the delete-horizon attribute; every record keeps its timestamp.
+    No records: Kafka's empty batch, a header alone, kept so the producer's last sequence survives."""
+    attributes = header.attributes
+    base_timestamp = header.base_timestamp
+    if delete_horizon_ms is not None:
+        attributes |= DELETE_HORIZON_MASK
+        base_timestamp = delete_horizon_ms
+    body = bytearray()
+    for record in records:
+        _encode_record(body, record, record.timestamp - base_timestamp, record.offset - header.base_offset)
+    codec = header.compression_type
+    if not records:
+        attributes &= ~COMPRESSION_MASK
+    elif codec:
+        from kafka import codec as codecs
+
+        name = _CODEC_NAMES[codec]
+        body = bytearray(getattr(codecs, f"{name}_encode")(bytes(body)))
+    out = bytearray(BATCH_HEADER_SIZE) + body
+    _HEADER.pack_into(
+        out,
+        0,
+        header.base_offset,
+        len(out) - LOG_OVERHEAD,
+        header.partition_leader_epoch,
+        CURRENT_MAGIC,
+        0,
+        attributes,
+        header.last_offset_delta,
+        base_timestamp,
+        header.max_timestamp,
+        header.producer_id,
+        header.producer_epoch,
+        header.base_sequence,
+        len(records),
+    )
+    struct.pack_into(">I", out, CRC_OFFSET, crc32c(memoryview(out)[ATTRIBUTES_OFFSET:]))
+    return out
 
 
 # --- control records (ControlRecordType.java): key = version int16 (0) + type int16 ----------------------
