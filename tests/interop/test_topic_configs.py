@@ -174,6 +174,91 @@ def test_alter_configs_replaces_the_set_and_everything_survives_a_restart(node_d
         assert big[0] is not None and big[0].code() == KafkaError.MSG_SIZE_TOO_LARGE
 
 
+def _alter_broker(admin: AdminClient, name: str, key: str, value: str | None) -> None:
+    op = AlterConfigOpType.SET if value is not None else AlterConfigOpType.DELETE
+    resource = ConfigResource(
+        ConfigResource.Type.BROKER,
+        name,
+        incremental_configs=[ConfigEntry(key, value, incremental_operation=op)],
+    )
+    admin.incremental_alter_configs([resource])[resource].result(30)
+
+
+def _broker_value(admin: AdminClient, name: str, key: str) -> tuple[str, int] | None:
+    resource = ConfigResource(ConfigResource.Type.BROKER, name)
+    entry = admin.describe_configs([resource])[resource].result(30).get(key)
+    return None if entry is None else (entry.value, entry.source)
+
+
+def test_dynamic_broker_configs_apply_to_topics_without_their_own_and_survive_a_restart(
+    node_dir: str,
+) -> None:
+    with running_node(node_dir) as node:
+        admin = _admin(node)
+        admin.create_topics([NewTopic("dyn", 1, 1)])["dyn"].result(30)
+        # message.max.bytes for broker 1 (KIP-226): the default of every topic without max.message.bytes.
+        _alter_broker(admin, "1", "message.max.bytes", "20000")
+        dynamic = ConfigSource.DYNAMIC_BROKER_CONFIG.value
+        wait_until(
+            lambda: _broker_value(admin, "1", "message.max.bytes") == ("20000", dynamic), 10, "dynamic"
+        )
+        described = _describe(admin, "dyn")["max.message.bytes"]
+        assert (described.value, described.source) == ("20000", dynamic)
+        big = _produce(node, "dyn", 1, 30000)
+        assert big[0] is not None and big[0].code() == KafkaError.MSG_SIZE_TOO_LARGE
+        # The cluster-wide default (resource ""; librdkafka will not send that name, kafka-configs'
+        # --entity-default does), under a per-broker value when both are set.
+        done = _configs_cli(
+            node,
+            "--entity-type",
+            "brokers",
+            "--entity-default",
+            "--alter",
+            "--add-config",
+            "log.retention.ms=123456",
+        )
+        assert done.stdout == "Completed updating default config for brokers in the cluster.\n", done.stderr
+        default = ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG.value
+        wait_until(
+            lambda: _broker_value(admin, "1", "log.retention.ms") == ("123456", default), 10, "default"
+        )
+        assert (
+            _describe(admin, "dyn")["retention.ms"].value,
+            _describe(admin, "dyn")["retention.ms"].source,
+        ) == (
+            "123456",
+            default,
+        )
+        # Only dynamic configs may be set: Kafka's INVALID_REQUEST; a bad value is INVALID_CONFIG.
+        for key, value, code in (
+            ("num.partitions", "3", KafkaError.INVALID_REQUEST),
+            ("log.retention.ms", "soon", KafkaError.INVALID_CONFIG),
+        ):
+            with pytest.raises(KafkaException) as refused:
+                _alter_broker(admin, "1", key, value)
+            assert refused.value.args[0].code() == code and key in refused.value.args[0].str()
+    with running_node(node_dir) as node:
+        admin = _admin(node)
+        assert _broker_value(admin, "1", "message.max.bytes") == (
+            "20000",
+            ConfigSource.DYNAMIC_BROKER_CONFIG.value,
+        )
+        big = _produce(node, "dyn", 1, 30000)
+        assert big[0] is not None and big[0].code() == KafkaError.MSG_SIZE_TOO_LARGE
+        _alter_broker(admin, "1", "message.max.bytes", None)
+        _configs_cli(
+            node,
+            "--entity-type",
+            "brokers",
+            "--entity-default",
+            "--alter",
+            "--delete-config",
+            "log.retention.ms",
+        )
+        wait_until(lambda: _produce(node, "dyn", 1, 30000) == [None], 10, "the static limit back")
+        assert _describe(admin, "dyn")["retention.ms"].source == ConfigSource.DEFAULT_CONFIG.value
+
+
 def _configs_cli(node: RunningNode, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "pykraft.cli", "configs", "--bootstrap-server", node.bootstrap_servers, *args],

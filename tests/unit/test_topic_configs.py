@@ -114,10 +114,43 @@ def test_validate_only_unknown_topics_duplicates_and_broker_resources() -> None:
     assert missing.response[0].error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
     reply, _ = _alter(controller, ("retention.ms", 0, "1"), ("retention.ms", 0, "2"))
     assert reply.error_code == ErrorCode.INVALID_REQUEST
-    broker = controller.alter_configs(
-        [ConfigAlteration(ConfigResource(4, "1"), [("log.retention.ms", 0, "1")])]
+
+
+def test_dynamic_broker_configs_for_one_broker_or_all_of_them() -> None:
+    controller = _with_topic()
+
+    def alter(name: str, *changes: tuple[str, int, str | None], validate_only: bool = False):
+        result = controller.alter_configs(
+            [ConfigAlteration(ConfigResource(4, name), list(changes))], validate_only
+        )
+        return result.response[0], result.records  # the controller replays what it generates
+
+    reply, records = alter("1", ("log.retention.ms", AlterConfigOp.SET, "1000"))
+    assert reply.error_code == ErrorCode.NONE and len(records) == 1
+    reply, _ = alter("", ("log.cleanup.policy", AlterConfigOp.APPEND, "compact"))
+    assert reply.error_code == ErrorCode.NONE
+    configs = controller.configuration_control
+    assert configs.configs_for(ConfigResource(4, "1")) == {"log.retention.ms": "1000"}
+    assert configs.configs_for(ConfigResource(4, "")) == {"log.cleanup.policy": "delete,compact"}
+    # Not dynamic (Kafka: INVALID_REQUEST), a bad value (INVALID_CONFIG), a name that is no broker id.
+    reply, _ = alter("1", ("num.partitions", AlterConfigOp.SET, "3"))
+    assert reply.error_code == ErrorCode.INVALID_REQUEST
+    assert reply.error_message == "Cannot update these configs dynamically: num.partitions"
+    reply, _ = alter("1", ("message.max.bytes", AlterConfigOp.SET, "lots"))
+    assert reply.error_code == ErrorCode.INVALID_CONFIG and "message.max.bytes" in (reply.error_message or "")
+    reply, _ = alter("broker-one", ("log.retention.ms", AlterConfigOp.SET, "1"))
+    assert reply.error_code == ErrorCode.INVALID_REQUEST
+    reply, records = alter("1", ("log.retention.ms", AlterConfigOp.DELETE, None), validate_only=True)
+    assert reply.error_code == ErrorCode.NONE and records == []
+    # The broker's view: per broker over the cluster default over server.properties.
+    config = load_config(DEFAULT_PROPERTIES)
+    effective = effective_topic_configs(
+        {}, config, configs.configs_for(ConfigResource(4, "")), configs.configs_for(ConfigResource(4, "1"))
     )
-    assert broker.response[0].error_code == ErrorCode.INVALID_REQUEST
+    assert (effective["retention.ms"].value, effective["retention.ms"].source) == ("1000", 2)
+    assert (effective["cleanup.policy"].value, effective["cleanup.policy"].source) == ("delete,compact", 3)
+    log_config = topic_log_config(LogConfig(), {"retention.ms": "1000", "cleanup.policy": "delete,compact"})
+    assert log_config.retention_ms == 1000 and log_config.cleanup_policy_compact
 
 
 def test_alter_configs_replaces_the_set_and_replays_the_same_on_a_follower() -> None:

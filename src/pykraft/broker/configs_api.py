@@ -1,12 +1,14 @@
 """DescribeConfigs (32) for brokers and topics (issue 17).
 
-Broker resources list the server.properties settings the node applies, read-only (static), among them
+Broker resources list the server.properties settings the node applies, among them
 KIP-758's duplicate window, which clients read here as the seed proposes ("the broker will piggyback the
 value of max.in.flight.sequence.number.per.connection"), and the TLS/SASL settings with their secrets
-sensitive (never sent). Topic resources list every topic config with its effective value and where it
-comes from, as Kafka does: the topic's own ConfigRecord (DYNAMIC_TOPIC_CONFIG), the broker's synonym
-set in server.properties (STATIC_BROKER_CONFIG) or Kafka's default (DEFAULT_CONFIG), with synonyms when
-asked (``include_synonyms``).
+sensitive (never sent); the dynamic ones (``DYNAMIC_BROKER_CONFIGS``) are writable and show a value set
+for this broker (DYNAMIC_BROKER_CONFIG) or every broker (DYNAMIC_DEFAULT_BROKER_CONFIG); the resource
+``""`` lists the cluster-wide dynamic defaults. Topic resources list every topic config with its
+effective value and where it comes from, as Kafka does: the topic's own ConfigRecord
+(DYNAMIC_TOPIC_CONFIG), the broker's synonym set dynamically or in server.properties, or Kafka's default
+(DEFAULT_CONFIG), with synonyms when asked (``include_synonyms``).
 """
 
 from __future__ import annotations
@@ -31,9 +33,14 @@ from pykraft.core.topic_configs import (
     CONFIG_TYPE_LIST,
     CONFIG_TYPE_LONG,
     CONFIG_TYPE_STRING,
+    DYNAMIC_BROKER_CONFIGS,
     SOURCE_DEFAULT_CONFIG,
+    SOURCE_DYNAMIC_BROKER_CONFIG,
+    SOURCE_DYNAMIC_DEFAULT_BROKER_CONFIG,
     SOURCE_DYNAMIC_TOPIC_CONFIG,
     SOURCE_STATIC_BROKER_CONFIG,
+    TOPIC_CONFIGS,
+    broker_level_values,
     effective_topic_configs,
 )
 from pykraft.metadata.image import ConfigResource
@@ -126,31 +133,75 @@ def broker_config_rows(config: NodeConfig) -> list[BrokerRow]:
     ]
 
 
-def broker_entries(config: NodeConfig) -> list[ConfigEntry]:
+def broker_entries(
+    config: NodeConfig, dynamic_default: Mapping[str, str], dynamic_broker: Mapping[str, str]
+) -> list[ConfigEntry]:
+    """This broker's settings: static rows, with the dynamic values over them, and the dynamic
+    configs set that are not among the rows."""
+    entries = []
+    listed = set()
+    for name, value, default, config_type in broker_config_rows(config) + security_config_rows(config):
+        listed.add(name)
+        source = SOURCE_DEFAULT_CONFIG if value == default else SOURCE_STATIC_BROKER_CONFIG
+        synonyms: list[tuple[str, str | None, int]] = []
+        for dynamic, dynamic_source in (
+            (dynamic_broker, SOURCE_DYNAMIC_BROKER_CONFIG),
+            (dynamic_default, SOURCE_DYNAMIC_DEFAULT_BROKER_CONFIG),
+        ):
+            if name in dynamic:
+                synonyms.append((name, dynamic[name], dynamic_source))
+        synonyms.append((name, value, source))
+        top_value, top_source = synonyms[0][1], synonyms[0][2]
+        entries.append(
+            ConfigEntry(
+                name, top_value, top_source, config_type, name not in DYNAMIC_BROKER_CONFIGS, synonyms
+            )
+        )
+    for name in sorted((set(dynamic_broker) | set(dynamic_default)) - listed):
+        definition = DYNAMIC_BROKER_CONFIGS.get(name)
+        if definition is None:
+            continue
+        levels = broker_level_values(definition, config, dynamic_default, dynamic_broker)
+        _, value, source = levels[0]
+        entries.append(
+            ConfigEntry(name, value, source, definition.config_type, False, [(n, v, s) for n, v, s in levels])
+        )
+    return entries
+
+
+def cluster_default_entries(dynamic_default: Mapping[str, str]) -> list[ConfigEntry]:
+    """The resource ``""``: the dynamic configs set for every broker."""
     return [
         ConfigEntry(
             name,
             value,
-            SOURCE_DEFAULT_CONFIG if value == default else SOURCE_STATIC_BROKER_CONFIG,
-            config_type,
+            SOURCE_DYNAMIC_DEFAULT_BROKER_CONFIG,
+            DYNAMIC_BROKER_CONFIGS[name].config_type,
+            False,
+            [(name, value, SOURCE_DYNAMIC_DEFAULT_BROKER_CONFIG)],
         )
-        for name, value, default, config_type in broker_config_rows(config) + security_config_rows(config)
+        for name, value in sorted(dynamic_default.items())
+        if name in DYNAMIC_BROKER_CONFIGS
     ]
 
 
-def topic_entries(overrides: Mapping[str, str], config: NodeConfig) -> list[ConfigEntry]:
+def topic_entries(
+    overrides: Mapping[str, str],
+    config: NodeConfig,
+    dynamic_default: Mapping[str, str] | None = None,
+    dynamic_broker: Mapping[str, str] | None = None,
+) -> list[ConfigEntry]:
     entries = []
-    static = effective_topic_configs({}, config)  # the broker's own values, for the synonyms
-    for effective in effective_topic_configs(overrides, config).values():
+    for effective in effective_topic_configs(overrides, config, dynamic_default, dynamic_broker).values():
         synonyms: list[tuple[str, str | None, int]] = []
         if effective.source == SOURCE_DYNAMIC_TOPIC_CONFIG:
             synonyms.append((effective.name, effective.value, SOURCE_DYNAMIC_TOPIC_CONFIG))
-        broker_name = effective.broker_synonym
-        if broker_name is not None:
-            broker = static[effective.name]
-            if broker.source == SOURCE_STATIC_BROKER_CONFIG:
-                synonyms.append((broker_name, broker.value, SOURCE_STATIC_BROKER_CONFIG))
-            synonyms.append((broker_name, effective.default, SOURCE_DEFAULT_CONFIG))
+        if effective.broker_synonym is not None:
+            synonyms.extend(
+                broker_level_values(
+                    TOPIC_CONFIGS[effective.name], config, dynamic_default or {}, dynamic_broker or {}
+                )
+            )
         entries.append(
             ConfigEntry(
                 effective.name, effective.value, effective.source, effective.config_type, False, synonyms
@@ -165,23 +216,32 @@ def handle_describe_configs(
     ctx: BrokerContext,
     config: NodeConfig,
     topic_overrides: Callable[[str], Mapping[str, str]],
+    broker_overrides: Callable[[str], Mapping[str, str]] = lambda _name: {},
 ) -> Any:
+    """``broker_overrides(name)``: the dynamic configs of the BROKER resource ``name`` (``""``: every
+    broker's) as the metadata image has them."""
     results = []
+    dynamic_default = broker_overrides("")
+    dynamic_broker = broker_overrides(str(ctx.node_id))
     for resource in request.resources:
         error, message, entries = ErrorCode.NONE, None, []
         if resource.resource_type == RESOURCE_TYPE_BROKER:
             # "" is the cluster-wide default resource; otherwise it must be this broker's id.
-            if resource.resource_name not in ("", str(ctx.node_id)):
+            if resource.resource_name == "":
+                entries = cluster_default_entries(dynamic_default)
+            elif resource.resource_name != str(ctx.node_id):
                 error = ErrorCode.INVALID_REQUEST
                 message = f"unexpected broker id {resource.resource_name!r}, this is broker {ctx.node_id}"
             else:
-                entries = broker_entries(config)
+                entries = broker_entries(config, dynamic_default, dynamic_broker)
         elif resource.resource_type == RESOURCE_TYPE_TOPIC:
             if resource.resource_name not in ctx.cluster.topics:
                 error = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                 message = f"topic {resource.resource_name!r} does not exist"
             else:
-                entries = topic_entries(topic_overrides(resource.resource_name), config)
+                entries = topic_entries(
+                    topic_overrides(resource.resource_name), config, dynamic_default, dynamic_broker
+                )
         else:
             error = ErrorCode.INVALID_REQUEST
             message = (

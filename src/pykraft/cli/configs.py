@@ -6,7 +6,8 @@
 
 ``--alter`` sends IncrementalAlterConfigs (SET for ``--add-config``, DELETE for ``--delete-config``);
 ``--describe`` lists the topic's own (dynamic) configs, or every config with ``--all``, with its source
-and synonyms as kafka-configs prints them. ``--entity-type brokers`` describes a broker's configs.
+and synonyms as kafka-configs prints them. ``--entity-type brokers`` describes a broker's configs and
+alters its dynamic ones (``--entity-name ID`` for one broker, ``--entity-default`` for every broker).
 ``--command-config`` takes Kafka's client properties (TLS, SASL). Exit status 1 with one line naming
 what failed.
 """
@@ -135,6 +136,16 @@ def alter(
 def _run(args: argparse.Namespace) -> int:
     try:
         resource_type, entity = ENTITY_TYPES[args.entity_type]
+        if args.entity_default:
+            if args.entity_type != "brokers" or args.entity_name is not None:
+                raise BrokerConnectionError(
+                    "--entity-default goes with --entity-type brokers, not --entity-name"
+                )
+            args.entity_name = ""
+        elif args.entity_name is None:
+            raise BrokerConnectionError(
+                "name the entity: --entity-name NAME (or --entity-default for brokers)"
+            )
         if args.alter == args.describe:
             raise BrokerConnectionError("name one of --describe or --alter")
         add = parse_add_config(args.add_config) if args.add_config else {}
@@ -152,7 +163,10 @@ def _run(args: argparse.Namespace) -> int:
                     print(line)
             else:
                 alter(conn, resource_type, args.entity_name, add, delete)
-                print(f"Completed updating config for {entity} {args.entity_name}.")
+                if args.entity_default:
+                    print("Completed updating default config for brokers in the cluster.")
+                else:
+                    print(f"Completed updating config for {entity} {args.entity_name}.")
     except BrokerConnectionError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
@@ -164,7 +178,12 @@ def add_subcommands(subparsers: Any) -> None:
     configs.add_argument("--bootstrap-server", required=True, metavar="HOST:PORT[,HOST:PORT]")
     configs.add_argument("--command-config", help="client properties: security.protocol, sasl.*, ssl.*")
     configs.add_argument("--entity-type", required=True, choices=sorted(ENTITY_TYPES))
-    configs.add_argument("--entity-name", required=True)
+    configs.add_argument("--entity-name", help="the topic name, or the broker id")
+    configs.add_argument(
+        "--entity-default",
+        action="store_true",
+        help="the cluster-wide default of every broker's dynamic configs",
+    )
     configs.add_argument("--describe", action="store_true")
     configs.add_argument(
         "--all", action="store_true", help="with --describe: every config, not only dynamic ones"

@@ -4,10 +4,11 @@ Rules: a ConfigRecord with a null Value deletes the key; removing a topic delete
 ReplicationControlManager.replay(RemoveTopicRecord) -> deleteTopicConfigs). Replay is the only mutation.
 
 IncrementalAlterConfigs (44, KIP-339: SET, DELETE, APPEND, SUBTRACT per key) and AlterConfigs (33: the
-resource's whole set, anything not named is deleted) generate ConfigRecords for topics, all of a
-resource's changes or none, checked as Kafka's ConfigurationControlManager does (unknown names and bad
-values are INVALID_CONFIG, an unknown topic UNKNOWN_TOPIC_OR_PARTITION); ``validate_only`` checks and
-generates nothing.
+resource's whole set, anything not named is deleted) generate ConfigRecords for topics and for dynamic
+broker configs (KIP-226: resource ``"<broker id>"`` or ``""`` for every broker), all of a resource's
+changes or none, checked as Kafka's ConfigurationControlManager does (unknown topic config names and
+bad values are INVALID_CONFIG, a broker config that is not dynamic INVALID_REQUEST, an unknown topic
+UNKNOWN_TOPIC_OR_PARTITION); ``validate_only`` checks and generates nothing.
 """
 
 from __future__ import annotations
@@ -18,7 +19,14 @@ from enum import IntEnum
 from typing import Any
 
 from pykraft.core.errors import ErrorCode
-from pykraft.core.topic_configs import CONFIG_TYPE_LIST, TOPIC_CONFIGS, check_topic_config
+from pykraft.core.topic_configs import (
+    CONFIG_TYPE_LIST,
+    DYNAMIC_BROKER_CONFIGS,
+    TOPIC_CONFIGS,
+    TopicConfigDef,
+    check_broker_config,
+    check_topic_config,
+)
 from pykraft.metadata.image import CONFIG_RESOURCE_TYPE_TOPIC, ConfigResource
 from pykraft.metadata.records import ApiMessageAndVersion, ConfigRecord
 
@@ -107,15 +115,14 @@ class ConfigurationControlManager:
         self, alteration: ConfigAlteration, topic_exists: Callable[[str], bool]
     ) -> tuple[ErrorCode, str | None, list[ApiMessageAndVersion]]:
         resource = alteration.resource
-        if resource.resource_type == CONFIG_RESOURCE_TYPE_BROKER:
-            return (
-                ErrorCode.INVALID_REQUEST,
-                "dynamic broker configs are not supported yet; set them in server.properties",
-                [],
-            )
-        if resource.resource_type != CONFIG_RESOURCE_TYPE_TOPIC:
+        broker = resource.resource_type == CONFIG_RESOURCE_TYPE_BROKER
+        if broker:
+            name = resource.resource_name
+            if name and not (name.isdigit() and name.isascii()):
+                return ErrorCode.INVALID_REQUEST, f"Invalid broker name {name!r}: not a broker id or ''", []
+        elif resource.resource_type != CONFIG_RESOURCE_TYPE_TOPIC:
             return ErrorCode.INVALID_REQUEST, f"Unexpected resource type {resource.resource_type}", []
-        if not topic_exists(resource.resource_name):
+        elif not topic_exists(resource.resource_name):
             return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic {resource.resource_name} does not exist", []
         names = [name for name, _op, _value in alteration.changes]
         duplicated = sorted({name for name in names if names.count(name) > 1})
@@ -128,9 +135,15 @@ class ConfigurationControlManager:
                 op = AlterConfigOp(op_code)
             except ValueError:
                 return ErrorCode.INVALID_REQUEST, f"Unknown config operation {op_code} for {name}", []
-            definition = TOPIC_CONFIGS.get(name)
-            if definition is None:
-                return ErrorCode.INVALID_CONFIG, f"Unknown topic config name: {name}", []
+            definition: TopicConfigDef | None
+            if broker:
+                definition = DYNAMIC_BROKER_CONFIGS.get(name)
+                if definition is None:
+                    return ErrorCode.INVALID_REQUEST, check_broker_config(name, None)[1], []
+            else:
+                definition = TOPIC_CONFIGS.get(name)
+                if definition is None:
+                    return ErrorCode.INVALID_CONFIG, f"Unknown topic config name: {name}", []
             if (
                 op in (AlterConfigOp.APPEND, AlterConfigOp.SUBTRACT)
                 and definition.config_type != CONFIG_TYPE_LIST
@@ -157,7 +170,11 @@ class ConfigurationControlManager:
                 items = [item for item in items if item not in given]
             wanted[name] = ",".join(items)
         for name in sorted(wanted):
-            problem = check_topic_config(name, wanted[name])
+            problem = (
+                check_broker_config(name, wanted[name])[1]
+                if broker
+                else check_topic_config(name, wanted[name])
+            )
             if problem is not None and wanted[name] != current.get(name):
                 return ErrorCode.INVALID_CONFIG, problem, []
         records = [

@@ -2,8 +2,13 @@
 one falls back to, and how a value is checked. Pure.
 
 A topic's effective value of a config is, as in Kafka: its own ConfigRecord (DYNAMIC_TOPIC_CONFIG), else
-the broker's synonym when server.properties sets it (STATIC_BROKER_CONFIG), else Kafka's default
-(DEFAULT_CONFIG). Unknown names and bad values are refused with INVALID_CONFIG and Kafka's messages
+the broker's synonym set dynamically for this broker (DYNAMIC_BROKER_CONFIG) or for every broker
+(DYNAMIC_DEFAULT_BROKER_CONFIG), else set in server.properties (STATIC_BROKER_CONFIG), else Kafka's
+default (DEFAULT_CONFIG).
+
+Dynamic broker configs (KIP-226, as KRaft keeps them: ConfigRecords of the BROKER resource ``"<id>"`` or
+``""`` for the cluster default) are the broker-level synonyms of the applied topic configs
+(``DYNAMIC_BROKER_CONFIGS``): ``log.retention.ms``, ``log.cleanup.policy``, ``message.max.bytes``, ... Unknown names and bad values are refused with INVALID_CONFIG and Kafka's messages
 ("Unknown topic config name: x", "Invalid value v for configuration x: why").
 
 ``APPLIED`` lists what pykraft acts on; the rest are checked, stored and described, and said to be
@@ -20,6 +25,8 @@ from pykraft.core.config import NodeConfig
 
 # DescribeConfigsResponse.ConfigSource.
 SOURCE_DYNAMIC_TOPIC_CONFIG = 1
+SOURCE_DYNAMIC_BROKER_CONFIG = 2
+SOURCE_DYNAMIC_DEFAULT_BROKER_CONFIG = 3
 SOURCE_STATIC_BROKER_CONFIG = 4
 SOURCE_DEFAULT_CONFIG = 5
 # ConfigDef.Type as DescribeConfigs v3+ encodes it.
@@ -114,7 +121,12 @@ TOPIC_CONFIGS: Final[dict[str, TopicConfigDef]] = {
     d.name: d
     for d in (
         _def(
-            "cleanup.policy", CONFIG_TYPE_LIST, "delete", _list_of("delete", "compact"), "log.cleanup.policy"
+            "cleanup.policy",
+            CONFIG_TYPE_LIST,
+            "delete",
+            _list_of("delete", "compact"),
+            "log.cleanup.policy",
+            lambda c: ",".join(c.log_cleanup_policy),
         ),
         _def(
             "compression.type",
@@ -129,6 +141,7 @@ TOPIC_CONFIGS: Final[dict[str, TopicConfigDef]] = {
             "86400000",
             _number(int, 0),
             "log.cleaner.delete.retention.ms",
+            lambda c: str(c.log_cleaner_delete_retention_ms),
         ),
         _def(
             "file.delete.delay.ms", CONFIG_TYPE_LONG, "60000", _number(int, 0), "log.segment.delete.delay.ms"
@@ -190,6 +203,7 @@ TOPIC_CONFIGS: Final[dict[str, TopicConfigDef]] = {
             "0.5",
             _number(float, 0.0, 1.0),
             "log.cleaner.min.cleanable.ratio",
+            lambda c: str(c.log_cleaner_min_cleanable_ratio),
         ),
         _def(
             "min.compaction.lag.ms",
@@ -197,6 +211,7 @@ TOPIC_CONFIGS: Final[dict[str, TopicConfigDef]] = {
             "0",
             _number(int, 0),
             "log.cleaner.min.compaction.lag.ms",
+            lambda c: str(c.log_cleaner_min_compaction_lag_ms),
         ),
         _def(
             "min.insync.replicas",
@@ -255,11 +270,15 @@ TOPIC_CONFIGS: Final[dict[str, TopicConfigDef]] = {
 # What pykraft acts on (the rest are checked, stored and described).
 APPLIED: Final[frozenset[str]] = frozenset(
     {
+        "cleanup.policy",
+        "delete.retention.ms",
         "index.interval.bytes",
         "max.message.bytes",
         "message.timestamp.after.max.ms",
         "message.timestamp.before.max.ms",
         "message.timestamp.type",
+        "min.cleanable.dirty.ratio",
+        "min.compaction.lag.ms",
         "min.insync.replicas",
         "retention.bytes",
         "retention.ms",
@@ -299,6 +318,35 @@ def check_topic_config(name: str, value: str | None) -> str | None:
     return None if problem is None else f"Invalid value {value} for configuration {name}: {problem}"
 
 
+# Broker config name -> the topic config it is the default of, for those a broker applies dynamically.
+DYNAMIC_BROKER_CONFIGS: Final[dict[str, TopicConfigDef]] = {
+    definition.broker_synonym: definition
+    for definition in TOPIC_CONFIGS.values()
+    if definition.broker_synonym is not None and definition.name in APPLIED
+}
+
+
+def check_broker_config(name: str, value: str | None) -> tuple[bool, str | None]:
+    """``(dynamic, problem)``: whether ``name`` may be set dynamically at all (Kafka answers
+    INVALID_REQUEST otherwise) and Kafka's INVALID_CONFIG message for ``value`` (None: fine)."""
+    definition = DYNAMIC_BROKER_CONFIGS.get(name)
+    if definition is None:
+        return False, f"Cannot update these configs dynamically: {name}"
+    if value is None:
+        return True, None
+    problem = definition.check(value)
+    return True, None if problem is None else f"Invalid value {value} for configuration {name}: {problem}"
+
+
+def topic_names_of_broker_configs(values: Mapping[str, str]) -> dict[str, str]:
+    """Dynamic broker configs as the topic configs they are defaults of."""
+    return {
+        DYNAMIC_BROKER_CONFIGS[name].name: value
+        for name, value in values.items()
+        if name in DYNAMIC_BROKER_CONFIGS
+    }
+
+
 def check_topic_configs(configs: Mapping[str, str | None]) -> str | None:
     """The first problem (sorted by name) of a set of topic configs, or None."""
     for name in sorted(configs):
@@ -318,16 +366,42 @@ class EffectiveConfig:
     broker_synonym: str | None
 
 
-def effective_topic_configs(overrides: Mapping[str, str], config: NodeConfig) -> dict[str, EffectiveConfig]:
+def broker_level_values(
+    definition: TopicConfigDef,
+    config: NodeConfig,
+    dynamic_default: Mapping[str, str],
+    dynamic_broker: Mapping[str, str],
+) -> list[tuple[str, str, int]]:
+    """``(broker config name, value, source)`` a topic without its own value could take, the one that
+    applies first (Kafka's synonyms, most specific first; the last is always Kafka's default)."""
+    out: list[tuple[str, str, int]] = []
+    synonym = definition.broker_synonym
+    if synonym is not None:
+        if synonym in dynamic_broker:
+            out.append((synonym, dynamic_broker[synonym], SOURCE_DYNAMIC_BROKER_CONFIG))
+        if synonym in dynamic_default:
+            out.append((synonym, dynamic_default[synonym], SOURCE_DYNAMIC_DEFAULT_BROKER_CONFIG))
+        if definition.broker_value is not None and definition.broker_value(config) != definition.default:
+            out.append((synonym, definition.broker_value(config), SOURCE_STATIC_BROKER_CONFIG))
+    out.append((synonym or definition.name, definition.default, SOURCE_DEFAULT_CONFIG))
+    return out
+
+
+def effective_topic_configs(
+    overrides: Mapping[str, str],
+    config: NodeConfig,
+    dynamic_default: Mapping[str, str] | None = None,
+    dynamic_broker: Mapping[str, str] | None = None,
+) -> dict[str, EffectiveConfig]:
     """Every topic config's value for a topic with ``overrides``, and where it comes from."""
     result: dict[str, EffectiveConfig] = {}
     for name, definition in TOPIC_CONFIGS.items():
         if name in overrides:
             value, source = overrides[name], SOURCE_DYNAMIC_TOPIC_CONFIG
-        elif definition.broker_value is not None and definition.broker_value(config) != definition.default:
-            value, source = definition.broker_value(config), SOURCE_STATIC_BROKER_CONFIG
         else:
-            value, source = definition.default, SOURCE_DEFAULT_CONFIG
+            _, value, source = broker_level_values(
+                definition, config, dynamic_default or {}, dynamic_broker or {}
+            )[0]
         result[name] = EffectiveConfig(
             name, value, source, definition.config_type, definition.default, definition.broker_synonym
         )

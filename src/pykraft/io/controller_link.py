@@ -365,9 +365,14 @@ class ControllerLink:
             return _not_controller_delete_topics(request, version, str(exc))
 
     async def create_topics_by_name(
-        self, names: list[str], num_partitions: int, replication_factor: int = -1
+        self,
+        names: list[str],
+        num_partitions: int,
+        replication_factor: int = -1,
+        configs: dict[str, str] | None = None,
     ) -> None:
-        """Auto-creation (Metadata/Produce/FindCoordinator): a CreateTopics to the active controller."""
+        """Auto-creation (Metadata/Produce/FindCoordinator): a CreateTopics to the active controller,
+        with the topics' own ``configs`` (the internal topics are compacted)."""
         request = CreateTopicsRequest(  # v4: the first with replication_factor -1 (the default)
             topics=[
                 CreateTopicsRequest.CreatableTopic(
@@ -375,7 +380,10 @@ class ControllerLink:
                     num_partitions=num_partitions,
                     replication_factor=-1,
                     assignments=[],
-                    configs=[],
+                    configs=[
+                        CreateTopicsRequest.CreatableTopic.CreatableTopicConfig(name=key, value=value)
+                        for key, value in (configs or {}).items()
+                    ],
                 )
                 for name in names
             ],

@@ -102,6 +102,7 @@ class GroupService:
             config.offsets_topic_replication_factor,
             ctx,
             create_topics,
+            config.offsets_topic_segment_bytes,
         )
         # Group writes on a replicated __consumer_offsets partition are answered once the ISR has them
         # (Kafka appends them with acks=all); None: one replica, answered once appended.

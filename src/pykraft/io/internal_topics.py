@@ -4,7 +4,7 @@ one of its partitions when this node becomes its leader.
 ``__consumer_offsets`` (groups) and ``__transaction_state`` (transactions) are created through the
 controller like any topic, lazily, by the first FindCoordinator that needs them, with their
 ``*.num.partitions`` and ``*.replication.factor`` — clamped to the live brokers, so a cluster smaller than
-the default 3 still gets one.
+the default 3 still gets one — and compacted, as Kafka creates them.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ log = logging.getLogger("pykraft.internal_topics")
 CREATE_TIMEOUT_S = 10.0
 LOAD_READ_BYTES = 1 << 20
 
-CreateTopics = Callable[[list[str], int, int], Coroutine[Any, Any, None]]
+CreateTopics = Callable[[list[str], int, int, dict[str, str]], Coroutine[Any, Any, None]]
 
 
 class InternalTopic:
@@ -37,10 +37,14 @@ class InternalTopic:
         replication_factor: int,
         ctx: BrokerContext,
         create: CreateTopics,
+        segment_bytes: int,
     ) -> None:
         self.name = name
         self.num_partitions = num_partitions
         self.replication_factor = replication_factor
+        # Kafka creates both internal topics compacted: only each key's latest record matters, so they
+        # stay as small as their live keys (offsets.topic.segment.bytes, transaction.state.log.segment.bytes).
+        self.configs = {"cleanup.policy": "compact", "segment.bytes": str(segment_bytes)}
         self.ctx = ctx
         self._create = create
         self._creating: asyncio.Task[None] | None = None
@@ -51,7 +55,9 @@ class InternalTopic:
             return
         if self._creating is None or self._creating.done():
             self._creating = asyncio.get_running_loop().create_task(
-                self._create([self.name], self.num_partitions, self._effective_replication_factor())
+                self._create(
+                    [self.name], self.num_partitions, self._effective_replication_factor(), self.configs
+                )
             )
         creating = self._creating
         if not await wait_shielded(creating, CREATE_TIMEOUT_S):

@@ -986,10 +986,19 @@ class MetadataPlane:
         )
 
     async def create_topics_by_name(
-        self, names: list[str], num_partitions: int, replication_factor: int = -1
+        self,
+        names: list[str],
+        num_partitions: int,
+        replication_factor: int = -1,
+        configs: dict[str, str] | None = None,
     ) -> None:
         topics = [
-            CreatableTopic(name=n, num_partitions=num_partitions, replication_factor=replication_factor)
+            CreatableTopic(
+                name=n,
+                num_partitions=num_partitions,
+                replication_factor=replication_factor,
+                configs=dict(configs or {}),
+            )
             for n in names
         ]
         await self._write(self.controller.create_topics(topics, validate_only=False))

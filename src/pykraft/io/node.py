@@ -31,6 +31,7 @@ from pykraft.broker.replication import IsrProposal, Transition
 from pykraft.coordinator.offsets_records import OFFSETS_TOPIC
 from pykraft.core.config import NodeConfig
 from pykraft.core.errors import ErrorCode, RemoteProtocolError
+from pykraft.core.topic_configs import topic_names_of_broker_configs
 from pykraft.io.controller_link import ControllerLink
 from pykraft.io.file_store import FileSegmentStore
 from pykraft.io.group_service import CURRENT_CLIENT, GroupService
@@ -45,8 +46,9 @@ from pykraft.io.snapshots import SnapshotStateError
 from pykraft.io.tls import TlsConfigError, server_context
 from pykraft.io.txn_service import TxnService
 from pykraft.io.waiting import park, wait_shielded
+from pykraft.log.cleaner import CleanerConfig
 from pykraft.log.partition_log import LogConfig, PartitionLog
-from pykraft.metadata.image import CONFIG_RESOURCE_TYPE_TOPIC, ConfigResource
+from pykraft.metadata.image import CONFIG_RESOURCE_TYPE_BROKER, CONFIG_RESOURCE_TYPE_TOPIC, ConfigResource
 from pykraft.protocol import messages
 from pykraft.protocol.fetch import encode_fetch_response
 from pykraft.protocol.messages import ApiKey, RequestHeader
@@ -77,6 +79,8 @@ CONTROLLED_SHUTDOWN_BUDGET_S = 5.0
 
 # Transaction markers are appended with acks=all; the coordinator retries a marker that timed out.
 MARKER_TIMEOUT_MS = 5000
+# The longest the log cleaner holds the event loop before handing it back.
+CLEANER_SLICE_S = 0.005
 
 # A request handler of the dispatch table: (decoded request, version) -> response object.
 RequestHandler = Callable[[Any, int], Awaitable[Any]]
@@ -132,11 +136,23 @@ class Node:
                 retention_ms=config.log_retention_ms,
                 retention_bytes=config.log_retention_bytes,
                 max_message_bytes=config.message_max_bytes,
+                cleanup_policy_delete="delete" in config.log_cleanup_policy,
+                cleanup_policy_compact="compact" in config.log_cleanup_policy,
+                min_cleanable_dirty_ratio=config.log_cleaner_min_cleanable_ratio,
+                delete_retention_ms=config.log_cleaner_delete_retention_ms,
+                min_compaction_lag_ms=config.log_cleaner_min_compaction_lag_ms,
             ),
             producer_id_expiration_ms=config.producer_id_expiration_ms,
             retained_batches=config.producer_state_retained_batches,
             duplicate_window=config.max_in_flight_sequence_number_per_connection,
             producer_id_expiration_check_interval_ms=config.producer_id_expiration_check_interval_ms,
+        )
+        # server.properties' LogConfig; dynamic broker configs in the image go over it (_on_image).
+        self._static_log_config = self.replicas.log_config
+        self._dynamic_broker: dict[str, str] = {}
+        self.replicas.cleaner_config = CleanerConfig(
+            dedupe_buffer_bytes=config.log_cleaner_dedupe_buffer_size,
+            io_buffer_bytes=config.log_cleaner_io_buffer_size,
         )
         self.producer_ids = ProducerIdManager(config.node_id)
         self.ctx: handlers.BrokerContext | None = None
@@ -366,6 +382,8 @@ class Node:
             # answers NOT_LEADER_OR_FOLLOWER and is absent from Metadata until the controller unfences it).
             self._spawn(link.run_session())
         self._spawn(self._housekeeping())
+        if self.config.log_cleaner_enable:
+            self._spawn(self._log_cleaner())
         self._spawn(self.groups.run_timers())
         self._spawn(self.txns.run_timers())
         self._spawn(self._isr_timer())
@@ -428,6 +446,14 @@ class Node:
         assert self.metadata is not None
         return self.metadata.image.configs.configs_for(ConfigResource(CONFIG_RESOURCE_TYPE_TOPIC, topic))
 
+    def _broker_configs(self, name: str) -> Mapping[str, str]:
+        """The dynamic configs of the BROKER resource ``name`` ("" = every broker) in the image."""
+        assert self.metadata is not None
+        return self.metadata.image.configs.configs_for(ConfigResource(CONFIG_RESOURCE_TYPE_BROKER, name))
+
+    def _dynamic_broker_configs(self) -> dict[str, str]:
+        return {**self._broker_configs(""), **self._broker_configs(str(self.config.node_id))}
+
     def _topic_log_config(self, topic: str) -> LogConfig:
         """The topic's configs over the broker's LogConfig."""
         return topic_log_config(self.replicas.log_config, self._topic_configs(topic))
@@ -440,6 +466,9 @@ class Node:
         ).get("min.insync.replicas")
         if value is not None and value.isdigit():
             return int(value)
+        dynamic = self._dynamic_broker.get("min.insync.replicas")
+        if dynamic is not None and dynamic.isdigit():
+            return int(dynamic)
         return self.config.min_insync_replicas
 
     def _registration_listeners(self) -> list[Any]:
@@ -584,6 +613,35 @@ class Node:
             if deleted:
                 log.info("retention deleted %d segment(s)", deleted)
 
+    async def _log_cleaner(self) -> None:
+        """Log compaction (issue 17): every log.cleaner.backoff.ms, a pass over each compacted
+        partition that needs one, the event loop handed back every CLEANER_SLICE_S so produce and fetch
+        never wait on the cleaner for longer."""
+        while True:
+            await asyncio.sleep(self.config.log_cleaner_backoff_ms / 1000)
+            for _ in range(len(self.replicas.partitions)):
+                found = self.replicas.next_cleaning(now_ms())
+                if found is None:
+                    break
+                part, job = found
+                before = dataclasses.replace(self.replicas.cleaner_stats)
+                started = time.monotonic()
+                deadline = started + CLEANER_SLICE_S
+                for _step in job:
+                    if time.monotonic() >= deadline:
+                        await asyncio.sleep(0)
+                        deadline = time.monotonic() + CLEANER_SLICE_S
+                after = self.replicas.cleaner_stats
+                log.info(
+                    "log cleaner: %s-%d: %.1f MB read, %.1f MB written, %d records removed in %.0f ms",
+                    part.topic,
+                    part.partition_index,
+                    (after.bytes_read - before.bytes_read) / 1e6,
+                    (after.bytes_written - before.bytes_written) / 1e6,
+                    after.records_removed - before.records_removed,
+                    (time.monotonic() - started) * 1000,
+                )
+
     # --- metadata image -> broker view --------------------------------------------------------------
 
     def _on_image(self) -> None:
@@ -604,6 +662,11 @@ class Node:
             if (topic, partition) not in wanted:
                 self._fail_replication_waits((topic, partition), ErrorCode.NOT_LEADER_OR_FOLLOWER)
                 self.replicas.remove_partition(topic, partition)
+        # Dynamic broker configs (KIP-226): this broker's over the cluster default over server.properties.
+        self._dynamic_broker = self._dynamic_broker_configs()
+        self.replicas.log_config = topic_log_config(
+            self._static_log_config, topic_names_of_broker_configs(self._dynamic_broker)
+        )
         followed: dict[int, set[tuple[str, int]]] = {}
         log_configs: dict[str, LogConfig] = {}  # per topic, for this image
         for key, p in wanted.items():
@@ -1125,7 +1188,7 @@ class Node:
             ApiKey.DESCRIBE_PRODUCERS: sync(handle_describe_producers),
             ApiKey.DESCRIBE_CONFIGS: sync(
                 lambda request, version, ctx: handle_describe_configs(
-                    request, version, ctx, self.config, self._topic_configs
+                    request, version, ctx, self.config, self._topic_configs, self._broker_configs
                 )
             ),
             ApiKey.FIND_COORDINATOR: self._find_coordinator,

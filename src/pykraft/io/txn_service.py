@@ -136,6 +136,7 @@ class TxnService:
             config.transaction_state_log_replication_factor,
             ctx,
             create_topics,
+            config.transaction_state_log_segment_bytes,
         )
         self._wait_replicated = wait_replicated
         self._write_markers_locally = write_markers_locally
