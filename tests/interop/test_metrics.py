@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import re
+import socket
 import time
 import urllib.request
 from collections.abc import Iterator
@@ -172,6 +173,10 @@ def test_only_get_metrics_is_served(node: tuple[RunningNode, str]) -> None:
     with pytest.raises(urllib.error.HTTPError) as excinfo:
         urllib.request.urlopen(urllib.request.Request(url, data=b"x", method="POST"), timeout=10)
     assert excinfo.value.code == 405
+    port = int(url.split(":")[2].split("/")[0])
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+        sock.sendall(b"GET\r\n\r\n")  # no path: not an HTTP request line
+        assert sock.recv(100).startswith(b"HTTP/1.1 400 ")
 
 
 def _dashboard_queries() -> list[str]:

@@ -465,7 +465,9 @@ class MetricsServer:
                     pass  # headers: nothing in them changes the answer
             parts = request_line.decode("latin-1").split()
             method, path = (parts[0], parts[1]) if len(parts) >= 2 else ("", "")
-            if method not in ("GET", "HEAD"):
+            if not method:
+                status, content_type, body = "400 Bad Request", "text/plain", b"GET /metrics\n"
+            elif method not in ("GET", "HEAD"):
                 status, content_type, body = "405 Method Not Allowed", "text/plain", b"GET /metrics\n"
             elif path.split("?", 1)[0] not in ("/metrics", "/"):
                 status, content_type, body = "404 Not Found", "text/plain", b"GET /metrics\n"
