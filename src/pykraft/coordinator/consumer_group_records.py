@@ -1,0 +1,367 @@
+"""Consumer group (KIP-848) records of ``__consumer_offsets``, in Kafka's layouts.
+
+Kafka's group-coordinator/src/main/resources/common/message/ConsumerGroup*Key/Value.json: every key is
+an int16 version (which names the record type) followed by non-flexible fields; every value is an
+int16 version (0) followed by a *flexible* body (compact strings and arrays, tagged fields):
+
+====  ==========================================  ==========================================================
+key   record                                      value v0
+====  ==========================================  ==========================================================
+3     ConsumerGroupMetadata (group)               Epoch int32
+4     ConsumerGroupPartitionMetadata (group)      Topics [TopicId uuid, TopicName, NumPartitions int32,
+                                                  PartitionMetadata [Partition int32, Racks [string]]]
+5     ConsumerGroupMemberMetadata (group, member) InstanceId?, RackId?, ClientId, ClientHost,
+                                                  SubscribedTopicNames [string], SubscribedTopicRegex?,
+                                                  RebalanceTimeoutMs int32, ServerAssignor?
+6     ConsumerGroupTargetAssignmentMetadata       AssignmentEpoch int32
+7     ConsumerGroupTargetAssignmentMember         TopicPartitions [TopicId uuid, Partitions [int32]]
+8     ConsumerGroupCurrentMemberAssignment        MemberEpoch, PreviousMemberEpoch int32, State int8,
+                                                  AssignedPartitions, PartitionsPendingRevocation
+====  ==========================================  ==========================================================
+
+A null value is a tombstone. Keys 3-8 are told apart from the classic ones (0-2) by their version.
+"""
+
+from __future__ import annotations
+
+import struct
+import uuid
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from pykraft.coordinator.offsets_records import RecordFormatError
+from pykraft.protocol import wire
+
+METADATA_KEY = 3
+PARTITION_METADATA_KEY = 4
+MEMBER_METADATA_KEY = 5
+TARGET_ASSIGNMENT_METADATA_KEY = 6
+TARGET_ASSIGNMENT_MEMBER_KEY = 7
+CURRENT_MEMBER_ASSIGNMENT_KEY = 8
+CONSUMER_GROUP_KEY_VERSIONS = frozenset(range(METADATA_KEY, CURRENT_MEMBER_ASSIGNMENT_KEY + 1))
+# Keys with a member id after the group id.
+_MEMBER_KEYS = (MEMBER_METADATA_KEY, TARGET_ASSIGNMENT_MEMBER_KEY, CURRENT_MEMBER_ASSIGNMENT_KEY)
+
+_I8 = struct.Struct(">b")
+_I16 = struct.Struct(">h")
+_I32 = struct.Struct(">i")
+
+# topic id -> partitions
+TopicPartitions = Mapping[uuid.UUID, Iterable[int]]
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerGroupKey:
+    """A consumer group record's key: ``version`` names the record; ``member_id`` is "" for the
+    group-level records (3, 4, 6)."""
+
+    version: int
+    group_id: str
+    member_id: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class MemberMetadataValue:
+    instance_id: str | None
+    rack_id: str | None
+    client_id: str
+    client_host: str
+    subscribed_topic_names: tuple[str, ...]
+    subscribed_topic_regex: str | None
+    rebalance_timeout_ms: int
+    server_assignor: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class CurrentAssignmentValue:
+    member_epoch: int
+    previous_member_epoch: int
+    state: int
+    assigned_partitions: dict[uuid.UUID, frozenset[int]]
+    partitions_pending_revocation: dict[uuid.UUID, frozenset[int]]
+
+
+# --- keys -----------------------------------------------------------------------------------------------
+
+
+def encode_key(key: ConsumerGroupKey) -> bytes:
+    out = bytearray(_I16.pack(key.version))
+    wire.put_string(out, key.group_id, False)
+    if key.version in _MEMBER_KEYS:
+        wire.put_string(out, key.member_id, False)
+    return bytes(out)
+
+
+def key_version(data: bytes) -> int:
+    """The int16 version a ``__consumer_offsets`` key starts with (which record it is)."""
+    if len(data) < 2:
+        raise RecordFormatError(f"a {len(data)}-byte __consumer_offsets key")
+    version: int = _I16.unpack_from(data, 0)[0]
+    return version
+
+
+def decode_key(data: bytes) -> ConsumerGroupKey:
+    """A consumer group record's key (its version one of 3-8)."""
+    version = key_version(data)
+    if version not in CONSUMER_GROUP_KEY_VERSIONS:
+        raise RecordFormatError(f"key version {version} is not a consumer group record")
+    r = _Reader(data, 2)
+    group_id = r.classic_string()
+    member_id = r.classic_string() if version in _MEMBER_KEYS else ""
+    return ConsumerGroupKey(version, group_id, member_id)
+
+
+# --- flexible values ------------------------------------------------------------------------------------
+
+
+class _Reader:
+    __slots__ = ("buf", "pos")
+
+    def __init__(self, buf: bytes, pos: int = 0) -> None:
+        self.buf = buf
+        self.pos = pos
+
+    def _take(self, n: int) -> bytes:
+        end = self.pos + n
+        if n < 0 or end > len(self.buf):
+            raise RecordFormatError(f"record runs past its end ({end} > {len(self.buf)} bytes)")
+        data = self.buf[self.pos : end]
+        self.pos = end
+        return data
+
+    def i8(self) -> int:
+        value: int = _I8.unpack(self._take(1))[0]
+        return value
+
+    def i16(self) -> int:
+        value: int = _I16.unpack(self._take(2))[0]
+        return value
+
+    def i32(self) -> int:
+        value: int = _I32.unpack(self._take(4))[0]
+        return value
+
+    def uvarint(self) -> int:
+        try:
+            value, self.pos = wire.read_uvarint(self.buf, self.pos)
+        except wire.WireFormatError as exc:
+            raise RecordFormatError(str(exc)) from None
+        return value
+
+    def _text(self, n: int) -> str:
+        try:
+            return self._take(n).decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise RecordFormatError(f"string is not UTF-8: {exc}") from None
+
+    def classic_string(self) -> str:
+        n = self.i16()
+        if n < 0:
+            raise RecordFormatError("null where a string is required")
+        return self._text(n)
+
+    def compact_nullable_string(self) -> str | None:
+        n = self.uvarint()
+        return None if n == 0 else self._text(n - 1)
+
+    def compact_string(self) -> str:
+        value = self.compact_nullable_string()
+        if value is None:
+            raise RecordFormatError("null where a string is required")
+        return value
+
+    def count(self) -> int:
+        n = self.uvarint() - 1
+        if n < 0 or n > len(self.buf):
+            raise RecordFormatError(f"array count {n} in a {len(self.buf)}-byte record")
+        return n
+
+    def uuid(self) -> uuid.UUID:
+        return uuid.UUID(bytes=self._take(16))
+
+    def tagged_fields(self) -> None:
+        try:
+            self.pos = wire.skip_tagged_fields(self.buf, self.pos)
+        except wire.WireFormatError as exc:
+            raise RecordFormatError(str(exc)) from None
+
+    def value_version(self, name: str) -> None:
+        version = self.i16()
+        if version != 0:
+            raise RecordFormatError(f"unknown {name} version {version}")
+
+
+def _tags(out: bytearray) -> None:
+    wire.put_uvarint(out, 0)  # no tagged fields
+
+
+def _value(version: int = 0) -> bytearray:
+    return bytearray(_I16.pack(version))
+
+
+def _put_topic_partitions(out: bytearray, partitions: TopicPartitions) -> None:
+    items = sorted(((t, sorted(ps)) for t, ps in partitions.items()), key=lambda item: str(item[0]))
+    wire.put_array_count(out, len(items), True)
+    for topic_id, parts in items:
+        out += topic_id.bytes
+        wire.put_array_count(out, len(parts), True)
+        for p in parts:
+            out += _I32.pack(p)
+        _tags(out)
+
+
+def _read_topic_partitions(r: _Reader) -> dict[uuid.UUID, frozenset[int]]:
+    out: dict[uuid.UUID, frozenset[int]] = {}
+    for _ in range(r.count()):
+        topic_id = r.uuid()
+        out[topic_id] = frozenset(r.i32() for _ in range(r.count()))
+        r.tagged_fields()
+    return out
+
+
+def encode_epoch_value(epoch: int) -> bytes:
+    """ConsumerGroupMetadataValue and ConsumerGroupTargetAssignmentMetadataValue: one int32."""
+    out = _value()
+    out += _I32.pack(epoch)
+    _tags(out)
+    return bytes(out)
+
+
+def decode_epoch_value(data: bytes) -> int:
+    r = _Reader(data)
+    r.value_version("epoch value")
+    epoch = r.i32()
+    r.tagged_fields()
+    return epoch
+
+
+def encode_partition_metadata_value(topics: Mapping[str, tuple[uuid.UUID, int]]) -> bytes:
+    """ConsumerGroupPartitionMetadataValue: topic name -> (topic id, partition count); no racks."""
+    out = _value()
+    wire.put_array_count(out, len(topics), True)
+    for name in sorted(topics):
+        topic_id, count = topics[name]
+        out += topic_id.bytes
+        wire.put_string(out, name, True)
+        out += _I32.pack(count)
+        wire.put_array_count(out, 0, True)  # PartitionMetadata: deprecated since 4.0, left empty
+        _tags(out)
+    _tags(out)
+    return bytes(out)
+
+
+def decode_partition_metadata_value(data: bytes) -> dict[str, tuple[uuid.UUID, int]]:
+    r = _Reader(data)
+    r.value_version("ConsumerGroupPartitionMetadataValue")
+    out: dict[str, tuple[uuid.UUID, int]] = {}
+    for _ in range(r.count()):
+        topic_id = r.uuid()
+        name = r.compact_string()
+        count = r.i32()
+        for _ in range(r.count()):
+            r.i32()
+            for _ in range(r.count()):
+                r.compact_string()
+            r.tagged_fields()
+        r.tagged_fields()
+        out[name] = (topic_id, count)
+    r.tagged_fields()
+    return out
+
+
+def encode_member_metadata_value(value: MemberMetadataValue) -> bytes:
+    out = _value()
+    wire.put_nullable_string(out, value.instance_id, True)
+    wire.put_nullable_string(out, value.rack_id, True)
+    wire.put_string(out, value.client_id, True)
+    wire.put_string(out, value.client_host, True)
+    wire.put_array_count(out, len(value.subscribed_topic_names), True)
+    for name in value.subscribed_topic_names:
+        wire.put_string(out, name, True)
+    wire.put_nullable_string(out, value.subscribed_topic_regex, True)
+    out += _I32.pack(value.rebalance_timeout_ms)
+    wire.put_nullable_string(out, value.server_assignor, True)
+    _tags(out)  # ClassicMemberMetadata (tag 0) is absent: the member speaks the consumer protocol
+    return bytes(out)
+
+
+def decode_member_metadata_value(data: bytes) -> MemberMetadataValue:
+    r = _Reader(data)
+    r.value_version("ConsumerGroupMemberMetadataValue")
+    instance_id = r.compact_nullable_string()
+    rack_id = r.compact_nullable_string()
+    client_id = r.compact_string()
+    client_host = r.compact_string()
+    names = tuple(r.compact_string() for _ in range(r.count()))
+    regex = r.compact_nullable_string()
+    rebalance_timeout_ms = r.i32()
+    assignor = r.compact_nullable_string()
+    r.tagged_fields()
+    return MemberMetadataValue(
+        instance_id, rack_id, client_id, client_host, names, regex, rebalance_timeout_ms, assignor
+    )
+
+
+def encode_target_member_value(partitions: TopicPartitions) -> bytes:
+    out = _value()
+    _put_topic_partitions(out, partitions)
+    _tags(out)
+    return bytes(out)
+
+
+def decode_target_member_value(data: bytes) -> dict[uuid.UUID, frozenset[int]]:
+    r = _Reader(data)
+    r.value_version("ConsumerGroupTargetAssignmentMemberValue")
+    out = _read_topic_partitions(r)
+    r.tagged_fields()
+    return out
+
+
+def encode_current_assignment_value(value: CurrentAssignmentValue) -> bytes:
+    out = _value()
+    out += _I32.pack(value.member_epoch)
+    out += _I32.pack(value.previous_member_epoch)
+    out += _I8.pack(value.state)
+    _put_topic_partitions(out, value.assigned_partitions)
+    _put_topic_partitions(out, value.partitions_pending_revocation)
+    _tags(out)
+    return bytes(out)
+
+
+def decode_current_assignment_value(data: bytes) -> CurrentAssignmentValue:
+    r = _Reader(data)
+    r.value_version("ConsumerGroupCurrentMemberAssignmentValue")
+    member_epoch = r.i32()
+    previous = r.i32()
+    state = r.i8()
+    assigned = _read_topic_partitions(r)
+    pending = _read_topic_partitions(r)
+    r.tagged_fields()
+    return CurrentAssignmentValue(member_epoch, previous, state, assigned, pending)
+
+
+__all__ = [
+    "CONSUMER_GROUP_KEY_VERSIONS",
+    "CURRENT_MEMBER_ASSIGNMENT_KEY",
+    "MEMBER_METADATA_KEY",
+    "METADATA_KEY",
+    "PARTITION_METADATA_KEY",
+    "TARGET_ASSIGNMENT_MEMBER_KEY",
+    "TARGET_ASSIGNMENT_METADATA_KEY",
+    "ConsumerGroupKey",
+    "CurrentAssignmentValue",
+    "MemberMetadataValue",
+    "decode_current_assignment_value",
+    "decode_epoch_value",
+    "decode_key",
+    "decode_member_metadata_value",
+    "decode_partition_metadata_value",
+    "decode_target_member_value",
+    "encode_current_assignment_value",
+    "encode_epoch_value",
+    "encode_key",
+    "encode_member_metadata_value",
+    "encode_partition_metadata_value",
+    "encode_target_member_value",
+    "key_version",
+]
