@@ -131,6 +131,26 @@ def handle_metadata(request: Any, version: int, ctx: BrokerContext) -> Any:
     else:
         names = [t.name for t in request.topics if t.name is not None]
     topics = []
+    if request.topics is not None and version >= 10:
+        # Topics asked for by id (KIP-516; librdkafka does so for the topic ids of a KIP-848 assignment):
+        # known ids are answered by name like the others, unknown ones with UNKNOWN_TOPIC_ID.
+        by_id = {view.topic_id: name for name, view in cluster.topics.items()}
+        for t in request.topics:
+            if t.name is not None or t.topic_id is None or t.topic_id.int == 0:
+                continue
+            if t.topic_id in by_id:
+                names.append(by_id[t.topic_id])
+                continue
+            topics.append(
+                MetadataResponse.MetadataResponseTopic(
+                    error_code=ErrorCode.UNKNOWN_TOPIC_ID,
+                    name=None,
+                    topic_id=t.topic_id,
+                    is_internal=False,
+                    partitions=[],
+                    authorized_operations=AUTHORIZED_OPERATIONS_OMITTED,
+                )
+            )
     to_create: list[str] = []
     allow_auto = version < 4 or bool(request.allow_auto_topic_creation)
     for name in names:

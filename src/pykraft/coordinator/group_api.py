@@ -252,6 +252,11 @@ def handle_offset_fetch(coordinator: GroupCoordinator, request: Any, version: in
                 None if group.topics is None else [(t.name, list(t.partition_indexes)) for t in group.topics]
             )
             error, offsets = coordinator.fetch_offsets(group.group_id or "", wanted)
+            if error == ErrorCode.NONE and version >= 9:
+                # KIP-848: a consumer group member's fetch carries its member epoch.
+                error = coordinator.consumer_offset_fetch_error(
+                    group.group_id or "", group.member_id or "", group.member_epoch
+                )
             unstable = (
                 coordinator.unstable_partitions(group.group_id or "") if request.require_stable else set()
             )
@@ -362,6 +367,14 @@ def handle_list_groups(coordinator: GroupCoordinator, request: Any, version: int
         )
         for group_id, protocol_type, state in coordinator.list_groups(states)
         if types is None or "classic" in types
+    ]
+    # KIP-848 consumer groups: type "consumer" (ListGroups v5, KIP-1043), protocol type "consumer".
+    groups += [
+        ListGroupsResponse.ListedGroup(
+            group_id=group_id, protocol_type="consumer", group_state=state, group_type="consumer"
+        )
+        for group_id, state in coordinator.list_consumer_groups(states)
+        if types is None or "consumer" in types
     ]
     return ListGroupsResponse(version=version, throttle_time_ms=0, error_code=ErrorCode.NONE, groups=groups)
 

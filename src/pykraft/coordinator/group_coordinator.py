@@ -24,6 +24,15 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from enum import StrEnum
 
+from pykraft.coordinator import consumer_group_records
+from pykraft.coordinator.consumer_group import (
+    ConsumerGroupConfig,
+    ConsumerGroupCoordinator,
+    HeartbeatRequest,
+    HeartbeatResult,
+    Topics,
+)
+from pykraft.coordinator.consumer_group import GroupDescription as ConsumerGroupDescription
 from pykraft.coordinator.offsets_records import (
     GroupKey,
     GroupValue,
@@ -64,6 +73,8 @@ class GroupConfig:
     # KIP-394: a member that got its id but never rejoins, or a new member stuck in a join, goes away.
     group_new_member_join_timeout_ms: int = 300000
     offset_metadata_max_bytes: int = 4096
+    # group.consumer.* (KIP-848 consumer groups, coordinator/consumer_group.py).
+    consumer: ConsumerGroupConfig = ConsumerGroupConfig()
 
 
 # --- requests and results (plain data; the protocol layer translates per version) --------------------
@@ -300,6 +311,8 @@ class GroupCoordinator:
         self.loading_partitions: set[int] = set()
         self._completions: list[Completion] = []
         self._writes: list[tuple[int, list[tuple[bytes, bytes | None]]]] = []
+        # KIP-848 consumer groups live beside the classic ones; a group id is one or the other.
+        self.consumer = ConsumerGroupCoordinator(config.consumer, self.partition_for, rng)
 
     # --- outputs for the shell ------------------------------------------------------------------------
 
@@ -309,7 +322,7 @@ class GroupCoordinator:
 
     def take_writes(self) -> list[tuple[int, list[tuple[bytes, bytes | None]]]]:
         out, self._writes = self._writes, []
-        return out
+        return out + self.consumer.take_writes()
 
     # --- ownership and loading ---------------------------------------------------------------------
 
@@ -334,6 +347,9 @@ class GroupCoordinator:
         of a transactional batch (``producer_id`` >= 0) waits for its transaction's marker."""
         if key is None:
             raise RecordFormatError("a __consumer_offsets record without a key")
+        if consumer_group_records.key_version(key) in consumer_group_records.CONSUMER_GROUP_KEY_VERSIONS:
+            self.consumer.replay(partition, consumer_group_records.decode_key(key), value, now_ms)
+            return
         decoded = decode_key(key)
         group = self.groups.get(decoded.group_id)
         if isinstance(decoded, OffsetKey):
@@ -369,6 +385,7 @@ class GroupCoordinator:
         the new coordinator."""
         self.owned_partitions.discard(partition)
         self.loading_partitions.discard(partition)
+        self.consumer.unload(partition)
         for group_id, group in list(self.groups.items()):
             if group.partition != partition:
                 continue
@@ -432,6 +449,14 @@ class GroupCoordinator:
             return fail(ErrorCode.INVALID_SESSION_TIMEOUT)
         if not req.protocol_type or not req.protocols:
             return fail(ErrorCode.INCONSISTENT_GROUP_PROTOCOL)
+        consumer_group = self.consumer.groups.get(req.group_id)
+        if consumer_group is not None:
+            if consumer_group.members:
+                # A consumer group (KIP-848) in use: with group.consumer.migration.policy=disabled a
+                # classic member may not join it.
+                return fail(ErrorCode.INCONSISTENT_GROUP_PROTOCOL)
+            # An empty consumer group gives its id over to the classic protocol (Kafka deletes it).
+            self._writes.append((consumer_group.partition, self.consumer.delete_records(req.group_id)))
         group = self.groups.get(req.group_id)
         if group is None:
             if req.member_id != UNKNOWN_MEMBER_ID:
@@ -838,6 +863,7 @@ class GroupCoordinator:
 
     def tick(self, now_ms: int) -> None:
         """Fire every timer due at ``now_ms``: session expiry, join and sync deadlines."""
+        self.consumer.tick(now_ms)
         for group in list(self.groups.values()):
             self._expire_members(group, now_ms)
             if (
@@ -887,7 +913,7 @@ class GroupCoordinator:
 
     def next_deadline_ms(self) -> int | None:
         """The earliest time :meth:`tick` has something to do (for the shell's timer)."""
-        best: int | None = None
+        best: int | None = self.consumer.next_deadline_ms()
         for group in self.groups.values():
             candidates = [group.join_deadline_ms, group.sync_deadline_ms, *group.pending_members.values()]
             for m in group.members.values():
@@ -954,6 +980,9 @@ class GroupCoordinator:
         return plan
 
     def _validate_commit(self, req: CommitRequest, now_ms: int) -> ErrorCode:
+        if req.group_id in self.consumer.groups:
+            # KIP-848: a consumer group's commits carry the member epoch (STALE_MEMBER_EPOCH).
+            return self.consumer.validate_offset_commit(req.group_id, req.member_id, req.generation_id)
         group = self.groups.get(req.group_id)
         if group is None:
             # Only a commit outside group management (generation -1) creates a group (Kafka).
@@ -1057,6 +1086,8 @@ class GroupCoordinator:
         for group in self.groups.values():
             if group.partition not in self.owned_partitions or group.state == GroupState.DEAD:
                 continue
+            if group.group_id in self.consumer.groups:
+                continue  # only offsets kept here: listed as the consumer group it is
             if states_filter and group.state.value.lower() not in states_filter:
                 continue
             out.append((group.group_id, group.protocol_type or "", group.state.value))
@@ -1067,6 +1098,8 @@ class GroupCoordinator:
         group = self.groups.get(group_id)
         if error != ErrorCode.NONE:
             return GroupDescription(error, group_id, "", "", "", ())
+        if group_id in self.consumer.groups:
+            return self._describe_consumer_group_classically(group_id)
         if group is None:
             return GroupDescription(ErrorCode.GROUP_ID_NOT_FOUND, group_id, GroupState.DEAD.value, "", "", ())
         stable = group.state == GroupState.STABLE
@@ -1098,6 +1131,15 @@ class GroupCoordinator:
             plan = plans.setdefault(partition, WritePlan(partition))
             error = self.coordinator_error(group_id) if group_id else ErrorCode.INVALID_GROUP_ID
             group = self.groups.get(group_id)
+            consumer_group = self.consumer.groups.get(group_id)
+            if error == ErrorCode.NONE and consumer_group is not None:
+                if consumer_group.members:
+                    plan.group_errors[group_id] = ErrorCode.NON_EMPTY_GROUP
+                    continue
+                plan.records.extend(self.consumer.delete_records(group_id))
+                if group is None:
+                    plan.group_errors[group_id] = ErrorCode.NONE
+                    continue
             if error == ErrorCode.NONE:
                 if group is None or group.state == GroupState.DEAD:
                     error = ErrorCode.GROUP_ID_NOT_FOUND
@@ -1110,6 +1152,100 @@ class GroupCoordinator:
                 plan.records.append((encode_key(OffsetKey(group_id, topic, p)), None))
             plan.records.append((encode_key(GroupKey(group_id)), None))
         return list(plans.values())
+
+    # --- KIP-848 consumer groups: the group-type checks around coordinator/consumer_group.py ---------
+
+    def consumer_group_heartbeat(self, req: HeartbeatRequest, topics: Topics, now_ms: int) -> HeartbeatResult:
+        """ConsumerGroupHeartbeat: the coordinator checks, then a classic group with members keeps its
+        id (Kafka with group.consumer.migration.policy=disabled: GROUP_ID_NOT_FOUND)."""
+        error = self.coordinator_error(req.group_id) if req.group_id else ErrorCode.NONE
+        if error != ErrorCode.NONE:
+            return HeartbeatResult(error)
+        classic = self.groups.get(req.group_id)
+        if (
+            req.group_id not in self.consumer.groups
+            and classic is not None
+            and (classic.members or classic.state not in (GroupState.EMPTY, GroupState.DEAD))
+        ):
+            return HeartbeatResult(
+                ErrorCode.GROUP_ID_NOT_FOUND, f"Group {req.group_id} is not a consumer group."
+            )
+        # An empty classic group (perhaps only committed offsets) becomes a consumer group: its offsets
+        # stay where they are, the consumer group's records take the id over.
+        return self.consumer.heartbeat(req, topics, now_ms)
+
+    def describe_consumer_group(self, group_id: str) -> ConsumerGroupDescription:
+        """ConsumerGroupDescribe: GROUP_ID_NOT_FOUND for an unknown or classic group, as Kafka."""
+        error = self.coordinator_error(group_id) if group_id else ErrorCode.INVALID_GROUP_ID
+        if error != ErrorCode.NONE:
+            return ConsumerGroupDescription(error, group_id)
+        if group_id not in self.consumer.groups and group_id in self.groups:
+            return ConsumerGroupDescription(
+                ErrorCode.GROUP_ID_NOT_FOUND, group_id, f"Group {group_id} is not a consumer group."
+            )
+        return self.consumer.describe(group_id)
+
+    def list_consumer_groups(self, states_filter: set[str] | None = None) -> list[tuple[str, str]]:
+        """(group id, state) of every consumer group this node coordinates."""
+        out = []
+        for group in self.consumer.groups.values():
+            if group.partition not in self.owned_partitions:
+                continue
+            state = group.state().value
+            if states_filter and state.lower() not in states_filter:
+                continue
+            out.append((group.group_id, state))
+        return out
+
+    def consumer_offset_fetch_error(self, group_id: str, member_id: str, member_epoch: int) -> ErrorCode:
+        """OffsetFetch v9 from a consumer group member: its epoch must be current (Kafka's
+        ConsumerGroup.validateOffsetFetch)."""
+        return self.consumer.validate_offset_fetch(group_id, member_id, member_epoch)
+
+    def _describe_consumer_group_classically(self, group_id: str) -> GroupDescription:
+        """DescribeGroups on a consumer group: Kafka 4.0 answers it in the classic shape, with each
+        member's subscription and assignment in the consumer protocol's encodings."""
+        d = self.consumer.describe(group_id)
+        names = {
+            topic_id: name
+            for name, (topic_id, _) in self.consumer.groups[group_id].subscription_metadata.items()
+        }
+        members = tuple(
+            MemberDescription(
+                m.member_id,
+                m.instance_id,
+                m.client_id,
+                m.client_host,
+                _consumer_subscription(sorted(m.subscribed_topic_names)),
+                _consumer_assignment(
+                    sorted((names[t], sorted(ps)) for t, ps in m.assignment.items() if t in names)
+                ),
+            )
+            for m in d.members
+        )
+        return GroupDescription(
+            ErrorCode.NONE, group_id, d.state, CONSUMER_PROTOCOL_TYPE, d.assignor_name, members
+        )
+
+
+def _consumer_subscription(topics: list[str]) -> bytes:
+    """ConsumerProtocolSubscription v0: topics, null user data."""
+    out = bytearray(b"\x00\x00") + len(topics).to_bytes(4, "big")
+    for t in topics:
+        raw = t.encode("utf-8")
+        out += len(raw).to_bytes(2, "big") + raw
+    return bytes(out + b"\xff\xff\xff\xff")
+
+
+def _consumer_assignment(partitions: list[tuple[str, list[int]]]) -> bytes:
+    """ConsumerProtocolAssignment v0: partitions per topic, null user data."""
+    out = bytearray(b"\x00\x00") + len(partitions).to_bytes(4, "big")
+    for topic, parts in partitions:
+        raw = topic.encode("utf-8")
+        out += len(raw).to_bytes(2, "big") + raw + len(parts).to_bytes(4, "big")
+        for p in parts:
+            out += p.to_bytes(4, "big", signed=True)
+    return bytes(out + b"\xff\xff\xff\xff")
 
 
 __all__ = [

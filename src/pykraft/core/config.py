@@ -168,6 +168,11 @@ class NodeConfig:
     group_min_session_timeout_ms: int = 6000
     group_max_session_timeout_ms: int = 1800000
     group_initial_rebalance_delay_ms: int = 3000
+    # KIP-848 consumer groups (issue 19), Kafka's group.consumer.* names and defaults.
+    group_consumer_heartbeat_interval_ms: int = 5000
+    group_consumer_session_timeout_ms: int = 45000
+    group_consumer_max_size: int = 2**31 - 1
+    group_consumer_assignors: tuple[str, ...] = ("uniform", "range")
     # KRaft quorum timeouts, Kafka's names and defaults (QuorumConfig; kafka-facts §7.3).
     controller_quorum_election_timeout_ms: int = 1000
     controller_quorum_fetch_timeout_ms: int = 2000
@@ -299,6 +304,22 @@ def _int(props: dict[str, str], key: str, default: int, minimum: int | None = No
     if minimum is not None and value < minimum:
         raise ConfigError(f"{key}: {value} is below the minimum {minimum}")
     return value
+
+
+def _consumer_assignors(props: dict[str, str]) -> tuple[str, ...]:
+    """group.consumer.assignors: a list of uniform/range (Kafka also takes class names; their simple
+    names UniformAssignor/RangeAssignor are understood), the first being the default (KIP-848)."""
+    raw = props.get("group.consumer.assignors", "")
+    known = {"uniform": "uniform", "range": "range", "uniformassignor": "uniform", "rangeassignor": "range"}
+    names = []
+    for item in (x.strip() for x in raw.split(",")):
+        if not item:
+            continue
+        name = known.get(item.rsplit(".", 1)[-1].lower())
+        if name is None:
+            raise ConfigError(f"group.consumer.assignors: {item!r} is not uniform or range")
+        names.append(name)
+    return tuple(dict.fromkeys(names)) or ("uniform", "range")
 
 
 def _ratio(props: dict[str, str], key: str, default: float) -> float:
@@ -845,6 +866,12 @@ def load_config(text: str, overrides: dict[str, str] | None = None) -> NodeConfi
         group_min_session_timeout_ms=_int(props, "group.min.session.timeout.ms", 6000, minimum=1),
         group_max_session_timeout_ms=_int(props, "group.max.session.timeout.ms", 1800000, minimum=1),
         group_initial_rebalance_delay_ms=_int(props, "group.initial.rebalance.delay.ms", 3000, minimum=0),
+        group_consumer_heartbeat_interval_ms=_int(
+            props, "group.consumer.heartbeat.interval.ms", 5000, minimum=1
+        ),
+        group_consumer_session_timeout_ms=_int(props, "group.consumer.session.timeout.ms", 45000, minimum=1),
+        group_consumer_max_size=_int(props, "group.consumer.max.size", 2**31 - 1, minimum=1),
+        group_consumer_assignors=_consumer_assignors(props),
         controller_quorum_election_timeout_ms=election_timeout_ms,
         controller_quorum_fetch_timeout_ms=fetch_timeout_ms,
         controller_quorum_election_backoff_max_ms=_int(

@@ -22,7 +22,8 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from pykraft.broker.handlers import BrokerContext, ClusterView
-from pykraft.coordinator import group_api
+from pykraft.coordinator import consumer_group_api, group_api
+from pykraft.coordinator.consumer_group import ConsumerGroupConfig
 from pykraft.coordinator.group_coordinator import (
     GroupConfig,
     GroupCoordinator,
@@ -93,6 +94,12 @@ class GroupService:
                 group_min_session_timeout_ms=config.group_min_session_timeout_ms,
                 group_max_session_timeout_ms=config.group_max_session_timeout_ms,
                 group_initial_rebalance_delay_ms=config.group_initial_rebalance_delay_ms,
+                consumer=ConsumerGroupConfig(
+                    heartbeat_interval_ms=config.group_consumer_heartbeat_interval_ms,
+                    session_timeout_ms=config.group_consumer_session_timeout_ms,
+                    max_size=config.group_consumer_max_size,
+                    assignors=config.group_consumer_assignors,
+                ),
             ),
             rng,
         )
@@ -127,6 +134,8 @@ class GroupService:
             ApiKey.LIST_GROUPS: self.list_groups,
             ApiKey.DESCRIBE_GROUPS: self.describe_groups,
             ApiKey.DELETE_GROUPS: self.delete_groups,
+            ApiKey.CONSUMER_GROUP_HEARTBEAT: self.consumer_group_heartbeat,
+            ApiKey.CONSUMER_GROUP_DESCRIBE: self.consumer_group_describe,
         }
 
     async def run_timers(self) -> None:
@@ -352,6 +361,20 @@ class GroupService:
         error = await self._write(plan) if plan.error_code == ErrorCode.NONE else ErrorCode.NONE
         self._after()
         return group_api.offset_delete_response(request, plan, version, error)
+
+    async def consumer_group_heartbeat(self, request: Any, version: int) -> Any:
+        """ConsumerGroupHeartbeat (KIP-848): answered at once; its records are appended before."""
+        client_id, peer = CURRENT_CLIENT.get()
+        result = self.coordinator.consumer_group_heartbeat(
+            consumer_group_api.heartbeat_request(request, version, client_id, client_host_of(peer)),
+            consumer_group_api.topics_by_name(self.ctx.cluster.topics),
+            now_ms(),
+        )
+        self._after()
+        return consumer_group_api.heartbeat_response(result, version)
+
+    async def consumer_group_describe(self, request: Any, version: int) -> Any:
+        return consumer_group_api.handle_describe(self.coordinator, request, version, self.ctx.cluster.topics)
 
     async def list_groups(self, request: Any, version: int) -> Any:
         return group_api.handle_list_groups(self.coordinator, request, version)

@@ -186,6 +186,9 @@ SUPPORTED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     ApiKey.DESCRIBE_CLUSTER: (0, 2),
     ApiKey.DESCRIBE_TOPIC_PARTITIONS: (0, 0),
     ApiKey.DESCRIBE_LOG_DIRS: (1, 4),
+    # The consumer group protocol (KIP-848, issue 19): v1 adds the server-side regex subscription.
+    ApiKey.CONSUMER_GROUP_HEARTBEAT: (0, 1),
+    ApiKey.CONSUMER_GROUP_DESCRIBE: (0, 0),
 }
 
 
@@ -216,6 +219,10 @@ BrokerHeartbeatRequest: Any = _schema_class("BrokerHeartbeatRequest")
 BrokerHeartbeatResponse: Any = _schema_class("BrokerHeartbeatResponse")
 AlterPartitionRequest: Any = _schema_class("AlterPartitionRequest")
 AlterPartitionResponse: Any = _schema_class("AlterPartitionResponse")
+ConsumerGroupHeartbeatRequest: Any = _schema_class("ConsumerGroupHeartbeatRequest")
+ConsumerGroupHeartbeatResponse: Any = _schema_class("ConsumerGroupHeartbeatResponse")
+ConsumerGroupDescribeRequest: Any = _schema_class("ConsumerGroupDescribeRequest")
+ConsumerGroupDescribeResponse: Any = _schema_class("ConsumerGroupDescribeResponse")
 
 
 # DescribeQuorum ships with kafka-python (0-2, the current schema); re-exported for symmetry.
@@ -239,6 +246,10 @@ OUR_MESSAGE_CLASSES: tuple[Any, ...] = (
     BrokerHeartbeatResponse,
     AlterPartitionRequest,
     AlterPartitionResponse,
+    ConsumerGroupHeartbeatRequest,
+    ConsumerGroupHeartbeatResponse,
+    ConsumerGroupDescribeRequest,
+    ConsumerGroupDescribeResponse,
 )
 
 
@@ -528,6 +539,10 @@ __all__ = [
     "BrokerHeartbeatResponse",
     "BrokerRegistrationRequest",
     "BrokerRegistrationResponse",
+    "ConsumerGroupDescribeRequest",
+    "ConsumerGroupDescribeResponse",
+    "ConsumerGroupHeartbeatRequest",
+    "ConsumerGroupHeartbeatResponse",
     "DescribeQuorumRequest",
     "DescribeQuorumResponse",
     "EndQuorumEpochRequest",
