@@ -331,6 +331,17 @@ class NodeCollector(Collector):
             state_bytes += producer_state_bytes(part.producer_state)
         yield _gauge("kafka_server_replicamanager_produceridcount", "Producer-state entries", entries)
         yield _gauge("pykraft_producerstate_memory_bytes", "Memory of the producer-state tables", state_bytes)
+        # The log cleaner (issue 17): what its passes did since the node started.
+        cleaner = replicas.cleaner_stats
+        for name, help_text, value in (
+            ("passes", "Cleaning passes run", cleaner.passes),
+            ("bytes_read", "Bytes the cleaner read", cleaner.bytes_read),
+            ("bytes_written", "Bytes the cleaner wrote back", cleaner.bytes_written),
+            ("records_removed", "Records compaction removed", cleaner.records_removed),
+        ):
+            counter = CounterMetricFamily(f"pykraft_logcleaner_{name}", help_text)
+            counter.add_metric([], value)
+            yield counter
 
     def _groups(self) -> Iterator[Metric]:
         groups = self.node.groups
