@@ -1,0 +1,150 @@
+"""KIP-848 consumer groups with a real client (issue 19): confluent-kafka consumers with
+``group.protocol=consumer`` (ConsumerGroupHeartbeat, server-side assignment) share a topic 2/2/2,
+commit, hand a leaver's partitions over at its commits, let a fourth member in incrementally (nobody
+loses a partition it keeps), and resume at the commits after a broker restart."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+import pytest
+from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from pykraft.testing import running_node
+
+pytestmark = pytest.mark.slow
+
+OVERRIDES = {
+    "offsets.topic.num.partitions": "5",
+    # Members learn of rebalances at their next heartbeat: a short interval keeps the test short.
+    "group.consumer.heartbeat.interval.ms": "300",
+}
+TOPIC, GROUP = "kip848", "kip848-group"
+PER_PARTITION = 50
+COMMITTED = 30
+
+
+class Member:
+    """A consumer and the partitions its on_assign/on_revoke callbacks say it owns."""
+
+    def __init__(self, bootstrap: str) -> None:
+        self.owned: set[int] = set()
+        self.revoked: list[set[int]] = []
+        self.consumer = Consumer(
+            {
+                "bootstrap.servers": bootstrap,
+                "group.id": GROUP,
+                "group.protocol": "consumer",
+                "auto.offset.reset": "earliest",
+                "enable.auto.commit": False,
+            }
+        )
+        self.consumer.subscribe([TOPIC], on_assign=self._assigned, on_revoke=self._revoked)
+
+    def _assigned(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        self.owned |= {tp.partition for tp in partitions}
+
+    def _revoked(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        gone = {tp.partition for tp in partitions}
+        self.revoked.append(gone)
+        self.owned -= gone
+
+
+def _poll_until(
+    members: list[Member], done: Callable[[], bool], on_message: Callable[..., None], limit_s: float
+) -> None:
+    deadline = time.monotonic() + limit_s
+    while not done():
+        assert time.monotonic() < deadline, [m.owned for m in members]
+        for m in members:
+            msg = m.consumer.poll(0.02)
+            if msg is not None and not msg.error():
+                on_message(m, msg)
+
+
+def test_consumer_protocol_shares_hands_over_adds_incrementally_and_resumes(tmp_path) -> None:
+    data_dir = str(tmp_path / "data")
+    with running_node(data_dir, overrides=OVERRIDES) as node:
+        bootstrap = node.bootstrap_servers
+        admin = AdminClient({"bootstrap.servers": bootstrap})
+        for fut in admin.create_topics([NewTopic(TOPIC, num_partitions=6)]).values():
+            fut.result(timeout=30)
+        producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
+        for p in range(6):
+            for i in range(PER_PARTITION):
+                producer.produce(TOPIC, value=b"%d-%d" % (p, i), partition=p)
+        assert producer.flush(30) == 0
+
+        members = [Member(bootstrap) for _ in range(3)]
+        seen: dict[int, list[int]] = {p: [] for p in range(6)}
+
+        def consume(m: Member, msg) -> None:  # type: ignore[no-untyped-def]
+            seen[msg.partition()].append(msg.offset())
+            if msg.offset() < COMMITTED:
+                m.consumer.commit(message=msg, asynchronous=False)
+
+        _poll_until(
+            members,
+            lambda: (
+                sum(len(set(v)) for v in seen.values()) == 6 * PER_PARTITION
+                and sorted(len(m.owned) for m in members) == [2, 2, 2]
+            ),
+            consume,
+            20,
+        )
+        assert set().union(*(m.owned for m in members)) == set(range(6))
+        for offsets in seen.values():
+            assert sorted(set(offsets)) == list(range(PER_PARTITION))
+            # A partition moves only once its committed records are past: none is delivered twice.
+            assert all(o >= COMMITTED for o in set(offsets) if offsets.count(o) > 1)
+
+        # A member leaves (ConsumerGroupHeartbeat with epoch -1): the others take over at its commits.
+        leaving = members.pop()
+        handed_over = set(leaving.owned)
+        leaving.consumer.close()
+        first: dict[int, int] = {}
+
+        def after_leave(m: Member, msg) -> None:  # type: ignore[no-untyped-def]
+            if msg.partition() in handed_over:
+                first.setdefault(msg.partition(), msg.offset())
+
+        _poll_until(members, lambda: len(first) == len(handed_over), after_leave, 15)
+        assert first == dict.fromkeys(handed_over, COMMITTED)
+        assert sorted(len(m.owned) for m in members) == [3, 3]
+
+        # A fourth consumer joins the two: partitions move without anyone losing one it keeps.
+        before = [set(m.owned) for m in members]
+        for m in members:
+            m.revoked.clear()
+        members.append(Member(bootstrap))
+        _poll_until(
+            members, lambda: sorted(len(m.owned) for m in members) == [2, 2, 2], lambda m, msg: None, 15
+        )
+        for m, had in zip(members[:2], before, strict=True):
+            kept = had & m.owned
+            assert len(kept) == 2
+            assert not any(kept & gone for gone in m.revoked), "a kept partition was revoked and given back"
+        assert set().union(*(m.owned for m in members)) == set(range(6))
+
+        listed = admin.list_consumer_groups().result(timeout=10)
+        kinds = {g.group_id: g.type.name for g in listed.valid}
+        assert kinds[GROUP] == "CONSUMER"
+        committed = members[0].consumer.committed([TopicPartition(TOPIC, p) for p in range(6)], timeout=10)
+        assert [tp.offset for tp in committed] == [COMMITTED] * 6
+        for m in members:
+            m.consumer.close()
+
+    # The group's records and its offsets survive a restart: a new member resumes at the commits.
+    with running_node(data_dir, overrides=OVERRIDES) as node:
+        member = Member(node.bootstrap_servers)
+        resumed: dict[int, list[int]] = {p: [] for p in range(6)}
+        _poll_until(
+            [member],
+            lambda: sum(len(v) for v in resumed.values()) == 6 * (PER_PARTITION - COMMITTED),
+            lambda m, msg: resumed[msg.partition()].append(msg.offset()),
+            20,
+        )
+        member.consumer.close()
+        assert resumed == {p: list(range(COMMITTED, PER_PARTITION)) for p in range(6)}
