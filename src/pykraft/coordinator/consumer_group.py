@@ -739,7 +739,9 @@ class ConsumerGroupCoordinator:
 
     # --- offsets (Kafka's ConsumerGroup.validateOffsetCommit / validateOffsetFetch) ----------------------
 
-    def validate_offset_commit(self, group_id: str, member_id: str, member_epoch: int) -> ErrorCode:
+    def validate_offset_commit(
+        self, group_id: str, member_id: str, member_epoch: int, *, transactional: bool = False
+    ) -> ErrorCode:
         group = self.groups[group_id]
         if member_epoch < 0 and not group.members:
             # The admin client, or a consumer using assign(): allowed while the group is empty.
@@ -748,7 +750,9 @@ class ConsumerGroupCoordinator:
         if member is None:
             return ErrorCode.UNKNOWN_MEMBER_ID
         if member_epoch != member.member_epoch:
-            return ErrorCode.STALE_MEMBER_EPOCH
+            # TxnOffsetCommit answers a stale epoch as the classic generation error (Kafka's
+            # OffsetMetadataManager.validateTransactionalOffsetCommit).
+            return ErrorCode.ILLEGAL_GENERATION if transactional else ErrorCode.STALE_MEMBER_EPOCH
         return ErrorCode.NONE
 
     def validate_offset_fetch(self, group_id: str, member_id: str, member_epoch: int) -> ErrorCode:

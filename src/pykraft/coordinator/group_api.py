@@ -214,6 +214,7 @@ def txn_commit_request(request: Any, version: int) -> CommitRequest:
         member_id=(request.member_id or "") if version >= 3 else "",
         group_instance_id=request.group_instance_id if version >= 3 else None,
         offsets=_commit_offsets(request, version >= 2),
+        transactional=True,
     )
 
 

@@ -155,6 +155,8 @@ class CommitRequest:
     member_id: str
     group_instance_id: str | None
     offsets: tuple[CommitOffset, ...]
+    # TxnOffsetCommit: a consumer group checks such commits as Kafka's validateTransactionalOffsetCommit.
+    transactional: bool = False
 
 
 @dataclass(slots=True)
@@ -982,7 +984,9 @@ class GroupCoordinator:
     def _validate_commit(self, req: CommitRequest, now_ms: int) -> ErrorCode:
         if req.group_id in self.consumer.groups:
             # KIP-848: a consumer group's commits carry the member epoch (STALE_MEMBER_EPOCH).
-            return self.consumer.validate_offset_commit(req.group_id, req.member_id, req.generation_id)
+            return self.consumer.validate_offset_commit(
+                req.group_id, req.member_id, req.generation_id, transactional=req.transactional
+            )
         group = self.groups.get(req.group_id)
         if group is None:
             # Only a commit outside group management (generation -1) creates a group (Kafka).
