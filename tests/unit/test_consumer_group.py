@@ -351,3 +351,13 @@ def test_records_rebuild_the_group_on_load() -> None:
     for key, value in c.delete_records(GROUP):
         loaded.replay(0, rec.decode_key(key), value, 11)
     assert GROUP not in loaded.groups
+
+
+def test_subscription_regexes_that_could_backtrack_for_ever_are_refused() -> None:
+    # Kafka matches with RE2J (linear); Python's re backtracks, so explosive patterns are refused.
+    from pykraft.coordinator.consumer_group import regex_refusal
+
+    for accepted in ("orders-.*", "(foo|bar)-.*", r"metrics\.[a-z]+", "x.*?y", "(ab){2,}", "a|b"):
+        assert regex_refusal(accepted) is None, accepted
+    for refused in ("(a+)+$", "(a|a)*b", "((a)+b)+", ".*.*.*.*x", r"(\w+)\1", "(?=x)a", "(", "a" * 1001):
+        assert regex_refusal(refused) is not None, refused

@@ -89,7 +89,14 @@ TOPIC_SHAPES: dict[int, TopicShape] = {
     ),
 }
 
-GROUP_READ_APIS = (ApiKey.JOIN_GROUP, ApiKey.SYNC_GROUP, ApiKey.HEARTBEAT, ApiKey.LEAVE_GROUP)
+# ConsumerGroupHeartbeat (KIP-848) needs READ on the group like the classic group APIs.
+GROUP_READ_APIS = (
+    ApiKey.JOIN_GROUP,
+    ApiKey.SYNC_GROUP,
+    ApiKey.HEARTBEAT,
+    ApiKey.LEAVE_GROUP,
+    ApiKey.CONSUMER_GROUP_HEARTBEAT,
+)
 
 
 def idempotent_write_allowed() -> bool:
@@ -410,6 +417,11 @@ def split(api_key: int, request: Any, version: int) -> Denied:
             else:
                 request.groups_names = kept_groups
         return [(g, [], ErrorCode.GROUP_AUTHORIZATION_FAILED) for g in refused_groups]
+    if api_key == ApiKey.CONSUMER_GROUP_DESCRIBE:
+        # DESCRIBE on each group, the groups refused answered GROUP_AUTHORIZATION_FAILED (KIP-848).
+        refused_groups = [g for g in request.group_ids if not allowed(AclOperation.DESCRIBE, GROUP, g)]
+        request.group_ids = [g for g in request.group_ids if g not in refused_groups]
+        return [(g, [], ErrorCode.GROUP_AUTHORIZATION_FAILED) for g in refused_groups]
     if api_key == ApiKey.DESCRIBE_TRANSACTIONS:
         ids = list(request.transactional_ids)
         refused_ids = [t for t in ids if not allowed(AclOperation.DESCRIBE, TXN, t)]
@@ -490,6 +502,21 @@ def merge(api_key: int, response: Any, denied: Denied) -> None:
                     protocol_type="",
                     protocol_data="",
                     members=[],
+                )
+            )
+    elif api_key == ApiKey.CONSUMER_GROUP_DESCRIBE:
+        for name, _, error in denied:
+            response.groups.append(
+                cls.DescribedGroup(
+                    error_code=error,
+                    error_message=None,
+                    group_id=name,
+                    group_state="",
+                    group_epoch=0,
+                    assignment_epoch=0,
+                    assignor_name="",
+                    members=[],
+                    authorized_operations=-(2**31),
                 )
             )
     elif api_key == ApiKey.DELETE_GROUPS:

@@ -240,6 +240,79 @@ def _group(pairs: set[tuple[uuid.UUID, int]]) -> Partitions:
     return {t: frozenset(ps) for t, ps in out.items()}
 
 
+# Kafka matches subscription regexes with RE2J (linear time); Python's re backtracks, so a pattern a
+# client sends could stall the coordinator. Patterns are kept to what cannot explode on a topic name
+# (at most 249 characters): no backreferences or lookarounds (RE2 has none either), no quantified group
+# that itself holds a quantifier, at most a few unbounded quantifiers.
+MAX_REGEX_LENGTH = 1000
+MAX_UNBOUNDED_QUANTIFIERS = 3
+
+
+def regex_refusal(pattern: str) -> str | None:
+    """Why ``pattern`` is refused as a subscription regex, or None when it is accepted."""
+    if len(pattern) > MAX_REGEX_LENGTH:
+        return f"longer than {MAX_REGEX_LENGTH} characters"
+    try:
+        re.compile(pattern)
+    except re.error as exc:
+        return str(exc)
+    stack: list[bool] = []  # per open group: does it hold a quantifier or alternatives?
+    unbounded = 0
+    last_group_quantified = False
+    i, n = 0, len(pattern)
+    while i < n:
+        c = pattern[i]
+        quantifier = False
+        if c == "\\":
+            if i + 1 < n and pattern[i + 1].isdigit():
+                return "backreferences are not supported"
+            i += 2
+            last_group_quantified = False
+            continue
+        if c == "[":
+            # Skip a character class ("]" right after "[" or "[^" is a literal).
+            j = i + 1
+            if j < n and pattern[j] == "^":
+                j += 1
+            if j < n and pattern[j] == "]":
+                j += 1
+            while j < n and pattern[j] != "]":
+                j += 2 if pattern[j] == "\\" else 1
+            i = j + 1
+            last_group_quantified = False
+            continue
+        if c == "(":
+            if pattern.startswith(("(?=", "(?!", "(?<=", "(?<!", "(?P="), i):
+                return "lookarounds and backreferences are not supported"
+            stack.append(False)
+            last_group_quantified = False
+        elif c == "|":
+            if stack:
+                stack[-1] = True  # alternatives repeated can overlap ((a|a)*): as risky as a quantifier
+        elif c == ")":
+            last_group_quantified = stack.pop() if stack else False
+            if stack and last_group_quantified:
+                stack[-1] = True
+            i += 1
+            continue
+        elif c in "*+?{":
+            if c == "?" and i > 0 and pattern[i - 1] in "*+?}":
+                i += 1  # a lazy modifier, not a quantifier of its own
+                continue
+            quantifier = True
+            if c in "*+" or (c == "{" and re.match(r"\{\d*,\}", pattern[i:])):
+                unbounded += 1
+            if i > 0 and pattern[i - 1] == ")" and last_group_quantified:
+                return "a repeated group may not hold a quantifier or alternatives (nested repetition)"
+        if quantifier and stack:
+            stack[-1] = True
+        last_group_quantified = False
+        i += 1
+    if unbounded > MAX_UNBOUNDED_QUANTIFIERS:
+        return f"more than {MAX_UNBOUNDED_QUANTIFIERS} unbounded repetitions"
+    return None
+
+
 def _matches(regex: str, name: str) -> bool:
     # Java's Matcher.matches(): the whole name; internal topics are never matched by a pattern.
     return not name.startswith("__") and re.fullmatch(regex, name) is not None
@@ -316,13 +389,12 @@ class ConsumerGroupCoordinator:
                 f"{', '.join(self.config.assignors)}.",
             )
         if req.subscribed_topic_regex:
-            try:
-                re.compile(req.subscribed_topic_regex)
-            except re.error as exc:
+            why = regex_refusal(req.subscribed_topic_regex)
+            if why is not None:
                 raise _Refused(
                     ErrorCode.INVALID_REGULAR_EXPRESSION,
-                    f"SubscribedTopicRegex `{req.subscribed_topic_regex}` is not a valid regular expression: {exc}.",
-                ) from None
+                    f"SubscribedTopicRegex `{req.subscribed_topic_regex}` is not a valid regular expression: {why}.",
+                )
 
     def _heartbeat(
         self, req: HeartbeatRequest, topics: Topics, now_ms: int, records: Writes
