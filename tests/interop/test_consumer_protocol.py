@@ -5,6 +5,7 @@ loses a partition it keeps), and resume at the commits after a broker restart.""
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Callable
 
@@ -12,6 +13,7 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from pykraft.cli import main
 from pykraft.testing import running_node
 
 pytestmark = pytest.mark.slow
@@ -64,7 +66,7 @@ def _poll_until(
                 on_message(m, msg)
 
 
-def test_consumer_protocol_shares_hands_over_adds_incrementally_and_resumes(tmp_path) -> None:
+def test_consumer_protocol_shares_hands_over_adds_incrementally_and_resumes(tmp_path, capsys) -> None:
     data_dir = str(tmp_path / "data")
     with running_node(data_dir, overrides=OVERRIDES) as node:
         bootstrap = node.bootstrap_servers
@@ -128,6 +130,23 @@ def test_consumer_protocol_shares_hands_over_adds_incrementally_and_resumes(tmp_
             assert not any(kept & gone for gone in m.revoked), "a kept partition was revoked and given back"
         assert set().union(*(m.owned for m in members)) == set(range(6))
 
+        # The tools show the epochs and target assignments (ConsumerGroupDescribe).
+        deadline = time.monotonic() + 10
+        while True:  # the group is Stable once every member's heartbeat confirmed the last epoch
+            for m in members:
+                m.consumer.poll(0.02)
+            assert main(["groups", "--bootstrap-server", bootstrap, "describe", GROUP]) == 0
+            out = capsys.readouterr().out
+            if "STATE Stable" in out or time.monotonic() > deadline:
+                break
+        epochs = re.search(r"TYPE consumer  GROUP-EPOCH (\d+)  ASSIGNMENT-EPOCH (\d+)", out)
+        assert "STATE Stable" in out and epochs is not None and epochs[1] == epochs[2], out
+        # Three joins, one leave, one join: at least five epochs; every member is at the last one.
+        assert int(epochs[1]) >= 5
+        assert out.count(f"\t{epochs[1]}\t{TOPIC}-") == 3, out
+        args = ["consumer-groups", "--bootstrap-server", bootstrap, "--describe", "--group", GROUP]
+        assert main([*args, "--members", "--verbose"]) == 0
+        assert "TARGET-ASSIGNMENT" in capsys.readouterr().out
         listed = admin.list_consumer_groups().result(timeout=10)
         kinds = {g.group_id: g.type.name for g in listed.valid}
         assert kinds[GROUP] == "CONSUMER"

@@ -62,6 +62,7 @@ from pykraft.coordinator.offsets_records import RecordFormatError, assigned_part
 from pykraft.core.errors import ErrorCode
 from pykraft.core.partitions import by_topic
 from pykraft.io.kafka_connection import BrokerConnection, BrokerConnectionError, ClientSecurity
+from pykraft.protocol.messages import ConsumerGroupDescribeRequest, ConsumerGroupDescribeResponse
 
 TIMEOUT_S = 10.0
 
@@ -116,6 +117,13 @@ def describe_group(bootstrap: str, group: str, security: ClientSecurity | None =
                 OffsetFetchResponse,
                 version=7,
             )
+            # A KIP-848 consumer group also has epochs and target assignments (ConsumerGroupDescribe);
+            # a classic group answers GROUP_ID_NOT_FOUND there.
+            consumer = coordinator.request(
+                ConsumerGroupDescribeRequest(group_ids=[group], include_authorized_operations=False),
+                ConsumerGroupDescribeResponse,
+                version=0,
+            ).groups[0]
         finally:
             coordinator.close()
         if described.error_code != 0:
@@ -124,6 +132,9 @@ def describe_group(bootstrap: str, group: str, security: ClientSecurity | None =
             raise GroupsError(f"OffsetFetch for group {group!r} failed with error {fetched.error_code}")
         owner: dict[tuple[str, int], Any] = {}
         members = []
+        epochs: dict[str, Any] = {
+            m.member_id: m for m in (consumer.members if consumer.error_code == ErrorCode.NONE else [])
+        }
         for m in described.members:
             try:
                 assignment = assigned_partitions(bytes(m.member_assignment or b""))
@@ -136,6 +147,7 @@ def describe_group(bootstrap: str, group: str, security: ClientSecurity | None =
                     "client_id": m.client_id,
                     "client_host": m.client_host,
                     "assignment": assignment,
+                    **(_epochs(epochs[m.member_id]) if m.member_id in epochs else {}),
                 }
             )
             for topic, partitions in assignment:
@@ -175,12 +187,27 @@ def describe_group(bootstrap: str, group: str, security: ClientSecurity | None =
         )
     return {
         "group": group,
+        "type": "consumer" if consumer.error_code == ErrorCode.NONE else "classic",
+        **(
+            {"group_epoch": consumer.group_epoch, "assignment_epoch": consumer.assignment_epoch}
+            if consumer.error_code == ErrorCode.NONE
+            else {}
+        ),
         "state": described.group_state,
         "protocol": described.protocol_data,
         "coordinator": {"id": found.node_id, "host": found.host, "port": found.port},
         "members": members,
         "partitions": rows,
     }
+
+
+def _epochs(member: Any) -> dict[str, Any]:
+    """A KIP-848 member's epoch and target assignment, as (topic, partitions) like its assignment."""
+
+    def partitions(assignment: Any) -> list[tuple[str, list[int]]]:
+        return sorted((t.topic_name, sorted(t.partitions)) for t in assignment.topic_partitions)
+
+    return {"member_epoch": member.member_epoch, "target_assignment": partitions(member.target_assignment)}
 
 
 def _show(value: object) -> str:
@@ -208,11 +235,22 @@ def _describe(args: argparse.Namespace) -> int:
         print(f"pykraft groups: group {args.group!r} does not exist", file=sys.stderr)
         return 1
     print(f"GROUP {info['group']}  STATE {info['state']}  PROTOCOL {info['protocol'] or '-'}")
+    consumer = info["type"] == "consumer"
+    if consumer:
+        print(
+            f"TYPE consumer  GROUP-EPOCH {info['group_epoch']}  ASSIGNMENT-EPOCH {info['assignment_epoch']}"
+        )
     print()
-    print("MEMBER-ID\tCLIENT-ID\tHOST\tASSIGNMENT")
+    print(
+        "MEMBER-ID\tCLIENT-ID\tHOST\tASSIGNMENT" + ("\tMEMBER-EPOCH\tTARGET-ASSIGNMENT" if consumer else "")
+    )
     for m in info["members"]:
         assignment = ",".join(f"{t}-{p}" for t, parts in m["assignment"] for p in parts) or "-"
-        print(f"{m['member_id']}\t{m['client_id']}\t{m['client_host']}\t{assignment}")
+        line = f"{m['member_id']}\t{m['client_id']}\t{m['client_host']}\t{assignment}"
+        if consumer:
+            target = ",".join(f"{t}-{p}" for t, parts in m.get("target_assignment", []) for p in parts) or "-"
+            line += f"\t{_show(m.get('member_epoch'))}\t{target}"
+        print(line)
     print()
     print("TOPIC\tPARTITION\tCURRENT-OFFSET\tLOG-END-OFFSET\tLAG\tCONSUMER-ID\tHOST\tCLIENT-ID")
     for r in info["partitions"]:
@@ -358,8 +396,17 @@ def _kafka_describe(args: argparse.Namespace, security: ClientSecurity | None) -
                 row: tuple[object, ...] = (group, m["member_id"], m["client_host"], m["client_id"], count)
                 if args.verbose:
                     row += (",".join(f"{t}({','.join(map(str, ps))})" for t, ps in m["assignment"]) or "-",)
+                    if info["type"] == "consumer":
+                        # Kafka 4's columns for a KIP-848 group: the member's epoch and where it is going.
+                        target = m.get("target_assignment", [])
+                        row = (*row[:-1], m.get("member_epoch"), row[-1], info["assignment_epoch"])
+                        row += (",".join(f"{t}({','.join(map(str, ps))})" for t, ps in target) or "-",)
                 rows.append(row)
-            print_table(headers + (["ASSIGNMENT"] if args.verbose else []), rows)
+            if args.verbose and info["type"] == "consumer":
+                headers += ["CURRENT-EPOCH", "CURRENT-ASSIGNMENT", "TARGET-EPOCH", "TARGET-ASSIGNMENT"]
+            elif args.verbose:
+                headers += ["ASSIGNMENT"]
+            print_table(headers, rows)
         else:
             if info["state"] == "Empty":
                 print(f"\nConsumer group '{group}' has no active members.", file=sys.stderr)
