@@ -398,9 +398,7 @@ def _log_dirs(
             DescribeLogDirsRequest.DescribableLogDirTopic(topic=t, partitions=ps) for t, ps in topics.items()
         ]
     )
-    return _exchange(
-        request, version, lambda r, v: cluster_admin.handle_describe_log_dirs(r, v, rm, dirs, "/data/a")
-    )
+    return _exchange(request, version, lambda r, v: cluster_admin.handle_describe_log_dirs(r, v, rm, dirs))
 
 
 def _sizes(result: Any) -> dict[tuple[str, int], int]:
@@ -436,6 +434,22 @@ def test_describe_log_dirs__only_the_partitions_named_and_hosted() -> None:
     assert _sizes(result) == {("a", 1): 0}  # b named with no partition: left out, as Kafka does
     (empty,) = _log_dirs(rm, {}).results
     assert (empty.error_code, empty.topics) == (ErrorCode.NONE, [])
+
+
+def test_describe_log_dirs__each_dir_lists_its_own_partitions_and_an_offline_one_none() -> None:
+    # Several log dirs (JBOD, issue 18): a, c and e in /data/a; b and d in /data/b, placed by count.
+    config = LogConfig(segment_bytes=300, retention_ms=-1, retention_bytes=-1)
+    rm = ReplicaManager(MemoryOpener(("/data/a", "/data/b")), config, producer_id_expiration_ms=60_000)
+    for topic in "abcde":
+        rm.ensure_partition(topic, 0, 0)
+    dirs = (LogDirUsage("/data/a", 1000, 400), LogDirUsage("/data/b", 2000, 1500))
+    a, b = _log_dirs(rm, None, dirs=dirs).results
+    assert (sorted(_sizes(a)), sorted(_sizes(b))) == ([("a", 0), ("c", 0), ("e", 0)], [("b", 0), ("d", 0)])
+    # The shell reports /data/b offline: its result is the error alone, /data/a's is unchanged.
+    dirs = (dirs[0], LogDirUsage("/data/b", error_code=ErrorCode.KAFKA_STORAGE_ERROR))
+    a, b = _log_dirs(rm, {"a": [0], "b": [0]}, dirs=dirs).results
+    assert (_sizes(a), a.error_code) == ({("a", 0): 0}, ErrorCode.NONE)
+    assert (b.error_code, b.topics, b.total_bytes) == (ErrorCode.KAFKA_STORAGE_ERROR, [], -1)
 
 
 def test_describe_log_dirs__every_log_dir_and_an_unreadable_one() -> None:

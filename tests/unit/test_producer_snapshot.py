@@ -6,6 +6,8 @@ on a now_ms timer that retention and DeleteRecords do not touch."""
 from __future__ import annotations
 
 import struct
+from collections import Counter
+from collections.abc import Collection
 
 import pytest
 from crc32c import crc32c
@@ -139,19 +141,39 @@ PID = 5000
 
 
 class MemoryOpener:
-    """LogOpener over MemorySegmentStores that outlive the log, so a test can 'restart'."""
+    """LogOpener over MemorySegmentStores that outlive the log, so a test can 'restart'. Its log dirs
+    are names only: a partition stays in the dir it was first put in, a new one goes to the online
+    dir with the fewest (as the shell's FileLogOpener places them)."""
 
-    def __init__(self) -> None:
+    def __init__(self, log_dirs: tuple[str, ...] = ("/data/a",)) -> None:
+        self.log_dirs = log_dirs
         self.stores: dict[tuple[str, int], MemorySegmentStore] = {}
+        self.dir_of: dict[tuple[str, int], str] = {}
+
+    def log_dir_for(self, topic: str, partition: int, offline_log_dirs: Collection[str]) -> str | None:
+        found = self.dir_of.get((topic, partition))
+        if found is not None:
+            return found
+        online = [d for d in self.log_dirs if d not in offline_log_dirs]
+        counts = Counter(self.dir_of.values())
+        return min(online, key=lambda d: (counts[d], online.index(d)), default=None)
 
     def open_log(
-        self, topic: str, partition: int, config: LogConfig, *, high_watermark_tracks_log_end: bool = True
+        self,
+        log_dir: str,
+        topic: str,
+        partition: int,
+        config: LogConfig,
+        *,
+        high_watermark_tracks_log_end: bool = True,
     ) -> PartitionLog:
         store = self.stores.setdefault((topic, partition), MemorySegmentStore())
+        self.dir_of[(topic, partition)] = log_dir
         return PartitionLog.open(store, config, high_watermark_tracks_log_end=high_watermark_tracks_log_end)
 
     def delete_log(self, topic: str, partition: int) -> None:
         self.stores.pop((topic, partition), None)
+        self.dir_of.pop((topic, partition), None)
 
 
 def replicas(opener: MemoryOpener, **kwargs: int) -> ReplicaManager:

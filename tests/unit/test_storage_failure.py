@@ -1,15 +1,18 @@
-"""A write that fails with ENOSPC or EIO takes the log dir offline (issue 18, Kafka's log dir failure):
-that produce and every later request answer KAFKA_STORAGE_ERROR, the shell is told once, nothing more
-is written after the torn write, and a restart with space recovers every acknowledged record."""
+"""A write that fails with ENOSPC or EIO takes its log dir offline (issue 18, Kafka's log dir failure):
+that produce and every later request to a partition in the dir answer KAFKA_STORAGE_ERROR, the shell is
+told once per dir, nothing more is written there after the torn write, the partitions in other dirs
+keep serving (JBOD), and a restart with space recovers every acknowledged record."""
 
 from __future__ import annotations
 
 import errno
+from collections import Counter
+from collections.abc import Collection
 
 import pytest
 
 from pykraft.broker.replica_manager import ReplicaManager
-from pykraft.core.errors import ErrorCode
+from pykraft.core.errors import ErrorCode, KafkaError
 from pykraft.log.partition_log import LogConfig, PartitionLog
 from pykraft.log.store import BytesLike, MemorySegmentStore
 from pykraft.protocol.records import Record, build_batch
@@ -38,18 +41,37 @@ class FillingStore(MemorySegmentStore):
 
 
 class Opener:
-    def __init__(self, disk: Disk) -> None:
-        self.disk = disk
+    """Log dirs by name, each its own Disk; a new partition goes to the online dir with the fewest
+    partitions, ties by order (as the shell's FileLogOpener)."""
+
+    def __init__(self, *disks: Disk) -> None:
+        self.disks = {f"/data/{i}": disk for i, disk in enumerate(disks)}
         self.stores: dict[tuple[str, int], FillingStore] = {}
+        self.dir_of: dict[tuple[str, int], str] = {}
+
+    def log_dir_for(self, topic: str, partition: int, offline_log_dirs: Collection[str]) -> str | None:
+        if (topic, partition) in self.dir_of:
+            return self.dir_of[(topic, partition)]
+        online = [d for d in self.disks if d not in offline_log_dirs]
+        counts = Counter(self.dir_of.values())
+        return min(online, key=lambda d: (counts[d], online.index(d)), default=None)
 
     def open_log(
-        self, topic: str, partition: int, config: LogConfig, *, high_watermark_tracks_log_end: bool = True
+        self,
+        log_dir: str,
+        topic: str,
+        partition: int,
+        config: LogConfig,
+        *,
+        high_watermark_tracks_log_end: bool = True,
     ) -> PartitionLog:
-        store = self.stores.setdefault((topic, partition), FillingStore(self.disk))
+        self.dir_of[(topic, partition)] = log_dir
+        store = self.stores.setdefault((topic, partition), FillingStore(self.disks[log_dir]))
         return PartitionLog.open(store, config, high_watermark_tracks_log_end=high_watermark_tracks_log_end)
 
     def delete_log(self, topic: str, partition: int) -> None:
         self.stores.pop((topic, partition), None)
+        self.dir_of.pop((topic, partition), None)
 
 
 def _produce(replicas: ReplicaManager, topic: str, value: bytes) -> tuple[ErrorCode, int]:
@@ -63,8 +85,8 @@ def test_a_failed_write_takes_the_dir_offline_and_a_restart_recovers(failure: in
     disk = Disk()
     opener = Opener(disk)
     replicas = ReplicaManager(opener, LogConfig(), producer_id_expiration_ms=60_000)
-    told: list[str] = []
-    replicas.on_storage_failure = told.append
+    told: list[tuple[str, str]] = []
+    replicas.on_storage_failure = lambda log_dir, reason: told.append((log_dir, reason))
     acknowledged = [_produce(replicas, "a", b"a%d" % i) for i in range(3)] + [_produce(replicas, "b", b"b0")]
     assert [error for error, _ in acknowledged] == [ErrorCode.NONE] * 4
     disk.full_errno = failure
@@ -72,7 +94,8 @@ def test_a_failed_write_takes_the_dir_offline_and_a_restart_recovers(failure: in
     disk.full_errno = None  # space again, but the dir stays offline until a restart
     assert _produce(replicas, "a", b"after")[0] == ErrorCode.KAFKA_STORAGE_ERROR
     assert _produce(replicas, "b", b"other")[0] == ErrorCode.KAFKA_STORAGE_ERROR
-    assert len(told) == 1 and "a-0" in told[0]
+    assert len(told) == 1 and told[0][0] == "/data/0" and "a-0" in told[0][1]
+    assert replicas.offline_log_dirs.keys() == {"/data/0"}
     a_store = opener.stores[("a", 0)]
     torn = a_store.segment_size(0)
     replicas.flush_all()
@@ -86,6 +109,74 @@ def test_a_failed_write_takes_the_dir_offline_and_a_restart_recovers(failure: in
     assert values == [b"a0", b"a1", b"a2"]
     assert _produce(restarted, "a", b"a3") == (ErrorCode.NONE, 3)
     assert _produce(restarted, "b", b"b1") == (ErrorCode.NONE, 1)
+
+
+def test_a_failed_dir_goes_offline_alone_and_the_other_dirs_partitions_keep_appending() -> None:
+    full, healthy = Disk(), Disk()
+    opener = Opener(full, healthy)
+    replicas = ReplicaManager(opener, LogConfig(), producer_id_expiration_ms=60_000)
+    told: list[tuple[str, str]] = []
+    replicas.on_storage_failure = lambda log_dir, reason: told.append((log_dir, reason))
+    # Placement: the fewest partitions first, ties by order, so a, b, c, d alternate between the dirs.
+    for topic in "abcd":
+        assert _produce(replicas, topic, topic.encode() + b"0") == (ErrorCode.NONE, 0)
+    assert {t: replicas.partitions[(t, 0)].log_dir for t in "abcd"} == {
+        "a": "/data/0",
+        "b": "/data/1",
+        "c": "/data/0",
+        "d": "/data/1",
+    }
+    full.full_errno = errno.ENOSPC
+    assert _produce(replicas, "a", b"lost")[0] == ErrorCode.KAFKA_STORAGE_ERROR
+    for i in range(1, 4):  # the other dir's partitions keep accepting appends
+        assert _produce(replicas, "b", b"b%d" % i) == (ErrorCode.NONE, i)
+        assert _produce(replicas, "d", b"d%d" % i) == (ErrorCode.NONE, i)
+    # Every partition in the failed dir answers KAFKA_STORAGE_ERROR, even one whose own writes never failed.
+    assert _produce(replicas, "c", b"c1")[0] == ErrorCode.KAFKA_STORAGE_ERROR
+    assert [replicas.is_offline(t, 0) for t in "abcd"] == [True, False, True, False]
+    assert told == [("/data/0", "a-0: No space left on device")]  # once, for the one dir
+    # A new partition goes to the dir still online, whatever the counts.
+    assert _produce(replicas, "e", b"e0") == (ErrorCode.NONE, 0)
+    assert replicas.partitions[("e", 0)].log_dir == "/data/1"
+    # The healthy dir's partitions are flushed and snapshotted at close; the full one's are not.
+    torn = opener.stores[("a", 0)].segment_size(0)
+    replicas.flush_all()
+    replicas.close_all()
+    assert opener.stores[("a", 0)].segment_size(0) == torn
+    assert opener.stores[("b", 0)].list_checkpoints(".snapshot")
+    assert not opener.stores[("c", 0)].list_checkpoints(".snapshot")
+    # A restart with space: each partition is found in its dir, every acknowledged record is there.
+    full.full_errno = None
+    restarted = ReplicaManager(opener, LogConfig(), producer_id_expiration_ms=60_000)
+    ends = {t: restarted.ensure_partition(t, 0, 0).log.log_end_offset for t in "abcde"}
+    assert ends == {"a": 1, "b": 4, "c": 1, "d": 4, "e": 1}
+    assert restarted.partitions[("a", 0)].log_dir == "/data/0"
+    assert _produce(restarted, "a", b"a1") == (ErrorCode.NONE, 1)
+
+
+def test_a_partition_whose_dir_is_offline_is_not_opened_anew_elsewhere() -> None:
+    full, healthy = Disk(), Disk()
+    opener = Opener(full, healthy)
+    replicas = ReplicaManager(opener, LogConfig(), producer_id_expiration_ms=60_000)
+    assert _produce(replicas, "a", b"a0") == (ErrorCode.NONE, 0)
+    assert _produce(replicas, "b", b"b0") == (ErrorCode.NONE, 0)
+    full.full_errno = errno.EIO
+    assert _produce(replicas, "a", b"lost")[0] == ErrorCode.KAFKA_STORAGE_ERROR
+    # The topic's partition is dropped and comes back (say, a reassignment back here): its records are
+    # in the offline dir, so it stays offline rather than starting empty in the other one.
+    replicas.partitions.pop(("a", 0)).log.store.close()
+    with pytest.raises(KafkaError) as raised:
+        replicas.ensure_partition("a", 0, 0)
+    assert raised.value.error_code == ErrorCode.KAFKA_STORAGE_ERROR
+    assert replicas.is_offline("a", 0) and replicas.unopened_partitions == [("a", 0)]
+    # With every dir offline, nothing new can be placed.
+    healthy.full_errno = errno.ENOSPC
+    assert _produce(replicas, "b", b"lost")[0] == ErrorCode.KAFKA_STORAGE_ERROR
+    with pytest.raises(KafkaError):
+        replicas.ensure_partition("new", 0, 0)
+    assert replicas.is_offline("new", 0)
+    replicas.remove_partition("new", 0)
+    assert not replicas.is_offline("new", 0)
 
 
 def _records(chunk: memoryview) -> list[Record]:

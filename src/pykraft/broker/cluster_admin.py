@@ -297,23 +297,23 @@ def handle_describe_log_dirs(
     version: int,
     replicas: ReplicaManager,
     log_dirs: Sequence[LogDirUsage],
-    partitions_dir: str,
 ) -> Any:
-    """ReplicaManager.describeLogDirs: one result per log dir (KAFKA_STORAGE_ERROR and nothing else
-    for one that cannot be read), listing the partitions it holds (every one when Topics is null,
-    else those named; partitions this broker does not host are left out, and so are topics left with
-    none) with the bytes of their log segments. pykraft keeps every partition log in one directory,
-    ``partitions_dir`` (the first of log.dirs); a log being moved between dirs (AlterReplicaLogDirs)
-    does not exist, so IsFutureKey is always false. DESCRIBE on the cluster is checked before
-    (authorization.refuse)."""
+    """ReplicaManager.describeLogDirs: one result per log dir, listing the partitions whose log is in it
+    (every one when Topics is null, else those named; partitions this broker does not host are left
+    out, and so are topics left with none) with the bytes of their log segments. A dir that is offline
+    or cannot be read answers KAFKA_STORAGE_ERROR and nothing else, the others as usual. A partition
+    is in the dir its ``log_dir`` names (the shell names each dir by its absolute path, as
+    ``LogDirUsage.path`` does). A log being moved between dirs (AlterReplicaLogDirs) does not exist,
+    so IsFutureKey is always false. DESCRIBE on the cluster is checked before (authorization.refuse)."""
     wanted: set[tuple[str, int]] | None = None
     if request.topics is not None:
         wanted = {(t.topic, p) for t in request.topics for p in t.partitions}
-    by_topic: dict[str, list[Any]] = {}
+    # log dir -> topic -> partitions, in topic and partition order.
+    by_dir: dict[str, dict[str, list[Any]]] = {}
     for (topic, index), part in sorted(replicas.partitions.items()):
         if wanted is not None and (topic, index) not in wanted:
             continue
-        by_topic.setdefault(topic, []).append(
+        by_dir.setdefault(part.log_dir, {}).setdefault(topic, []).append(
             DescribeLogDirsResponse.DescribeLogDirsResult.DescribeLogDirsTopic.DescribeLogDirsPartition(
                 partition_index=index,
                 partition_size=part.log.size_in_bytes,
@@ -329,9 +329,9 @@ def handle_describe_log_dirs(
                 DescribeLogDirsResponse.DescribeLogDirsResult.DescribeLogDirsTopic(
                     name=name, partitions=parts
                 )
-                for name, parts in by_topic.items()
+                for name, parts in by_dir.get(usage.path, {}).items()
             ]
-            if ok and usage.path == partitions_dir
+            if ok
             else []
         )
         results.append(

@@ -99,14 +99,15 @@ class BrokerContext:
 
 def led_partition(ctx: BrokerContext, topic: str, partition_index: int) -> tuple[Partition | None, ErrorCode]:
     """The partition when this broker leads it, else why not (Kafka ReplicaManager.getPartitionOrError):
-    UNKNOWN_TOPIC_OR_PARTITION when the image has no such partition, KAFKA_STORAGE_ERROR when the log
-    dir is offline, NOT_LEADER_OR_FOLLOWER when another broker leads it or none does (its leader was
-    fenced), so the client refreshes its metadata."""
+    UNKNOWN_TOPIC_OR_PARTITION when the image has no such partition, KAFKA_STORAGE_ERROR when its log
+    dir is offline (the partitions in the other dirs keep serving), NOT_LEADER_OR_FOLLOWER when
+    another broker leads it or none does (its leader was fenced), so the client refreshes its
+    metadata."""
     view = ctx.cluster.topics.get(topic)
     if view is None or not 0 <= partition_index < len(view.partitions):
         return None, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-    if ctx.replicas.storage_error is not None:
-        return None, ErrorCode.KAFKA_STORAGE_ERROR  # the log dir is offline (a write to it failed)
+    if ctx.replicas.is_offline(topic, partition_index):
+        return None, ErrorCode.KAFKA_STORAGE_ERROR  # its log dir is offline (a write to it failed)
     if view.partitions[partition_index].leader_id != ctx.node_id or ctx.fenced:
         return None, ErrorCode.NOT_LEADER_OR_FOLLOWER
     part = ctx.replicas.get(topic, partition_index)
@@ -790,7 +791,7 @@ def handle_delete_records(request: Any, version: int, ctx: BrokerContext) -> Any
                 if target < 0 or target > part.log.high_watermark:
                     error = ErrorCode.OFFSET_OUT_OF_RANGE
                 else:
-                    low_watermark = part.log.delete_records_before(target)
+                    error, low_watermark = ctx.replicas.delete_records(part, target)
             partitions.append(
                 DeleteRecordsResponse.DeleteRecordsTopicResult.DeleteRecordsPartitionResult(
                     partition_index=p.partition_index, low_watermark=low_watermark, error_code=error

@@ -8,7 +8,7 @@ CRC-32C, counts) -> producer-state check -> append with offsets rewritten in pla
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -58,11 +58,28 @@ def _all_keyed(records: memoryview, headers: list[BatchHeader]) -> bool:
 
 
 class LogOpener(Protocol):
+    """The shell's side of the log dirs (Kafka's LogManager over log.dirs, JBOD): which dir holds a
+    partition, and its log opened there. The replica manager never touches files itself."""
+
+    def log_dir_for(self, topic: str, partition: int, offline_log_dirs: Collection[str]) -> str | None:
+        """The dir of a partition: the one its log is found in, else where a new log goes (Kafka's
+        LogManager.nextLogDirs: the online dir with the fewest partitions, ties by log.dirs order);
+        None when every dir is offline."""
+        ...
+
     def open_log(
-        self, topic: str, partition: int, config: LogConfig, *, high_watermark_tracks_log_end: bool = True
+        self,
+        log_dir: str,
+        topic: str,
+        partition: int,
+        config: LogConfig,
+        *,
+        high_watermark_tracks_log_end: bool = True,
     ) -> PartitionLog: ...
 
-    def delete_log(self, topic: str, partition: int) -> None: ...
+    def delete_log(self, topic: str, partition: int) -> None:
+        """Delete the partition's log, in whichever dir it is."""
+        ...
 
 
 @dataclass(slots=True)
@@ -85,6 +102,9 @@ class Partition:
     # A follower: the leader's high watermark as its last fetch answered it (-1 before one), which
     # DescribeLogDirs reports the follower's lag against.
     leader_high_watermark: int = -1
+    # The log dir (one of log.dirs, as the opener names it) this partition's log is in: a failed
+    # write takes that dir offline, and with it every partition in it (Kafka's UnifiedLog.parentDir).
+    log_dir: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -195,12 +215,17 @@ class ReplicaManager:
         self._next_expiration_check_ms: int | None = None
         # One line per producer-state snapshot given up on load; the shell logs and clears them.
         self.warnings: list[str] = []
-        # Set when a write to the log dir failed (ENOSPC, EIO): the dir is offline until a restart and
-        # every partition answers KAFKA_STORAGE_ERROR (Kafka's LogDirFailureChannel). Nothing more is
-        # written after a failed write, which may have left a torn tail that recovery cuts at restart.
-        self.storage_error: str | None = None
-        self.on_storage_failure: Callable[[str], None] = lambda _reason: None
+        # Log dir -> why it went offline: a write to it failed (ENOSPC, EIO), so it stays offline
+        # until a restart and every partition in it answers KAFKA_STORAGE_ERROR, while the other dirs
+        # keep serving (Kafka's LogDirFailureChannel and ReplicaManager.handleLogDirFailure). Nothing
+        # more is written to it after the failed write, which may have left a torn tail that recovery
+        # cuts at the next start. The shell is told once per dir: (log dir, reason).
+        self.offline_log_dirs: dict[str, str] = {}
+        self.on_storage_failure: Callable[[str, str], None] = lambda _log_dir, _reason: None
         self.partitions: dict[TopicPartition, Partition] = {}
+        # Partitions that could not be opened (their dir is offline, or opening failed): partition ->
+        # its log dir ("" when no dir was online). Kafka's HostedPartition.Offline.
+        self._unopened: dict[TopicPartition, str] = {}
         # Log compaction: the cleaner's settings, what it has done, and per partition the delete
         # horizon its kept tombstones wait for (a pass is due then even with nothing dirty).
         self.cleaner_config = CleanerConfig()
@@ -212,13 +237,40 @@ class ReplicaManager:
     def ensure_partition(
         self, topic: str, partition_index: int, now_ms: int, *, replicated: bool = False, broker_id: int = -1
     ) -> Partition:
+        """The partition, its log opened (and recovered) in its log dir the first time. Raises
+        KafkaError(KAFKA_STORAGE_ERROR) when that dir is offline or the log cannot be opened: the
+        partition is then offline until a restart (Kafka's ReplicaManager.markPartitionOffline)."""
         key = (topic, partition_index)
         existing = self.partitions.get(key)
         if existing is not None:
             return existing
-        log = self.opener.open_log(
-            topic, partition_index, self.topic_log_config(topic), high_watermark_tracks_log_end=not replicated
-        )
+        log_dir = self._unopened.get(key)
+        if log_dir is None:
+            log_dir = self.opener.log_dir_for(topic, partition_index, self.offline_log_dirs)
+            if log_dir is None or log_dir in self.offline_log_dirs:
+                # No online dir, or its log is in an offline one: a new empty log elsewhere would hide
+                # the records acknowledged there, so it stays offline (Kafka, KIP-858).
+                self._unopened[key] = log_dir or ""
+        if key in self._unopened:
+            raise KafkaError(
+                ErrorCode.KAFKA_STORAGE_ERROR,
+                f"{topic}-{partition_index}: log dir {self._unopened[key] or '(none online)'} is offline",
+            )
+        assert log_dir is not None
+        try:
+            log = self.opener.open_log(
+                log_dir,
+                topic,
+                partition_index,
+                self.topic_log_config(topic),
+                high_watermark_tracks_log_end=not replicated,
+            )
+        except OSError as exc:
+            self._unopened[key] = log_dir
+            self._dir_failed(log_dir, f"{topic}-{partition_index}", exc)
+            raise KafkaError(
+                ErrorCode.KAFKA_STORAGE_ERROR, f"{topic}-{partition_index}: {exc.strerror or exc}"
+            ) from None
         state = self._new_producer_state()
         # The newest producer-state snapshot and transaction index, then the log after them (§2.6).
         transactions, problems = recover(log, state, now_ms)
@@ -238,6 +290,7 @@ class ReplicaManager:
             PartitionReplication(broker_id),
             epochs,
             transactions,
+            log_dir=log_dir,
         )
         self.partitions[key] = part
         return part
@@ -292,32 +345,66 @@ class ReplicaManager:
 
     def remove_partition(self, topic: str, partition_index: int) -> None:
         self._cleaner_horizons.pop((topic, partition_index), None)
+        self._unopened.pop((topic, partition_index), None)
         part = self.partitions.pop((topic, partition_index), None)
         if part is not None:
-            part.log.close()
+            if self._is_offline(part):
+                part.log.store.close()  # no flush or snapshot into an offline dir
+            else:
+                try:
+                    part.log.close()
+                except OSError as exc:
+                    self._storage_failed(part, exc)
+                    part.log.store.close()
+        # Best effort even in an offline dir: a deleted topic's files must not come back with a
+        # topic of the same name (the shell ignores what it cannot remove).
         self.opener.delete_log(topic, partition_index)
 
     def get(self, topic: str, partition_index: int) -> Partition | None:
         return self.partitions.get((topic, partition_index))
 
-    # --- produce ----------------------------------------------------------------------------------
+    # --- log dirs going offline -------------------------------------------------------------------
+
+    @property
+    def unopened_partitions(self) -> list[TopicPartition]:
+        """Partitions hosted here whose log could not be opened (ensure_partition raised)."""
+        return list(self._unopened)
+
+    def is_offline(self, topic: str, partition_index: int) -> bool:
+        """The partition is hosted here but its log dir is offline (or its log could not be opened):
+        requests for it answer KAFKA_STORAGE_ERROR (Kafka's HostedPartition.Offline)."""
+        key = (topic, partition_index)
+        part = self.partitions.get(key)
+        return key in self._unopened if part is None else self._is_offline(part)
+
+    def _is_offline(self, part: Partition) -> bool:
+        return part.log_dir in self.offline_log_dirs
+
+    def _dir_failed(self, log_dir: str, what: str, exc: OSError) -> None:
+        """A write to ``log_dir`` failed: the whole dir goes offline, told to the shell once (Kafka's
+        LogDirFailureChannel.maybeAddOfflineLogDir: one dir failing leaves the others serving)."""
+        if log_dir not in self.offline_log_dirs:
+            reason = f"{what}: {exc.strerror or exc}"
+            self.offline_log_dirs[log_dir] = reason
+            self.on_storage_failure(log_dir, reason)
 
     def _storage_failed(self, part: Partition, exc: OSError) -> AppendResult:
-        if self.storage_error is None:
-            self.storage_error = f"{part.topic}-{part.partition_index}: {exc.strerror or exc}"
-            self.on_storage_failure(self.storage_error)
-        return self._offline()
+        self._dir_failed(part.log_dir, f"{part.topic}-{part.partition_index}", exc)
+        return self._offline(part)
 
-    def _offline(self) -> AppendResult:
+    def _offline(self, part: Partition) -> AppendResult:
         return AppendResult(
-            ErrorCode.KAFKA_STORAGE_ERROR, error_message=f"the log dir is offline ({self.storage_error})"
+            ErrorCode.KAFKA_STORAGE_ERROR,
+            error_message=f"log dir {part.log_dir} is offline ({self.offline_log_dirs[part.log_dir]})",
         )
+
+    # --- produce ----------------------------------------------------------------------------------
 
     def append(
         self, part: Partition, records: memoryview, now_ms: int, *, verification_guard: object | None = None
     ) -> AppendResult:
-        if self.storage_error is not None:
-            return self._offline()
+        if self._is_offline(part):
+            return self._offline(part)
         try:
             headers = validate_batches(records)
         except InvalidBatchError as exc:
@@ -429,6 +516,8 @@ class ReplicaManager:
         an older one, UNKNOWN_LEADER_EPOCH for a newer one), divergence found (KIP-320), its log end
         recorded and the high watermark moved."""
         replication = part.replication
+        if self._is_offline(part):
+            return ReplicaFetchCheck(ErrorCode.KAFKA_STORAGE_ERROR)
         if not replication.is_leader:
             return ReplicaFetchCheck(ErrorCode.NOT_LEADER_OR_FOLLOWER)
         if 0 <= current_leader_epoch < replication.leader_epoch:
@@ -454,6 +543,8 @@ class ReplicaManager:
             result = log.read(fetch_offset, max_bytes, max_offset=log.log_end_offset, min_one_batch=True)
         except KafkaError as exc:
             return ReadResult(exc.error_code, log.high_watermark, log.log_start_offset)
+        except OSError as exc:
+            return ReadResult(self._storage_failed(part, exc).error_code)
         return ReadResult(ErrorCode.NONE, log.high_watermark, log.log_start_offset, list(result.chunks))
 
     # --- replication: the follower's side -----------------------------------------------------------
@@ -476,7 +567,7 @@ class ReplicaManager:
             if header.base_offset < expected:
                 return ErrorCode.OFFSET_OUT_OF_RANGE
             expected = header.next_offset
-        if self.storage_error is not None:
+        if self._is_offline(part):
             return ErrorCode.KAFKA_STORAGE_ERROR
         rolled_from = part.log.active_segment_base_offset
         try:
@@ -516,10 +607,16 @@ class ReplicaManager:
     def truncate(self, part: Partition, offset: int, now_ms: int) -> None:
         """Truncate to ``offset`` (or start over at it, when it is below the log start) and rebuild the
         producer state from what is left (snapshots past the new end are dropped on the way)."""
-        if offset < part.log.log_start_offset:
-            part.log.truncate_fully_and_start_at(offset)
-        else:
-            part.log.truncate_to(offset)
+        if self._is_offline(part):
+            return
+        try:
+            if offset < part.log.log_start_offset:
+                part.log.truncate_fully_and_start_at(offset)
+            else:
+                part.log.truncate_to(offset)
+        except OSError as exc:
+            self._storage_failed(part, exc)
+            return
         part.epochs.truncate_from_end(part.log.log_end_offset)
         part.producer_state = self._new_producer_state()
         part.transactions, problems = recover(part.log, part.producer_state, now_ms)
@@ -527,7 +624,13 @@ class ReplicaManager:
 
     def restart_at(self, part: Partition, offset: int, now_ms: int) -> None:
         """The leader's log starts past our end (OFFSET_OUT_OF_RANGE): start over at its log start."""
-        part.log.truncate_fully_and_start_at(offset)
+        if self._is_offline(part):
+            return
+        try:
+            part.log.truncate_fully_and_start_at(offset)
+        except OSError as exc:
+            self._storage_failed(part, exc)
+            return
         part.epochs.clear_and_start_at()
         part.producer_state = self._new_producer_state()
         part.transactions, _ = recover(part.log, part.producer_state, now_ms)
@@ -568,6 +671,8 @@ class ReplicaManager:
             return ReadResult(
                 exc.error_code, log.high_watermark, log.log_start_offset, last_stable_offset=lso
             )
+        except OSError as exc:  # EIO reading: the dir goes offline as for a write (Kafka's LocalLog)
+            return ReadResult(self._storage_failed(part, exc).error_code)
         aborted = None
         if read_committed:
             upper = result.next_offset if result.chunks else lso
@@ -635,8 +740,8 @@ class ReplicaManager:
         )
         headers = validate_batches(batch)
         first = state.open_transaction_first_offset(producer_id)
-        if self.storage_error is not None:
-            return self._offline()
+        if self._is_offline(part):
+            return self._offline(part)
         try:
             info = self._leader_append(part, batch, headers)
         except OSError as exc:
@@ -685,13 +790,29 @@ class ReplicaManager:
 
     # --- housekeeping -----------------------------------------------------------------------------
 
+    def delete_records(self, part: Partition, offset: int) -> tuple[ErrorCode, int]:
+        """DeleteRecords: the log start moved up to ``offset``; (error, new low watermark)."""
+        if self._is_offline(part):
+            return ErrorCode.KAFKA_STORAGE_ERROR, -1
+        try:
+            return ErrorCode.NONE, part.log.delete_records_before(offset)
+        except OSError as exc:
+            return self._storage_failed(part, exc).error_code, -1
+
     def apply_retention(self, now_ms: int) -> int:
         deleted = 0
         for part in self.partitions.values():
-            removed = part.log.apply_retention(now_ms)
+            if self._is_offline(part):
+                continue  # nothing is deleted from an offline dir either (Kafka skips its logs)
+            try:
+                removed = part.log.apply_retention(now_ms)
+                if removed:
+                    delete_snapshots_below(part.log.store, part.log.log_start_offset)
+            except OSError as exc:
+                self._storage_failed(part, exc)
+                continue
             if removed:
                 deleted += len(removed)
-                delete_snapshots_below(part.log.store, part.log.log_start_offset)
                 part.transactions.drop_below(part.log.log_start_offset)
         self.expire_producers(now_ms)
         return deleted
@@ -709,20 +830,19 @@ class ReplicaManager:
     def next_cleaning(self, now_ms: int) -> tuple[Partition, Iterator[None]] | None:
         """A cleaning pass of the compacted partition that needs one most (the dirtiest above its
         min.cleanable.dirty.ratio, or one whose tombstones' delete horizon has passed), for the shell to
-        step; None when none does. Rolled segments are flushed first: only flushed ones are cleaned."""
-        if self.storage_error is not None:
-            return None
+        step; None when none does. Rolled segments are flushed first: only flushed ones are cleaned.
+        Partitions in an offline dir are not cleaned (Kafka's cleaner skips offline dirs)."""
         best: tuple[float, Partition, bool] | None = None
         for key, part in self.partitions.items():
             log = part.log
-            if not log.config.cleanup_policy_compact:
+            if not log.config.cleanup_policy_compact or self._is_offline(part):
                 continue
             if log.recovery_point < log.active_segment_base_offset:
                 try:
                     log.flush()
                 except OSError as exc:
                     self._storage_failed(part, exc)
-                    return None
+                    continue
             span = cleanable(log, now_ms, part.producer_state.first_unstable_offset())
             horizon_ms = self._cleaner_horizons.get(key)
             expire = horizon_ms is not None and now_ms >= horizon_ms
@@ -761,18 +881,17 @@ class ReplicaManager:
             self._cleaner_horizons[key] = stats.next_delete_horizon_ms
 
     def flush_all(self) -> None:
-        if self.storage_error is not None:
-            return
         for part in self.partitions.values():
+            if self._is_offline(part):
+                continue
             try:
                 part.log.flush()
             except OSError as exc:
                 self._storage_failed(part, exc)
-                return
 
     def close_all(self) -> None:
         for part in self.partitions.values():
-            if self.storage_error is None:
+            if not self._is_offline(part):
                 try:
                     # Clean shutdown: a snapshot at the log end, so the next start reads no log at all.
                     self._checkpoint(part)

@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
+import os
 import sys
 import time
 from array import array
@@ -323,8 +324,17 @@ class NodeCollector(Collector):
         yield _gauge(
             "kafka_log_logmanager_offlinelogdirectorycount",
             "Log dirs offline after a failed write",
-            1 if replicas.storage_error is not None else 0,
+            len(replicas.offline_log_dirs),
         )
+        # Kafka's per-dir gauge (LogManager LogDirectoryOffline, tagged logDirectory): 1 while offline.
+        per_dir = GaugeMetricFamily(
+            "kafka_log_logmanager_logdirectoryoffline",
+            "1 while the log dir is offline after a failed write",
+            labels=["logDirectory"],
+        )
+        for log_dir in dict.fromkeys(os.path.abspath(d) for d in node.config.log_dirs):
+            per_dir.add_metric([log_dir], 1 if log_dir in replicas.offline_log_dirs else 0)
+        yield per_dir
         entries = state_bytes = 0
         for part in replicas.partitions.values():
             entries += len(part.producer_state)

@@ -15,7 +15,6 @@ import logging
 import os
 import random
 import secrets
-import shutil
 import ssl
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -30,11 +29,11 @@ from pykraft.broker.replica_manager import ReplicaManager, topic_log_config
 from pykraft.broker.replication import IsrProposal, Transition
 from pykraft.coordinator.offsets_records import OFFSETS_TOPIC
 from pykraft.core.config import NodeConfig
-from pykraft.core.errors import ErrorCode, RemoteProtocolError
+from pykraft.core.errors import ErrorCode, KafkaError, RemoteProtocolError
 from pykraft.core.topic_configs import topic_names_of_broker_configs
 from pykraft.io.controller_link import ControllerLink
-from pykraft.io.file_store import FileSegmentStore
 from pykraft.io.group_service import CURRENT_CLIENT, GroupService
+from pykraft.io.log_dirs import FileLogOpener
 from pykraft.io.meta_properties_files import prepare_log_dirs
 from pykraft.io.metadata_plane import MetadataPlane, NotControllerError
 from pykraft.io.metrics import EventLoopMonitor, MetricsServer, node_registry
@@ -47,7 +46,7 @@ from pykraft.io.tls import TlsConfigError, server_context
 from pykraft.io.txn_service import TxnService
 from pykraft.io.waiting import park, wait_shielded
 from pykraft.log.cleaner import CleanerConfig
-from pykraft.log.partition_log import LogConfig, PartitionLog
+from pykraft.log.partition_log import LogConfig
 from pykraft.metadata.image import CONFIG_RESOURCE_TYPE_BROKER, CONFIG_RESOURCE_TYPE_TOPIC, ConfigResource
 from pykraft.protocol import messages
 from pykraft.protocol.fetch import encode_fetch_response
@@ -94,28 +93,6 @@ class StartupError(Exception):
     """A problem that stops the process with one line naming the file/key and what to do."""
 
 
-class FileLogOpener:
-    """Opens data partitions as ``<log.dir>/<topic>-<partition>/`` with Kafka's file names."""
-
-    def __init__(self, log_dir: str) -> None:
-        self.log_dir = log_dir
-
-    def _dir(self, topic: str, partition: int) -> str:
-        return os.path.join(self.log_dir, f"{topic}-{partition}")
-
-    def open_log(
-        self, topic: str, partition: int, config: LogConfig, *, high_watermark_tracks_log_end: bool = True
-    ) -> PartitionLog:
-        return PartitionLog.open(
-            FileSegmentStore(self._dir(topic, partition)),
-            config,
-            high_watermark_tracks_log_end=high_watermark_tracks_log_end,
-        )
-
-    def delete_log(self, topic: str, partition: int) -> None:
-        shutil.rmtree(self._dir(topic, partition), ignore_errors=True)
-
-
 class Node:
     def __init__(self, config: NodeConfig) -> None:
         self.config = config
@@ -130,7 +107,7 @@ class Node:
         self.controller_server: KafkaServer | None = None
         self.metadata: MetadataPlane | None = None
         self.replicas = ReplicaManager(
-            FileLogOpener(config.log_dirs[0]),
+            FileLogOpener(config.log_dirs),
             LogConfig(
                 segment_bytes=config.log_segment_bytes,
                 retention_ms=config.log_retention_ms,
@@ -432,12 +409,13 @@ class Node:
         self.producer_ids.maybe_request_next_block(now_ms())
         self._pump_producer_ids()
 
-    def _on_storage_failure(self, reason: str) -> None:
-        """One line, once: the log dir is offline until a restart (Kafka's log dir failure)."""
+    def _on_storage_failure(self, log_dir: str, reason: str) -> None:
+        """One line per dir, once: it is offline until a restart, the other dirs keep serving
+        (Kafka's LogDirFailureHandler: "Stopped serving replicas in dir")."""
         log.error(
             "log dir %s is offline: a write failed (%s); its partitions answer KAFKA_STORAGE_ERROR until "
-            "a restart, which recovers the log",
-            self.config.log_dirs[0],
+            "a restart, which recovers their logs; the other log dirs keep serving",
+            log_dir,
             reason,
         )
 
@@ -658,7 +636,7 @@ class Node:
             for p in t.partitions
             if node_id in p.replicas
         }
-        for topic, partition in list(self.replicas.partitions):
+        for topic, partition in [*self.replicas.partitions, *self.replicas.unopened_partitions]:
             if (topic, partition) not in wanted:
                 self._fail_replication_waits((topic, partition), ErrorCode.NOT_LEADER_OR_FOLLOWER)
                 self.replicas.remove_partition(topic, partition)
@@ -670,9 +648,12 @@ class Node:
         followed: dict[int, set[tuple[str, int]]] = {}
         log_configs: dict[str, LogConfig] = {}  # per topic, for this image
         for key, p in wanted.items():
-            part = self.replicas.ensure_partition(
-                *key, now, replicated=len(p.replicas) > 1, broker_id=node_id
-            )
+            try:
+                part = self.replicas.ensure_partition(
+                    *key, now, replicated=len(p.replicas) > 1, broker_id=node_id
+                )
+            except KafkaError:
+                continue  # its log dir is offline: it answers KAFKA_STORAGE_ERROR (led_partition)
             log_config = log_configs.get(key[0])
             if log_config is None:
                 log_config = log_configs[key[0]] = self._topic_log_config(key[0])
@@ -1283,9 +1264,9 @@ class Node:
         bytes (Kafka: FileStore.getTotalSpace / getUsableSpace), or KAFKA_STORAGE_ERROR when it cannot
         be read; the partitions' sizes come from the replica manager."""
         usages = []
-        for i, directory in enumerate(self.config.log_dirs):
+        for directory in dict.fromkeys(self.config.log_dirs):
             path = os.path.abspath(directory)
-            if i == 0 and self.replicas.storage_error is not None:
+            if path in self.replicas.offline_log_dirs:
                 # Offline after a failed write: reported as Kafka reports an offline log dir.
                 usages.append(cluster_admin.LogDirUsage(path, error_code=ErrorCode.KAFKA_STORAGE_ERROR))
                 continue
@@ -1300,9 +1281,7 @@ class Node:
                     path, stats.f_blocks * stats.f_frsize, stats.f_bavail * stats.f_frsize
                 )
             )
-        # Every partition log lives in the first of log.dirs (FileLogOpener).
-        partitions_dir = os.path.abspath(self.config.log_dirs[0])
-        return cluster_admin.handle_describe_log_dirs(request, version, self.replicas, usages, partitions_dir)
+        return cluster_admin.handle_describe_log_dirs(request, version, self.replicas, usages)
 
     async def _find_coordinator(self, request: Any, version: int) -> Any:
         """FindCoordinator: Kafka answers COORDINATOR_NOT_AVAILABLE until the internal topic exists;

@@ -101,7 +101,11 @@ class ReplicaFetchers:
             parts = [
                 p
                 for key in sorted(self._assigned.get(leader_id, ()))
-                if (p := self.replicas.get(*key)) is not None and p.replication.leader_id == leader_id
+                if (p := self.replicas.get(*key)) is not None
+                and p.replication.leader_id == leader_id
+                # A partition whose log dir is offline is not fetched (Kafka's handleLogDirFailure
+                # removes it from the fetchers): each answer could only fail to be written.
+                and not self.replicas.is_offline(*key)
             ]
             if not parts:
                 await changed.wait()
