@@ -39,6 +39,12 @@ class FillingStore(MemorySegmentStore):
             )
         super().append(base_offset, data)
 
+    def append_cleaned(self, base_offset: int, data: BytesLike) -> None:
+        self.cleaned_writes += 1
+        super().append_cleaned(base_offset, data)
+
+    cleaned_writes = 0
+
 
 class Opener:
     """Log dirs by name, each its own Disk; a new partition goes to the online dir with the fewest
@@ -177,6 +183,38 @@ def test_a_partition_whose_dir_is_offline_is_not_opened_anew_elsewhere() -> None
     assert replicas.is_offline("new", 0)
     replicas.remove_partition("new", 0)
     assert not replicas.is_offline("new", 0)
+
+
+def test_a_cleaning_pass_stops_writing_once_its_dir_goes_offline() -> None:
+    disk = Disk()
+    opener = Opener(disk)
+    compact = LogConfig(segment_bytes=400, cleanup_policy_compact=True, cleanup_policy_delete=False)
+    replicas = ReplicaManager(opener, compact, producer_id_expiration_ms=60_000)
+    for topic in ("compacted", "other"):
+        part = replicas.ensure_partition(topic, 0, 0)
+        for i in range(40):  # every key written ten times, over several segments
+            batch = build_batch([Record(b"k%d" % (i % 4), b"v%d" % i)], timestamp_ms=1)
+            assert replicas.append(part, memoryview(batch), 1).error_code == ErrorCode.NONE
+    job = replicas.next_cleaning(1_000)
+    assert job is not None
+    cleaning, steps = job
+    store = opener.stores[(cleaning.topic, 0)]
+    for _ in range(3):
+        next(steps)
+    # A write of the dir's other partition fails while the pass waits for its turn.
+    disk.full_errno = errno.ENOSPC
+    other = "other" if cleaning.topic == "compacted" else "compacted"
+    assert (
+        replicas.append(
+            replicas.partitions[(other, 0)], memoryview(build_batch([Record(b"k", b"x")], timestamp_ms=1)), 1
+        ).error_code
+        == ErrorCode.KAFKA_STORAGE_ERROR
+    )
+    disk.full_errno = None
+    written = store.cleaned_writes
+    assert list(steps) == []  # the pass ends at once...
+    assert store.cleaned_writes == written  # ...without another write to the offline dir
+    assert replicas.next_cleaning(2_000) is None
 
 
 def _records(chunk: memoryview) -> list[Record]:

@@ -859,7 +859,7 @@ class ReplicaManager:
         stats = CleanerStats()
         self._cleaner_horizons.pop(key, None)
         try:
-            yield from clean(
+            steps = clean(
                 part.log,
                 now_ms,
                 config=self.cleaner_config,
@@ -872,6 +872,13 @@ class ReplicaManager:
                 stats=stats,
                 expire_deletes=expire_deletes,
             )
+            for step in steps:
+                yield step
+                if self._is_offline(part):
+                    # A write took the dir offline while the pass waited for its turn: nothing more
+                    # is written there; the next start's recovery discards the half-made .cleaned files.
+                    steps.close()
+                    return
         except OSError as exc:
             self._storage_failed(part, exc)
             return
