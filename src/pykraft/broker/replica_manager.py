@@ -875,9 +875,9 @@ class ReplicaManager:
             for step in steps:
                 yield step
                 if self._is_offline(part):
-                    # A write took the dir offline while the pass waited for its turn: nothing more
-                    # is written there; the next start's recovery discards the half-made .cleaned files.
-                    steps.close()
+                    # A write took the dir offline while the pass waited for its turn: the pass is not
+                    # resumed, so nothing more is written there; the next start's recovery discards
+                    # the half-made .cleaned files.
                     return
         except OSError as exc:
             self._storage_failed(part, exc)
