@@ -125,6 +125,7 @@ def test_one_full_log_dir_goes_offline_alone_and_the_other_keeps_serving(
                 assert _produce(node.bootstrap_servers, b"%s-%d" % (topic.encode(), i), topic) == 0
                 acknowledged[topic] += 1
         assert os.path.isdir(os.path.join(a, "in-a-0")) and os.path.isdir(os.path.join(b, "in-b-0"))
+        assert all(os.path.isfile(os.path.join(d, "meta.properties")) for d in (a, b))  # one per log dir
         caplog.clear()
         full_dirs.add(a)
         with caplog.at_level(logging.INFO, logger="pykraft"):
