@@ -549,3 +549,18 @@ def test_create_partitions__generate_never_mutates_and_the_records_replay_to_the
     (leader_topic,) = leader.replication_control.topics().values()
     assert sorted(topic_image.partitions) == list(range(8))
     assert dict(topic_image.partitions) == leader_topic.partitions
+
+
+def test_an_inactive_controller_applies_nothing_it_generates() -> None:
+    # A follower (or a leader still applying its log) asked to create a topic answers NOT_CONTROLLER
+    # through the shell; what it generated must not linger in its state, or the topic would "exist"
+    # once it becomes active although no record of it was ever written (found by test_quorum).
+    controller = _controller()
+    controller.active = False
+    refused = controller.create_topics([CreatableTopic("ghost", 1, 1)])
+    assert refused.records and refused.response[0].error_code == ErrorCode.NONE
+    assert controller.replication_control.topic_id("ghost") is None
+    controller.active = True
+    created = controller.create_topics([CreatableTopic("ghost", 1, 1)])
+    assert created.response[0].error_code == ErrorCode.NONE
+    assert controller.replication_control.topic_id("ghost") is not None

@@ -175,6 +175,10 @@ class QuorumController:
         self._transaction_start_offset = -1
         # What an AbortTransactionRecord reverts to (Kafka reverts its timeline to the offset before Begin).
         self._pre_transaction_state: ControllerState | None = None
+        # Only the active controller replays what it generates (rule 2). An inactive one (a follower, a
+        # leader still applying its log) answers with records it must not apply: the shell refuses them
+        # (NOT_CONTROLLER), and its state stays the committed log's.
+        self.active = True
 
     # --- offsets --------------------------------------------------------------------------------
 
@@ -424,7 +428,10 @@ class QuorumController:
         return -1 if registration is None else registration.broker_epoch
 
     def _write(self, result: ControllerResult[T]) -> ControllerResult[T]:
-        """Replay the generated records at the offsets they take when appended next (rule 2)."""
+        """Replay the generated records at the offsets they take when appended next (rule 2); not on an
+        inactive controller, whose records are never appended."""
+        if not self.active:
+            return result
         for record in result.records:
             self.replay(record, self._next_write_offset)
         return result

@@ -197,6 +197,8 @@ class MetadataPlane:
         )
         # ``storage format --add-scram``: written by the first controller, inside the bootstrap transaction.
         controller.bootstrap_extra_records = list(self._bootstrap_records)
+        # Inactive until _activate: what a request makes it generate before then is refused, not applied.
+        controller.active = False
         return controller
 
     # --- lifecycle --------------------------------------------------------------------------------
@@ -420,6 +422,7 @@ class MetadataPlane:
         assert raft is not None
         self._controller_active = True
         self._active.set()
+        self.controller.active = True
         self.controller.note_log_end_offset(self._log().end_offset)
         publisher = self.cluster_id_publisher
         minted = publisher.activation_cluster_id(self.rng) if publisher is not None else None
@@ -443,6 +446,7 @@ class MetadataPlane:
         in-memory state to what is committed — the image at the applied offset (Kafka reverts its
         SnapshotRegistry to the last committed offset)."""
         self._controller_active = False
+        self.controller.active = False
         self._active.clear()
         waiters, self._commit_waiters = self._commit_waiters, []
         for _, fut in waiters:
