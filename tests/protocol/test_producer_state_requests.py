@@ -149,19 +149,22 @@ def test_describe_configs_advertises_the_duplicate_window(client, pykraft_node, 
             ),
             Resource(
                 resource_type=4,
-                resource_name="",
+                resource_name=str(pykraft_node.config.node_id),
                 configuration_keys=["max.in.flight.sequence.number.per.connection"],
             ),
             Resource(resource_type=2, resource_name=f"cfg{version}", configuration_keys=None),
             Resource(resource_type=4, resource_name="99", configuration_keys=None),
             Resource(resource_type=2, resource_name="missing", configuration_keys=None),
             Resource(resource_type=3, resource_name="x", configuration_keys=None),
+            # The cluster default (kafka-configs --entity-default): only dynamic defaults, none set here.
+            Resource(resource_type=4, resource_name="", configuration_keys=None),
         ],
         include_synonyms=False,
         include_documentation=False,
     )
     response = client.request(request, DescribeConfigsResponse, version)
-    broker, only_window, topic, other_broker, missing, bad_type = response.results
+    broker, only_window, topic, other_broker, missing, bad_type, cluster_default = response.results
+    assert (cluster_default.error_code, cluster_default.configs) == (0, [])
     configs = {c.name: c for c in broker.configs}
     window = configs["max.in.flight.sequence.number.per.connection"]
     assert (window.value, window.read_only, window.is_sensitive) == ("10000000", True, False)

@@ -394,7 +394,7 @@ def test_describe_configs_never_sends_a_password_or_a_jaas_text() -> None:
         "listener.name.sasl_plaintext.plain.sasl.jaas.config=org.apache.kafka.common.security.plain."
         'PlainLoginModule required user_alice="alice-secret";\n'
     )
-    results = {r.name: r for r in map(_config_result, broker_entries(config))}
+    results = {r.name: r for r in map(_config_result, broker_entries(config, {}, {}))}
     for name in ("ssl.key.password", "listener.name.sasl_plaintext.plain.sasl.jaas.config"):
         assert results[name].is_sensitive and results[name].value is None
     assert results["listener.name.sasl_plaintext.sasl.enabled.mechanisms"].value == "PLAIN"
