@@ -150,6 +150,10 @@ class MemoryOpener:
         self.stores: dict[tuple[str, int], MemorySegmentStore] = {}
         self.dir_of: dict[tuple[str, int], str] = {}
 
+    def new_store(self, log_dir: str) -> MemorySegmentStore:
+        """The store of a partition first opened in ``log_dir`` (a subclass may fake a disk)."""
+        return MemorySegmentStore()
+
     def log_dir_for(self, topic: str, partition: int, offline_log_dirs: Collection[str]) -> str | None:
         found = self.dir_of.get((topic, partition))
         if found is not None:
@@ -167,7 +171,9 @@ class MemoryOpener:
         *,
         high_watermark_tracks_log_end: bool = True,
     ) -> PartitionLog:
-        store = self.stores.setdefault((topic, partition), MemorySegmentStore())
+        store = self.stores.get((topic, partition))
+        if store is None:
+            store = self.stores[(topic, partition)] = self.new_store(log_dir)
         self.dir_of[(topic, partition)] = log_dir
         return PartitionLog.open(store, config, high_watermark_tracks_log_end=high_watermark_tracks_log_end)
 

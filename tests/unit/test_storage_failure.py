@@ -6,16 +6,15 @@ keep serving (JBOD), and a restart with space recovers every acknowledged record
 from __future__ import annotations
 
 import errno
-from collections import Counter
-from collections.abc import Collection
 
 import pytest
 
 from pykraft.broker.replica_manager import ReplicaManager
 from pykraft.core.errors import ErrorCode, KafkaError
-from pykraft.log.partition_log import LogConfig, PartitionLog
+from pykraft.log.partition_log import LogConfig
 from pykraft.log.store import BytesLike, MemorySegmentStore
 from pykraft.protocol.records import Record, build_batch
+from tests.unit.test_producer_snapshot import MemoryOpener
 
 
 class Disk:
@@ -46,38 +45,15 @@ class FillingStore(MemorySegmentStore):
     cleaned_writes = 0
 
 
-class Opener:
-    """Log dirs by name, each its own Disk; a new partition goes to the online dir with the fewest
-    partitions, ties by order (as the shell's FileLogOpener)."""
+class Opener(MemoryOpener):
+    """Log dirs by name, each its own Disk (placed as MemoryOpener places them)."""
 
     def __init__(self, *disks: Disk) -> None:
         self.disks = {f"/data/{i}": disk for i, disk in enumerate(disks)}
-        self.stores: dict[tuple[str, int], FillingStore] = {}
-        self.dir_of: dict[tuple[str, int], str] = {}
+        super().__init__(tuple(self.disks))
 
-    def log_dir_for(self, topic: str, partition: int, offline_log_dirs: Collection[str]) -> str | None:
-        if (topic, partition) in self.dir_of:
-            return self.dir_of[(topic, partition)]
-        online = [d for d in self.disks if d not in offline_log_dirs]
-        counts = Counter(self.dir_of.values())
-        return min(online, key=lambda d: (counts[d], online.index(d)), default=None)
-
-    def open_log(
-        self,
-        log_dir: str,
-        topic: str,
-        partition: int,
-        config: LogConfig,
-        *,
-        high_watermark_tracks_log_end: bool = True,
-    ) -> PartitionLog:
-        self.dir_of[(topic, partition)] = log_dir
-        store = self.stores.setdefault((topic, partition), FillingStore(self.disks[log_dir]))
-        return PartitionLog.open(store, config, high_watermark_tracks_log_end=high_watermark_tracks_log_end)
-
-    def delete_log(self, topic: str, partition: int) -> None:
-        self.stores.pop((topic, partition), None)
-        self.dir_of.pop((topic, partition), None)
+    def new_store(self, log_dir: str) -> MemorySegmentStore:
+        return FillingStore(self.disks[log_dir])
 
 
 def _produce(replicas: ReplicaManager, topic: str, value: bytes) -> tuple[ErrorCode, int]:
