@@ -28,7 +28,6 @@ from kafka.protocol.admin import (
     ListGroupsResponse,
 )
 from kafka.protocol.consumer import (
-    OffsetCommitRequest,
     OffsetCommitResponse,
     OffsetDeleteRequest,
     OffsetDeleteResponse,
@@ -58,6 +57,7 @@ from pykraft.cli.common import (
     run_tool,
     topic_partitions,
 )
+from pykraft.client.consumer import memberless_offset_commit
 from pykraft.coordinator.offsets_records import RecordFormatError, assigned_partitions
 from pykraft.core.errors import ErrorCode
 from pykraft.core.partitions import by_topic
@@ -539,28 +539,7 @@ def plan_reset(
 def commit_offsets(coordinator: BrokerConnection, group: str, offsets: dict[TopicPartition, int]) -> None:
     """OffsetCommit without a generation or member id: what Kafka's admin client sends for an inactive
     group (the coordinator refuses it while the group has members)."""
-    topic_cls: Any = OffsetCommitRequest.OffsetCommitRequestTopic
-    request = OffsetCommitRequest(
-        group_id=group,
-        generation_id_or_member_epoch=-1,
-        member_id="",
-        group_instance_id=None,
-        topics=[
-            topic_cls(
-                name=topic,
-                partitions=[
-                    topic_cls.OffsetCommitRequestPartition(
-                        partition_index=p,
-                        committed_offset=offsets[(topic, p)],
-                        committed_leader_epoch=-1,
-                        committed_metadata="",
-                    )
-                    for p in parts
-                ],
-            )
-            for topic, parts in by_topic(sorted(offsets)).items()
-        ],
-    )
+    request = memberless_offset_commit(group, offsets)
     response = coordinator.request(request, OffsetCommitResponse, OFFSET_COMMIT_VERSION)
     for t in response.topics:
         for p in t.partitions:

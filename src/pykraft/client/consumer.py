@@ -371,30 +371,9 @@ class Consumer:
         if not offsets:
             return
         group_conn = await self._group_coordinator(group_id)
-        topic_cls: Any = OffsetCommitRequest.OffsetCommitRequestTopic
         try:
             response = await group_conn.call(
-                OffsetCommitRequest(
-                    group_id=group_id,
-                    generation_id_or_member_epoch=-1,
-                    member_id="",
-                    group_instance_id=None,
-                    topics=[
-                        topic_cls(
-                            name=topic,
-                            partitions=[
-                                topic_cls.OffsetCommitRequestPartition(
-                                    partition_index=p,
-                                    committed_offset=offsets[(topic, p)],
-                                    committed_leader_epoch=-1,
-                                    committed_metadata="",
-                                )
-                                for p in parts
-                            ],
-                        )
-                        for topic, parts in group_by_topic(list(offsets)).items()
-                    ],
-                ),
+                memberless_offset_commit(group_id, offsets),
                 OffsetCommitResponse,
                 8,
                 self.request_timeout_s,
@@ -407,3 +386,30 @@ class Consumer:
                     raise KafkaClientError(
                         p.error_code, f"OffsetCommit {group_id} {t.name}-{p.partition_index}"
                     )
+
+
+def memberless_offset_commit(group_id: str, offsets: dict[TopicPartition, int]) -> Any:
+    """OffsetCommit without a generation or member id (-1, ""): what Kafka's admin client and
+    assign()-style consumers send; the coordinator takes it while the group has no members."""
+    topic_cls: Any = OffsetCommitRequest.OffsetCommitRequestTopic
+    return OffsetCommitRequest(
+        group_id=group_id,
+        generation_id_or_member_epoch=-1,
+        member_id="",
+        group_instance_id=None,
+        topics=[
+            topic_cls(
+                name=topic,
+                partitions=[
+                    topic_cls.OffsetCommitRequestPartition(
+                        partition_index=p,
+                        committed_offset=offsets[(topic, p)],
+                        committed_leader_epoch=-1,
+                        committed_metadata="",
+                    )
+                    for p in parts
+                ],
+            )
+            for topic, parts in group_by_topic(sorted(offsets)).items()
+        ],
+    )
