@@ -52,6 +52,7 @@ bench: $(STAMP)
 	$(BIN)/python -m bench.transactions
 	$(BIN)/python -m bench.security
 	$(BIN)/python -m bench.compaction
+	$(BIN)/python -m bench.consumer_groups
 
 clean:
 	rm -rf $(VENV) data .pytest_cache .mypy_cache .ruff_cache
