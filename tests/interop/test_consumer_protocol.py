@@ -11,7 +11,7 @@ from collections.abc import Callable
 
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
 
 from pykraft.cli import main
 from pykraft.testing import running_node
@@ -31,19 +31,19 @@ COMMITTED = 30
 class Member:
     """A consumer and the partitions its on_assign/on_revoke callbacks say it owns."""
 
-    def __init__(self, bootstrap: str) -> None:
+    def __init__(self, bootstrap: str, group: str = GROUP, topics: tuple[str, ...] = (TOPIC,)) -> None:
         self.owned: set[int] = set()
         self.revoked: list[set[int]] = []
         self.consumer = Consumer(
             {
                 "bootstrap.servers": bootstrap,
-                "group.id": GROUP,
+                "group.id": group,
                 "group.protocol": "consumer",
                 "auto.offset.reset": "earliest",
                 "enable.auto.commit": False,
             }
         )
-        self.consumer.subscribe([TOPIC], on_assign=self._assigned, on_revoke=self._revoked)
+        self.consumer.subscribe(list(topics), on_assign=self._assigned, on_revoke=self._revoked)
 
     def _assigned(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         self.owned |= {tp.partition for tp in partitions}
@@ -167,3 +167,33 @@ def test_consumer_protocol_shares_hands_over_adds_incrementally_and_resumes(tmp_
         )
         member.consumer.close()
         assert resumed == {p: list(range(COMMITTED, PER_PARTITION)) for p in range(6)}
+
+
+def test_regex_subscription_and_new_partitions_rebalance_on_the_server() -> None:
+    # KIP-848 resolves regexes on the coordinator (librdkafka sends SubscribedTopicRegex) and rebalances
+    # when a matching topic appears or a subscribed topic grows.
+    with running_node(overrides=OVERRIDES) as node:
+        bootstrap = node.bootstrap_servers
+        admin = AdminClient({"bootstrap.servers": bootstrap})
+
+        def create(name: str, partitions: int) -> None:
+            for fut in admin.create_topics([NewTopic(name, num_partitions=partitions)]).values():
+                fut.result(timeout=30)
+
+        create("orders-1", 2)
+        create("other", 2)
+        member = Member(bootstrap, group="regex-group", topics=("^orders-.*",))
+
+        def owns(expected: set[tuple[str, int]]) -> Callable[[], bool]:
+            return lambda: {(tp.topic, tp.partition) for tp in member.consumer.assignment()} == expected
+
+        _poll_until([member], owns({("orders-1", 0), ("orders-1", 1)}), lambda m, msg: None, 10)
+        create("orders-2", 1)
+        _poll_until(
+            [member], owns({("orders-1", 0), ("orders-1", 1), ("orders-2", 0)}), lambda m, msg: None, 10
+        )
+        for fut in admin.create_partitions([NewPartitions("orders-1", 3)]).values():
+            fut.result(timeout=30)
+        grown = {("orders-1", 0), ("orders-1", 1), ("orders-1", 2), ("orders-2", 0)}
+        _poll_until([member], owns(grown), lambda m, msg: None, 10)
+        member.consumer.close()
