@@ -8,6 +8,9 @@ from __future__ import annotations
 import random
 import uuid
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from pykraft.coordinator import consumer_group_records as rec
 from pykraft.coordinator.consumer_group import (
     ConsumerGroupConfig,
@@ -361,3 +364,79 @@ def test_subscription_regexes_that_could_backtrack_for_ever_are_refused() -> Non
         assert regex_refusal(accepted) is None, accepted
     for refused in ("(a+)+$", "(a|a)*b", "((a)+b)+", ".*.*.*.*x", r"(\w+)\1", "(?=x)a", "(", "a" * 1001):
         assert regex_refusal(refused) is not None, refused
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    ops=st.lists(
+        st.tuples(
+            st.sampled_from(["join", "heartbeat", "leave", "wait", "grow", "stale"]), st.integers(0, 4)
+        ),
+        max_size=40,
+    )
+)
+def test_random_histories_never_give_a_partition_two_owners_and_always_converge(
+    ops: list[tuple[str, int]],
+) -> None:
+    """Joins, leaves, silent members expiring, stale epochs and growing topics in any order: the
+    coordinator never has a partition assigned or revoking at two members, a member's view never holds a
+    partition the coordinator gave someone else, and heartbeats alone always settle the group."""
+    c = _coordinator(session_timeout_ms=10_000)
+    partitions = 6
+    topics = _topics(t=partitions)
+    clients = [Client(c, f"m{i}") for i in range(5)]
+    joined: set[int] = set()
+    now = 0
+
+    def check() -> None:
+        group = c.groups.get(GROUP)
+        if group is None:
+            return
+        seen: dict[tuple[uuid.UUID, int], str] = {}
+        for m in group.members.values():
+            for tp in {(t, p) for t, ps in (*m.assigned.items(), *m.pending_revocation.items()) for p in ps}:
+                assert tp not in seen, f"{tp} at {seen.get(tp)} and {m.member_id}"
+                seen[tp] = m.member_id
+        for i in joined:
+            member = group.members.get(clients[i].member_id)
+            if member is not None and clients[i].epoch == member.member_epoch:
+                mine = {tp for tp, owner in seen.items() if owner == member.member_id}
+                assert clients[i].flat() <= mine
+
+    for op, i in ops:
+        client = clients[i]
+        if op == "join" and i not in joined:
+            client.epoch, client.owned = 0, {}
+            if client.heartbeat(now, topics).error_code == ErrorCode.NONE:
+                joined.add(i)
+        elif op == "heartbeat" and i in joined:
+            if client.heartbeat(now, topics).error_code != ErrorCode.NONE:
+                joined.discard(i)  # fenced or expired: it drops everything, as a real client does
+                client.owned = {}
+        elif op == "stale" and i in joined:
+            result = c.heartbeat(HeartbeatRequest(GROUP, client.member_id, client.epoch + 1), topics, now)
+            # Fenced; or unknown when its session already expired.
+            assert result.error_code in (ErrorCode.FENCED_MEMBER_EPOCH, ErrorCode.UNKNOWN_MEMBER_ID)
+        elif op == "leave" and i in joined:
+            c.heartbeat(HeartbeatRequest(GROUP, client.member_id, -1), topics, now)
+            joined.discard(i)
+            client.owned = {}
+        elif op == "wait":
+            now += 6_000
+            c.tick(now)
+        elif op == "grow":
+            partitions += 1
+            topics = _topics(t=partitions)
+        check()
+    # Everyone still in heartbeats a few times (no time passes): the group settles, balanced.
+    for _ in range(8):
+        for i in sorted(joined):
+            if clients[i].heartbeat(now, topics).error_code != ErrorCode.NONE:
+                joined.discard(i)
+                clients[i].owned = {}
+            check()
+    if joined:
+        group = c.groups[GROUP]
+        assert group.state().value == "Stable"
+        loads = [len(clients[i].flat()) for i in joined]
+        assert sum(loads) == partitions and max(loads) - min(loads) <= 1
