@@ -165,3 +165,17 @@ def test_records_through_the_write_path_load_the_group_again() -> None:
         HeartbeatRequest("g", "a", member.member_epoch, topic_partitions=owned), TOPICS, NOW_MS + 1
     )
     assert result.error_code == ErrorCode.NONE and result.member_epoch == member.member_epoch
+
+
+def test_offset_delete_refuses_the_topics_a_consumer_group_subscribes_to() -> None:
+    coord = _coordinator()
+    epoch = _join_consumer(coord, "g", "m")
+    assert _commit(coord, "g", "m", epoch) == ErrorCode.NONE
+    plan = coord.delete_offsets("g", [("t", [0]), ("other", [0])])
+    assert plan.partition_errors == {
+        ("t", 0): ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC,
+        ("other", 0): ErrorCode.NONE,
+    }
+    coord.consumer_group_heartbeat(HeartbeatRequest("g", "m", -1), TOPICS, NOW_MS)
+    plan = coord.delete_offsets("g", [("t", [0])])
+    assert plan.partition_errors == {("t", 0): ErrorCode.NONE} and plan.records

@@ -1072,6 +1072,10 @@ class GroupCoordinator:
                 plan.error_code = ErrorCode.NON_EMPTY_GROUP
                 return plan
             subscribed = topics_in_use
+        consumer_group = self.consumer.groups.get(group_id)
+        if consumer_group is not None and consumer_group.members:
+            # A KIP-848 group: the topics its members subscribe to (names and regex matches) are in use.
+            subscribed = set(consumer_group.subscription_metadata)
         for topic, partitions in topics:
             for p in partitions:
                 if topic in subscribed:
