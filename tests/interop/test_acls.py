@@ -91,6 +91,12 @@ from kafka.protocol.producer import (
 
 from pykraft.core.errors import ErrorCode
 from pykraft.io.kafka_connection import BrokerConnection, ClientSecurity
+from pykraft.protocol.messages import (
+    ConsumerGroupDescribeRequest,
+    ConsumerGroupDescribeResponse,
+    ConsumerGroupHeartbeatRequest,
+    ConsumerGroupHeartbeatResponse,
+)
 from pykraft.testing import free_port
 from tests.interop.test_restart import _start_server, _stop_server
 
@@ -364,6 +370,23 @@ ROWS: list[Row] = [
         LeaveGroupResponse,
         5,
         lambda r: [r.error_code],
+        GROUP_DENIED,
+    ),
+    (
+        # KIP-848 (issue 19): READ on the group; a member nobody knows, so bob's answer changes nothing.
+        "ConsumerGroupHeartbeat",
+        _req(ConsumerGroupHeartbeatRequest, group_id="g-1", member_id="nobody", member_epoch=5),
+        ConsumerGroupHeartbeatResponse,
+        1,
+        lambda r: [r.error_code],
+        GROUP_DENIED,
+    ),
+    (
+        "ConsumerGroupDescribe",
+        _req(ConsumerGroupDescribeRequest, group_ids=["g-1"], include_authorized_operations=False),
+        ConsumerGroupDescribeResponse,
+        0,
+        lambda r: [g.error_code for g in r.groups],
         GROUP_DENIED,
     ),
     (
