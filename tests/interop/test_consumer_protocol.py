@@ -10,7 +10,7 @@ import time
 from collections.abc import Callable
 
 import pytest
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
 
 from pykraft.cli import main
@@ -197,3 +197,44 @@ def test_regex_subscription_and_new_partitions_rebalance_on_the_server() -> None
         grown = {("orders-1", 0), ("orders-1", 1), ("orders-1", 2), ("orders-2", 0)}
         _poll_until([member], owns(grown), lambda m, msg: None, 10)
         member.consumer.close()
+
+
+def _first_error(joining: Consumer, member: Consumer) -> KafkaError:
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        msg = joining.poll(0.05)
+        member.poll(0)
+        if msg is not None and msg.error():
+            return msg.error()
+    raise AssertionError("the joining consumer saw no error")
+
+
+def test_a_group_is_classic_or_consumer_and_the_other_kind_is_refused() -> None:
+    # As Kafka with group.consumer.migration.policy=disabled: the members in place keep their partitions.
+    with running_node(overrides={**OVERRIDES, "group.initial.rebalance.delay.ms": "0"}) as node:
+        bootstrap = node.bootstrap_servers
+        admin = AdminClient({"bootstrap.servers": bootstrap})
+        for fut in admin.create_topics([NewTopic("mixed", num_partitions=2)]).values():
+            fut.result(timeout=30)
+        consumers = []
+        for group, protocol, other in (
+            ("new-group", "consumer", "classic"),
+            ("old-group", "classic", "consumer"),
+        ):
+            member = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "group.protocol": protocol})
+            member.subscribe(["mixed"])
+            deadline = time.monotonic() + 10
+            while len(member.assignment()) < 2:
+                assert time.monotonic() < deadline
+                member.poll(0.05)
+            joining = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "group.protocol": other})
+            joining.subscribe(["mixed"])
+            consumers += [member, joining]
+            error = _first_error(joining, member)
+            if other == "classic":
+                assert error.code() == KafkaError.INCONSISTENT_GROUP_PROTOCOL, error
+            else:
+                assert "group id does not exist" in error.str(), error  # GROUP_ID_NOT_FOUND, fatal
+            assert len(member.assignment()) == 2
+        for c in consumers:
+            c.close()
