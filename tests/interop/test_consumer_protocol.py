@@ -31,7 +31,13 @@ COMMITTED = 30
 class Member:
     """A consumer and the partitions its on_assign/on_revoke callbacks say it owns."""
 
-    def __init__(self, bootstrap: str, group: str = GROUP, topics: tuple[str, ...] = (TOPIC,)) -> None:
+    def __init__(
+        self,
+        bootstrap: str,
+        group: str = GROUP,
+        topics: tuple[str, ...] = (TOPIC,),
+        instance_id: str | None = None,
+    ) -> None:
         self.owned: set[int] = set()
         self.revoked: list[set[int]] = []
         self.consumer = Consumer(
@@ -41,6 +47,7 @@ class Member:
                 "group.protocol": "consumer",
                 "auto.offset.reset": "earliest",
                 "enable.auto.commit": False,
+                **({"group.instance.id": instance_id} if instance_id else {}),
             }
         )
         self.consumer.subscribe(list(topics), on_assign=self._assigned, on_revoke=self._revoked)
@@ -238,3 +245,26 @@ def test_a_group_is_classic_or_consumer_and_the_other_kind_is_refused() -> None:
             assert len(member.assignment()) == 2
         for c in consumers:
             c.close()
+
+
+def test_a_static_member_comes_back_to_its_partitions_without_a_rebalance() -> None:
+    # KIP-848 static membership: closing sends the -2 epoch (a temporary leave), so the partitions wait
+    # for the same group.instance.id instead of moving to the others.
+    with running_node(overrides=OVERRIDES) as node:
+        bootstrap = node.bootstrap_servers
+        admin = AdminClient({"bootstrap.servers": bootstrap})
+        for fut in admin.create_topics([NewTopic("static", num_partitions=4)]).values():
+            fut.result(timeout=30)
+        first = Member(bootstrap, group="static-group", topics=("static",), instance_id="instance-a")
+        other = Member(bootstrap, group="static-group", topics=("static",), instance_id="instance-b")
+        _poll_until(
+            [first, other], lambda: [len(first.owned), len(other.owned)] == [2, 2], lambda m, msg: None, 10
+        )
+        theirs, kept = set(first.owned), set(other.owned)
+        other.revoked.clear()
+        first.consumer.close()
+        again = Member(bootstrap, group="static-group", topics=("static",), instance_id="instance-a")
+        _poll_until([again, other], lambda: again.owned == theirs, lambda m, msg: None, 10)
+        assert other.owned == kept and not other.revoked
+        for m in (again, other):
+            m.consumer.close()
