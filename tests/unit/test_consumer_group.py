@@ -440,3 +440,29 @@ def test_random_histories_never_give_a_partition_two_owners_and_always_converge(
         assert group.state().value == "Stable"
         loads = [len(clients[i].flat()) for i in joined]
         assert sum(loads) == partitions and max(loads) - min(loads) <= 1
+
+
+def test_a_join_whose_answer_was_lost_is_answered_again_and_a_fenced_member_rejoins_fresh() -> None:
+    c = _coordinator()
+    topics = _topics()
+    join = HeartbeatRequest(
+        GROUP, "a", 0, rebalance_timeout_ms=1000, subscribed_topic_names=("t",), topic_partitions=()
+    )
+    first = c.heartbeat(join, topics, 0)
+    epoch = c.groups[GROUP].group_epoch
+    again = c.heartbeat(join, topics, 1)  # the client never saw `first`
+    assert (again.member_id, again.member_epoch, again.assignment) == (
+        first.member_id,
+        first.member_epoch,
+        first.assignment,
+    )
+    assert c.groups[GROUP].group_epoch == epoch
+    b = Client(c, "b")
+    _converge([Client(c, "a"), b], 2, topics)
+    # Fenced (say its epoch ran ahead), b rejoins with epoch 0 under its own id: a fresh member.
+    assert (
+        c.heartbeat(HeartbeatRequest(GROUP, "b", b.epoch + 5), topics, 3).error_code
+        == ErrorCode.FENCED_MEMBER_EPOCH
+    )
+    b.epoch, b.owned = 0, {}
+    assert b.heartbeat(4, topics).error_code == ErrorCode.NONE

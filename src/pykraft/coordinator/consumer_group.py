@@ -424,9 +424,11 @@ class ConsumerGroupCoordinator:
         is_new = False
         if req.instance_id is None:
             member = group.members.get(member_id)
-            if member is not None and joining:
+            if member is not None and joining and member.previous_member_epoch != 0:
                 # A member rejoining under its own id (KIP-1082 ids are the client's; it rejoins with
-                # epoch 0 after being fenced, holding nothing): its old incarnation goes first.
+                # epoch 0 after being fenced, holding nothing): its old incarnation goes first. (Still at
+                # its first epoch, epoch 0 is its previous one: a join whose answer was lost, answered
+                # again below as Kafka's epoch check allows.)
                 self._remove_member(group, member, records)
                 member = None
             if member is None:
