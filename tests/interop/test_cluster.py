@@ -131,19 +131,25 @@ def test_three_clients_produce_idempotently_and_consume_in_groups_across_all_bro
     # Each producer got its own id from a broker's block (KIP-730); the partitions' logs show them.
     # Group consumers of each client read everything back, their coordinators on any broker.
     assert _confluent_group(bootstrap, topic) == expected
+    # KIP-848 (issue 19): the consumer protocol too, its coordinator and its assignment's topic ids
+    # resolved through whichever broker leads the group's __consumer_offsets partition.
+    assert _confluent_group(bootstrap, topic, "g-confluent-848", {"group.protocol": "consumer"}) == expected
     assert _kafka_python_group(bootstrap, topic) == expected
     assert _aiokafka_group(bootstrap, topic) == expected
 
 
-def _confluent_group(bootstrap: str, topic: str) -> set[bytes]:
+def _confluent_group(
+    bootstrap: str, topic: str, group: str = "g-confluent", extra: dict[str, str] | None = None
+) -> set[bytes]:
     import confluent_kafka
 
     consumer = confluent_kafka.Consumer(
         {
             "bootstrap.servers": bootstrap,
-            "group.id": "g-confluent",
+            "group.id": group,
             "auto.offset.reset": "earliest",
             "enable.auto.commit": False,
+            **(extra or {}),
         }
     )
     consumer.subscribe([topic])
