@@ -328,6 +328,66 @@ def test_group_commits_survive_the_loss_of_their_coordinator(cluster: ProcessClu
         wait_until(lambda: len(_partition(cluster, topic).isr_nodes) == 3, 60, "the ISR back to three")
 
 
+def test_a_kip848_member_keeps_its_partition_when_its_coordinator_is_killed(cluster: ProcessCluster) -> None:
+    """Issue 19 on a cluster: the consumer group's records are replicated with __consumer_offsets, so the
+    new coordinator knows the member and its epoch; it keeps heartbeating and committing without
+    giving its partition up."""
+    import confluent_kafka
+    from confluent_kafka import TopicPartition
+
+    from pykraft.coordinator.offsets_records import OFFSETS_TOPIC, partition_for
+
+    topic, group = "committed-848", "survivor-848"
+    _create(cluster, topic)
+    producer = confluent_kafka.Producer({"bootstrap.servers": cluster.bootstrap_servers, "acks": "all"})
+    for i in range(10):
+        producer.produce(topic, str(i).encode())
+    assert producer.flush(30) == 0
+    revoked: list[object] = []
+    consumer = confluent_kafka.Consumer(
+        {
+            "bootstrap.servers": cluster.bootstrap_servers,
+            "group.id": group,
+            "group.protocol": "consumer",
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+        }
+    )
+    consumer.subscribe([topic], on_revoke=lambda c, parts: revoked.append(parts))
+
+    def consume_to(offset: int) -> None:
+        deadline = time.monotonic() + 30
+        while True:
+            assert time.monotonic() < deadline, f"not consumed to {offset}"
+            message = consumer.poll(0.1)
+            if message is not None and message.error() is None and message.offset() == offset - 1:
+                consumer.commit(message=message, asynchronous=False)  # answered once the ISR has it
+                return
+
+    try:
+        consume_to(7)
+        offsets_partition = partition_for(group, int(OVERRIDES["offsets.topic.num.partitions"]))
+        with RawClient(cluster.bootstrap_servers.split(",")[0], timeout_s=5) as client:
+            metadata = client.request(
+                MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(name=OFFSETS_TOPIC)]),
+                MetadataResponse,
+                9,
+            )
+        coordinator = next(
+            p.leader_id for p in metadata.topics[0].partitions if p.partition_index == offsets_partition
+        )
+        cluster.kill(coordinator)
+        try:
+            consume_to(10)  # the new coordinator accepts the member's epoch and its commit
+            assert not revoked and [tp.partition for tp in consumer.assignment()] == [0]
+            assert consumer.committed([TopicPartition(topic, 0)], timeout=30)[0].offset == 10
+        finally:
+            cluster.start(coordinator)
+            wait_until(lambda: len(_partition(cluster, topic).isr_nodes) == 3, 60, "the ISR back to three")
+    finally:
+        consumer.close()
+
+
 def test_a_transaction_commits_after_its_coordinator_is_killed(cluster: ProcessCluster) -> None:
     """Issue 15 on a cluster: the transaction's state is in __transaction_state, replicated 3 ways; the
     coordinator's broker dies with the transaction open, the new leader of that partition loads it, the
