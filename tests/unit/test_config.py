@@ -259,3 +259,15 @@ def test_metrics_endpoint_and_queued_max_requests() -> None:
         message = str(excinfo.value)
         assert message.startswith(next(iter(override)) + ":"), message
         assert "\n" not in message
+
+
+def test_group_consumer_keys_are_known_and_the_migration_policy_is_disabled_only() -> None:
+    config = load_config(
+        DEFAULT_PROPERTIES,
+        {"group.consumer.heartbeat.interval.ms": "700", "group.consumer.migration.policy": "disabled"},
+    )
+    assert config.group_consumer_heartbeat_interval_ms == 700
+    assert "group.consumer.heartbeat.interval.ms" not in config.ignored
+    for value, why in (("bidirectional", "only disabled is supported"), ("sideways", "not one of")):
+        with pytest.raises(ConfigError, match=f"group.consumer.migration.policy: '{value}': {why}"):
+            load_config(DEFAULT_PROPERTIES, {"group.consumer.migration.policy": value})

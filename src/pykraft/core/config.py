@@ -306,6 +306,21 @@ def _int(props: dict[str, str], key: str, default: int, minimum: int | None = No
     return value
 
 
+def _check_migration_policy(props: dict[str, str]) -> None:
+    """group.consumer.migration.policy: pykraft serves ``disabled`` only (a group id is classic or
+    consumer; KIP-848's online upgrade and downgrade are not implemented), so a Kafka value asking for
+    more is refused rather than silently not honoured."""
+    raw = (props.get("group.consumer.migration.policy") or "disabled").strip().lower()
+    if raw != "disabled":
+        allowed = ("upgrade", "downgrade", "bidirectional")
+        why = (
+            "only disabled is supported"
+            if raw in allowed
+            else "not one of disabled, upgrade, downgrade, bidirectional"
+        )
+        raise ConfigError(f"group.consumer.migration.policy: {raw!r}: {why}")
+
+
 def _consumer_assignors(props: dict[str, str]) -> tuple[str, ...]:
     """group.consumer.assignors: a list of uniform/range (Kafka also takes class names; their simple
     names UniformAssignor/RangeAssignor are understood), the first being the default (KIP-848)."""
@@ -493,6 +508,11 @@ USED_PROPERTIES: Final[frozenset[str]] = frozenset(
         "group.min.session.timeout.ms",
         "group.max.session.timeout.ms",
         "group.initial.rebalance.delay.ms",
+        "group.consumer.heartbeat.interval.ms",
+        "group.consumer.session.timeout.ms",
+        "group.consumer.max.size",
+        "group.consumer.assignors",
+        "group.consumer.migration.policy",
     }
 )
 
@@ -666,6 +686,7 @@ def load_config(text: str, overrides: dict[str, str] | None = None) -> NodeConfi
             raise ConfigError(f"process.roles: {role!r} is not broker or controller")
     if not roles:
         raise ConfigError("process.roles: empty; use broker, controller or broker,controller")
+    _check_migration_policy(props)
     listeners = _endpoints("listeners", props.get("listeners", "PLAINTEXT://127.0.0.1:9092"))
     if not listeners:
         raise ConfigError("listeners: empty")
