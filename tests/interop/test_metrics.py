@@ -125,6 +125,8 @@ def test_counters_move_by_what_was_produced_and_consumed(node: tuple[RunningNode
     assert _value(after, "kafka_server_replicamanager_produceridcount") >= 1
     assert _value(after, "pykraft_producerstate_memory_bytes") > 0
     assert ("pykraft_logcleaner_passes_total", frozenset()) in after  # the log cleaner's counters
+    groups_by_protocol = "kafka_server_group_coordinator_metrics_group_count"
+    assert (groups_by_protocol, frozenset({("protocol", "consumer")})) in after
     assert _value(after, "kafka_server_socketservermetrics_connection_count", listener="PLAINTEXT") > 0
     assert moved("kafka_server_socketservermetrics_connection_creation_total", listener="PLAINTEXT") >= 2
     assert _value(after, "kafka_server_raftmetrics_log_end_offset") > 0

@@ -31,6 +31,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Histo
 from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
 from prometheus_client.registry import Collector, CollectorRegistry
 
+from pykraft.coordinator.consumer_group import ConsumerGroupState
 from pykraft.coordinator.group_coordinator import GroupState
 from pykraft.io.request_metrics import OTHER_VERSION, Histogram, request_name
 
@@ -366,6 +367,27 @@ class NodeCollector(Collector):
         for suffix, state in _GROUP_STATES:
             yield _gauge(prefix + suffix, f"Groups in state {state.value}", by_state.get(state, 0))
         yield _gauge(prefix + "numoffsets", "Committed offsets of the groups this node coordinates", offsets)
+        # Kafka 4's group coordinator metrics: groups by protocol, KIP-848 groups by state.
+        consumer_groups = groups.coordinator.consumer.groups
+        by_protocol = GaugeMetricFamily(
+            "kafka_server_group_coordinator_metrics_group_count",
+            "Groups this node coordinates, by protocol",
+            labels=["protocol"],
+        )
+        by_protocol.add_metric(["classic"], sum(by_state.values()))
+        by_protocol.add_metric(["consumer"], len(consumer_groups))
+        yield by_protocol
+        consumer_by_state = GaugeMetricFamily(
+            "kafka_server_group_coordinator_metrics_consumer_group_count",
+            "KIP-848 consumer groups this node coordinates, by state",
+            labels=["state"],
+        )
+        for consumer_state in ConsumerGroupState:
+            consumer_by_state.add_metric(
+                [consumer_state.value.lower()],
+                sum(1 for group in consumer_groups.values() if group.state() is consumer_state),
+            )
+        yield consumer_by_state
 
     # --- the metadata log and the controller --------------------------------------------------------
 
