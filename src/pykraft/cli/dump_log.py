@@ -21,6 +21,7 @@ from typing import Any
 from crc32c import crc32c
 
 from pykraft.cli.common import UsageError, run_tool
+from pykraft.coordinator import consumer_group_records as cg
 from pykraft.coordinator.offsets_records import (
     GroupKey,
     OffsetKey,
@@ -94,11 +95,74 @@ def _text(data: bytes) -> str:
     return data.decode("utf-8", errors="backslashreplace")
 
 
+def _consumer_group_key_value(record: Record) -> tuple[str | None, str | None]:
+    """A KIP-848 consumer group record (key versions 3-8), as Kafka's decoder prints it."""
+    assert record.key is not None
+    try:
+        key = cg.decode_key(record.key)
+    except RecordFormatError as exc:
+        return f"unknown key ({exc})", None
+    key_json: dict[str, Any] = {"groupId": key.group_id}
+    if key.member_id:
+        key_json["memberId"] = key.member_id
+    key_text = json.dumps({"type": str(key.version), "data": key_json})
+    if record.value is None:
+        return key_text, "<DELETE>"
+    value: Any
+    try:
+        if key.version in (cg.METADATA_KEY, cg.TARGET_ASSIGNMENT_METADATA_KEY):
+            value = {"epoch": cg.decode_epoch_value(record.value)}
+        elif key.version == cg.PARTITION_METADATA_KEY:
+            value = {
+                "topics": [
+                    {"topicName": name, "topicId": str(topic_id), "numPartitions": count}
+                    for name, (topic_id, count) in sorted(
+                        cg.decode_partition_metadata_value(record.value).items()
+                    )
+                ]
+            }
+        elif key.version == cg.MEMBER_METADATA_KEY:
+            member = cg.decode_member_metadata_value(record.value)
+            value = {
+                "instanceId": member.instance_id,
+                "clientId": member.client_id,
+                "clientHost": member.client_host,
+                "subscribedTopicNames": list(member.subscribed_topic_names),
+                "subscribedTopicRegex": member.subscribed_topic_regex,
+                "rebalanceTimeoutMs": member.rebalance_timeout_ms,
+                "serverAssignor": member.server_assignor,
+            }
+        elif key.version == cg.TARGET_ASSIGNMENT_MEMBER_KEY:
+            value = {"topicPartitions": _topic_partitions(cg.decode_target_member_value(record.value))}
+        else:
+            current = cg.decode_current_assignment_value(record.value)
+            value = {
+                "memberEpoch": current.member_epoch,
+                "previousMemberEpoch": current.previous_member_epoch,
+                "state": current.state,
+                "assignedPartitions": _topic_partitions(current.assigned_partitions),
+                "partitionsPendingRevocation": _topic_partitions(current.partitions_pending_revocation),
+            }
+    except (RecordFormatError, ValueError, IndexError) as exc:
+        return key_text, f"unknown value ({exc})"
+    version = int.from_bytes(record.value[:2], "big", signed=True)
+    return key_text, json.dumps({"version": str(version), "data": value})
+
+
+def _topic_partitions(partitions: Any) -> list[dict[str, Any]]:
+    return [
+        {"topicId": str(topic_id), "partitions": sorted(parts)}
+        for topic_id, parts in sorted(partitions.items())
+    ]
+
+
 def _offsets_key_value(record: Record) -> tuple[str | None, str | None]:
     """``__consumer_offsets`` records as Kafka's offsets decoder prints them: the key's type and fields,
     the value's version and fields (``<DELETE>`` for a tombstone)."""
     if record.key is None:
         return "NO_KEY", None if record.value is None else _text(record.value)
+    if len(record.key) >= 2 and int.from_bytes(record.key[:2], "big") in cg.CONSUMER_GROUP_KEY_VERSIONS:
+        return _consumer_group_key_value(record)
     try:
         key = decode_key(record.key)
     except RecordFormatError as exc:
