@@ -1,4 +1,4 @@
-"""DESIGN.md's import rules: pure cores, thin shell.
+"""docs/architecture.md's import rules: pure cores, thin shell.
 
 Imports flow one way: core -> protocol -> {raft, metadata, log} -> controller -> broker/coordinator -> io
 -> cli. Only the shell (``io/``, ``client/``, ``spark/``, the command-line tools in ``cli/`` and

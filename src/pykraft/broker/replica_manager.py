@@ -1,7 +1,7 @@
 """The partitions this broker hosts: a log and an idempotent-producer state per partition.
 
 Pure: logs are opened through an injected :class:`LogOpener` (the shell gives it file-backed stores).
-The produce path touches batch headers only (DESIGN.md hot path rules): validate (magic, length,
+The produce path touches batch headers only (docs/architecture.md, "The hot path"): validate (magic, length,
 CRC-32C, counts) -> producer-state check -> append with offsets rewritten in place.
 """
 

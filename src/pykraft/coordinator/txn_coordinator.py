@@ -18,7 +18,7 @@ every partition of the transaction (:class:`MarkerJob`) and reports back with :m
 which returns the CompleteCommit/CompleteAbort write. A coordinator that loads a partition finds the
 transactions left in a Prepare state and sends their markers again.
 
-KIP-360 (the seed, followed on purpose; DESIGN.md): the last epoch and the last producer id are part of
+KIP-360 (the seed, followed on purpose; docs/architecture.md): the last epoch and the last producer id are part of
 the record (txn_records), so a retried bump answers the same result after a coordinator failover.
 InitProducerId with a transactional id, per kafka-facts.md §3.2-§3.3:
 

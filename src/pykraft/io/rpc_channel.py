@@ -1,4 +1,4 @@
-"""The one outbound RPC channel of the shell (DESIGN.md "A cluster").
+"""The one outbound RPC channel of the shell (docs/architecture.md, "The metadata path").
 
 One ``PeerChannel`` per peer keeps one TCP connection: it connects on demand, reconnects with an
 exponential backoff (Kafka's ``reconnect.backoff.ms`` / ``reconnect.backoff.max.ms``, jittered), sends

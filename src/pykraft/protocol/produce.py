@@ -1,7 +1,7 @@
 """Hand-written Produce request decoder (versions 3-11, flexible from 9): the data hot path.
 
 Why not the generic codec: kafka-python copies every ``records`` field into ``bytes``; the broker
-rewrites base offsets in place and appends the client's bytes as they are (DESIGN.md, hot path rules),
+rewrites base offsets in place and appends the client's bytes as they are (docs/architecture.md, "The hot path"),
 so ``records`` here is a memoryview slice into the request buffer. When the buffer is a bytearray the
 slice is writable and the rewrite costs no copy at all.
 

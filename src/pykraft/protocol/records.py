@@ -1,6 +1,6 @@
 """RecordBatch v2 (magic 2): header parsing, validation, in-place offset assignment, building.
 
-The broker never touches individual records on produce or fetch (DESIGN.md, hot path rules): it reads
+The broker never touches individual records on produce or fetch (docs/architecture.md, "The hot path"): it reads
 the 61-byte batch header, checks the CRC-32C with a C extension and rewrites ``baseOffset`` in place.
 Building and decoding individual records is for the metadata log, tools and tests only.
 

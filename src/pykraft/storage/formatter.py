@@ -10,8 +10,9 @@ pykraft decisions (the KIP's MetadataVersion is not shipped, kafka-facts.md §9.
 * ClusterIdRecord support starts at 3.6-IV1, the first level with metadata transactions (KIP-868),
   because pykraft writes the ClusterIdRecord inside the bootstrap transaction so that a bootstrap cut
   short by a failover is aborted whole.
-* pykraft bootstraps one metadata.version (``BOOTSTRAP_RELEASE``); it does not write Kafka's
-  ``bootstrap.checkpoint`` yet, so another ``--release-version`` is refused instead of being ignored.
+* pykraft bootstraps one metadata.version (``BOOTSTRAP_RELEASE``); its ``bootstrap.checkpoint``
+  (written by ``--add-scram``) carries only SCRAM credentials, never a metadata.version, so another
+  ``--release-version`` is refused instead of being ignored.
 """
 
 from __future__ import annotations
@@ -179,8 +180,8 @@ def _check_request(request: FormatRequest) -> str:
         )
     if level != RELEASE_VERSIONS[BOOTSTRAP_RELEASE]:
         raise FormatterError(
-            f"--release-version: pykraft bootstraps metadata.version {BOOTSTRAP_RELEASE} only (it writes no "
-            f"bootstrap.checkpoint yet); leave --release-version out or pass {BOOTSTRAP_RELEASE}"
+            f"--release-version: pykraft bootstraps metadata.version {BOOTSTRAP_RELEASE} only; "
+            f"leave --release-version out or pass {BOOTSTRAP_RELEASE}"
         )
     if request.standalone:
         if "controller" not in request.process_roles:
