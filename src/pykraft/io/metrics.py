@@ -359,16 +359,22 @@ class NodeCollector(Collector):
         assert groups is not None
         by_state: dict[GroupState, int] = {}
         offsets = 0
-        for group in groups.coordinator.groups.values():
-            by_state[group.state] = by_state.get(group.state, 0) + 1
+        consumer_groups = groups.coordinator.consumer.groups
+        for group_id, group in groups.coordinator.groups.items():
             offsets += len(group.offsets)
+            # A KIP-848 group's committed offsets live in an entry of this table too: not a classic group.
+            if group_id not in consumer_groups:
+                by_state[group.state] = by_state.get(group.state, 0) + 1
         prefix = "kafka_coordinator_group_groupmetadatamanager_"
-        yield _gauge(prefix + "numgroups", "Consumer groups this node coordinates", sum(by_state.values()))
+        yield _gauge(
+            prefix + "numgroups",
+            "Groups this node coordinates",
+            sum(by_state.values()) + len(consumer_groups),
+        )
         for suffix, state in _GROUP_STATES:
             yield _gauge(prefix + suffix, f"Groups in state {state.value}", by_state.get(state, 0))
         yield _gauge(prefix + "numoffsets", "Committed offsets of the groups this node coordinates", offsets)
         # Kafka 4's group coordinator metrics: groups by protocol, KIP-848 groups by state.
-        consumer_groups = groups.coordinator.consumer.groups
         by_protocol = GaugeMetricFamily(
             "kafka_server_group_coordinator_metrics_group_count",
             "Groups this node coordinates, by protocol",
