@@ -3,7 +3,8 @@ topic with replication factor 3 and min.insync.replicas=2. An idempotent acks=al
 writing while the partition's leader is killed (kill -9) and restarted ten times; every acknowledged
 record is then read back exactly once, in order, and the three replicas hold the same bytes. A leader
 that appended records nobody replicated truncates them when it returns, and no consumer sees them.
-Group commits and transactions survive the kill -9 of their coordinator.
+Group commits and transactions survive the kill -9 of their coordinator. A follower that was down
+catches up from a compacted leader, storing its cleaned batches with their offset gaps.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import pytest
 from kafka.protocol.metadata import MetadataRequest, MetadataResponse
 
 from pykraft.core.errors import ErrorCode
-from pykraft.protocol.records import scan_batches
+from pykraft.protocol.records import decode_records, scan_batches
 from pykraft.testing import ProcessCluster
 from tests.interop.cluster_support import three_by_three, wait_until
 from tests.raw_client import RawClient
@@ -33,6 +34,7 @@ OVERRIDES = {
     "group.initial.rebalance.delay.ms": "0",
     "offsets.topic.num.partitions": "3",
     "transaction.state.log.num.partitions": "3",
+    "log.cleaner.backoff.ms": "100",
 }
 BROKERS = (101, 102, 103)
 KILLS = 10
@@ -229,6 +231,55 @@ def test_a_deposed_leader_truncates_what_it_never_replicated(cluster: ProcessClu
         "the replicas to hold the same bytes",
     )
     assert b"never-replicated" not in _log_bytes(cluster, old_leader, topic)
+
+
+def test_a_follower_catches_up_from_a_compacted_leader_keeping_its_offset_gaps(
+    cluster: ProcessCluster,
+) -> None:
+    import confluent_kafka
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    topic = "compacted"
+    # 4 KiB segments: the active one, which is never cleaned, holds at most ~250 of these records.
+    configs = {"cleanup.policy": "compact", "segment.bytes": "4096", "min.cleanable.dirty.ratio": "0.01"}
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
+    admin.create_topics([NewTopic(topic, 1, 3, config=configs)])[topic].result(30)
+    wait_until(lambda: len(_partition(cluster, topic).isr_nodes) == 3, 30, f"{topic}'s ISR")
+    latest: dict[bytes, bytes] = {}
+    producer = confluent_kafka.Producer(
+        {"bootstrap.servers": cluster.bootstrap_servers, "acks": "all", "batch.num.messages": 100}
+    )
+
+    def update(start: int, count: int) -> None:
+        for i in range(start, start + count):
+            key, value = b"k%d" % (i % 30), b"v%d" % i
+            producer.produce(topic, value, key=key)
+            latest[key] = value
+        assert producer.flush(30) == 0
+
+    def records_of(broker_id: int) -> list[tuple[int, bytes | None, bytes | None]]:
+        """The replica's records, read from its segment files."""
+        data = _log_bytes(cluster, broker_id, topic)
+        return [
+            (record.offset, record.key, record.value)
+            for position, header in scan_batches(data)
+            for record in decode_records(data[position : position + header.size_in_bytes])
+        ]
+
+    update(0, 300)
+    leader = _partition(cluster, topic).leader_id
+    follower = next(b for b in BROKERS if b != leader)
+    cluster.kill(follower)
+    wait_until(lambda: follower not in _partition(cluster, topic).isr_nodes, 30, "the ISR without it")
+    update(300, 3000)  # while it is down, the leader compacts past where the follower stopped
+    wait_until(lambda: len(records_of(leader)) < 1000, 30, "the leader's cleaner")
+    cluster.start(follower)
+    wait_until(lambda: len(_partition(cluster, topic).isr_nodes) == 3, 60, "the follower back in the ISR")
+    records = records_of(follower)
+    offsets = [offset for offset, _, _ in records]
+    assert offsets == sorted(set(offsets)) and len(offsets) < 3300, "increasing, with the leader's gaps"
+    assert offsets[-1] == 3299
+    assert {key: value for _, key, value in records} == latest
 
 
 def test_preferred_leader_election_through_a_broker_and_topics_describe(
