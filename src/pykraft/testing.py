@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import random
 import shutil
 import signal
 import socket
@@ -35,11 +36,42 @@ from pykraft.io.kafka_connection import ClientSecurity
 BROKER_ID_BASE = 100
 
 
+# Linux's default ephemeral range, when /proc does not say.
+_EPHEMERAL_DEFAULT = (32768, 60999)
+_port_rng = random.Random()
+# Ports this process handed out: never twice, so two picks before their binds cannot collide.
+_handed_out: set[int] = set()
+
+
+def _listener_port_range() -> tuple[int, int]:
+    """Ports outside the kernel's ephemeral range. A port handed out here is bound later (a node's
+    listener, often in another process); every outgoing connection meanwhile takes an ephemeral source
+    port, so a pick inside that range could be taken by one before the bind ('address already in use',
+    seen in CI). Below the range if there is room, else above it."""
+    low, high = _EPHEMERAL_DEFAULT
+    with contextlib.suppress(OSError, ValueError):
+        with open("/proc/sys/net/ipv4/ip_local_port_range", encoding="ascii") as fh:
+            low, high = map(int, fh.read().split())
+    if low - 1 - 10000 >= 1024:
+        return max(1024, low - 12000), low - 1
+    return high + 1, 65535
+
+
 def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
+    """A 127.0.0.1 port free now, outside the ephemeral range, not handed out before by this process."""
+    low, high = _listener_port_range()
+    for _ in range(1000):
+        port = _port_rng.randint(low, high)
+        if port in _handed_out:
+            continue
+        with socket.socket() as sock:
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        _handed_out.add(port)
         return port
+    raise RuntimeError(f"no free port in {low}-{high} on 127.0.0.1")
 
 
 def node_properties(data_dir: str, client_port: int, controller_port: int, node_id: int = 1) -> str:
