@@ -22,9 +22,13 @@ from confluent_kafka.admin import (
     ConfigSource,
     NewTopic,
 )
+from kafka.protocol.producer import ProduceResponse
 
+from pykraft.core.errors import ErrorCode
+from pykraft.protocol.records import Record, build_batch
 from pykraft.testing import RunningNode, running_node
 from tests.interop.cluster_support import wait_until
+from tests.raw_client import RawClient, produce_request
 
 pytestmark = pytest.mark.slow
 
@@ -172,6 +176,45 @@ def test_alter_configs_replaces_the_set_and_everything_survives_a_restart(node_d
         assert _segments(node, "cfg") >= before + 5  # 300 kB in 50 kB segments after the restart
         big = _produce(node, "cfg", 1, 30000)
         assert big[0] is not None and big[0].code() == KafkaError.MSG_SIZE_TOO_LARGE
+
+
+def _acks_all_error(node: RunningNode, topic: str, acks: int = -1) -> int:
+    """The error code of one produce (acks=all unless told) to partition 0 of ``topic``."""
+    with RawClient(node.bootstrap_servers) as client:
+        batch = bytes(build_batch([Record(None, b"x")], timestamp_ms=int(time.time() * 1000)))
+        response = client.request(produce_request(topic, batch, acks=acks), ProduceResponse, 9)
+    return int(response.responses[0].partition_responses[0].error_code)
+
+
+def test_min_insync_replicas_refuses_acks_all_set_at_creation_at_runtime_and_after_a_restart(
+    node_dir: str,
+) -> None:
+    # One replica (the ISR is the leader) and min.insync.replicas=2: acks=all writes are
+    # NOT_ENOUGH_REPLICAS, as Kafka answers them; acks=1 writes are not affected.
+    with running_node(node_dir) as node:
+        admin = _admin(node)
+        admin.create_topics([NewTopic("isr", 1, 1, config={"min.insync.replicas": "2"})])["isr"].result(30)
+        assert _acks_all_error(node, "isr") == ErrorCode.NOT_ENOUGH_REPLICAS
+        assert _acks_all_error(node, "isr", acks=1) == ErrorCode.NONE
+        resource = ConfigResource(
+            ConfigResource.Type.TOPIC,
+            "isr",
+            incremental_configs=[
+                ConfigEntry("min.insync.replicas", "1", incremental_operation=AlterConfigOpType.SET)
+            ],
+        )
+        admin.incremental_alter_configs([resource])[resource].result(30)
+        wait_until(lambda: _acks_all_error(node, "isr") == ErrorCode.NONE, 10, "min.insync.replicas=1")
+        resource = ConfigResource(
+            ConfigResource.Type.TOPIC,
+            "isr",
+            incremental_configs=[
+                ConfigEntry("min.insync.replicas", "2", incremental_operation=AlterConfigOpType.SET)
+            ],
+        )
+        admin.incremental_alter_configs([resource])[resource].result(30)
+    with running_node(node_dir) as node:
+        assert _acks_all_error(node, "isr") == ErrorCode.NOT_ENOUGH_REPLICAS
 
 
 def _alter_broker(admin: AdminClient, name: str, key: str, value: str | None) -> None:

@@ -322,15 +322,13 @@ def handle_produce(
             elif pdata.records is None or len(pdata.records) == 0:
                 error = ErrorCode.INVALID_RECORD
                 message = "produce request carries no record batch"
-            elif (
-                request.acks == -1
-                and part.replicated
-                and len(part.replication.isr) < (min_isr := ctx.min_insync_replicas(topic.name))
+            elif request.acks == -1 and (isr_size := len(part.replication.isr) if part.replicated else 1) < (
+                min_isr := ctx.min_insync_replicas(topic.name)
             ):
+                # Any replication factor, as Kafka's Partition.appendRecordsToLeader: a single replica
+                # (its ISR is itself) with min.insync.replicas=2 cannot take an acks=all write either.
                 error = ErrorCode.NOT_ENOUGH_REPLICAS
-                message = (
-                    f"the ISR {list(part.replication.isr)} is smaller than min.insync.replicas={min_isr}"
-                )
+                message = f"the ISR has {isr_size} replica(s), fewer than min.insync.replicas={min_isr}"
             else:
                 result = ctx.replicas.append(part, pdata.records, now_ms, verification_guard=verdict)
                 error, base_offset, log_start_offset = (
