@@ -29,7 +29,7 @@ import uuid
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from pykraft.coordinator.offsets_records import RecordFormatError
+from pykraft.coordinator.offsets_records import RecordFormatError, RecordReader
 from pykraft.protocol import wire
 
 METADATA_KEY = 3
@@ -114,32 +114,10 @@ def decode_key(data: bytes) -> ConsumerGroupKey:
 # --- flexible values ------------------------------------------------------------------------------------
 
 
-class _Reader:
-    __slots__ = ("buf", "pos")
+class _Reader(RecordReader):
+    """Adds the flexible versions' fields (varints, compact strings, uuids, tagged fields)."""
 
-    def __init__(self, buf: bytes, pos: int = 0) -> None:
-        self.buf = buf
-        self.pos = pos
-
-    def _take(self, n: int) -> bytes:
-        end = self.pos + n
-        if n < 0 or end > len(self.buf):
-            raise RecordFormatError(f"record runs past its end ({end} > {len(self.buf)} bytes)")
-        data = self.buf[self.pos : end]
-        self.pos = end
-        return data
-
-    def i8(self) -> int:
-        value: int = _I8.unpack(self._take(1))[0]
-        return value
-
-    def i16(self) -> int:
-        value: int = _I16.unpack(self._take(2))[0]
-        return value
-
-    def i32(self) -> int:
-        value: int = _I32.unpack(self._take(4))[0]
-        return value
+    __slots__ = ()
 
     def uvarint(self) -> int:
         try:
@@ -148,17 +126,8 @@ class _Reader:
             raise RecordFormatError(str(exc)) from None
         return value
 
-    def _text(self, n: int) -> str:
-        try:
-            return self._take(n).decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise RecordFormatError(f"string is not UTF-8: {exc}") from None
-
     def classic_string(self) -> str:
-        n = self.i16()
-        if n < 0:
-            raise RecordFormatError("null where a string is required")
-        return self._text(n)
+        return self.string()
 
     def compact_nullable_string(self) -> str | None:
         n = self.uvarint()

@@ -27,6 +27,7 @@ GROUP_METADATA_KEY_VERSION = 2
 OFFSET_COMMIT_VALUE_VERSION = 3
 GROUP_METADATA_VALUE_VERSION = 3
 
+_I8 = struct.Struct(">b")
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
 _I64 = struct.Struct(">q")
@@ -86,12 +87,15 @@ class _Writer:
         return self
 
 
-class _Reader:
+class RecordReader:
+    """Reads a ``__consumer_offsets`` key or value; any shortfall is a RecordFormatError. The KIP-848
+    records (consumer_group_records) extend it with their flexible-version fields."""
+
     __slots__ = ("buf", "pos")
 
-    def __init__(self, buf: bytes) -> None:
+    def __init__(self, buf: bytes, pos: int = 0) -> None:
         self.buf = buf
-        self.pos = 0
+        self.pos = pos
 
     def _take(self, n: int) -> bytes:
         end = self.pos + n
@@ -100,6 +104,10 @@ class _Reader:
         data = self.buf[self.pos : end]
         self.pos = end
         return data
+
+    def i8(self) -> int:
+        value: int = _I8.unpack(self._take(1))[0]
+        return value
 
     def i16(self) -> int:
         value: int = _I16.unpack(self._take(2))[0]
@@ -113,14 +121,15 @@ class _Reader:
         value: int = _I64.unpack(self._take(8))[0]
         return value
 
-    def nullable_string(self) -> str | None:
-        n = self.i16()
-        if n == -1:
-            return None
+    def _text(self, n: int) -> str:
         try:
             return self._take(n).decode("utf-8")
         except UnicodeDecodeError as exc:
             raise RecordFormatError(f"string is not UTF-8: {exc}") from None
+
+    def nullable_string(self) -> str | None:
+        n = self.i16()
+        return None if n == -1 else self._text(n)
 
     def string(self) -> str:
         value = self.nullable_string()
@@ -159,7 +168,7 @@ def encode_key(key: RecordKey) -> bytes:
 
 
 def decode_key(data: bytes) -> RecordKey:
-    r = _Reader(data)
+    r = RecordReader(data)
     version = r.i16()
     if version in (0, 1):
         return OffsetKey(r.string(), r.string(), r.i32())
@@ -207,7 +216,7 @@ def encode_offset_value(value: OffsetValue) -> bytes:
 
 
 def decode_offset_value(data: bytes) -> OffsetValue:
-    r = _Reader(data)
+    r = RecordReader(data)
     version = r.i16()
     if not 0 <= version <= 3:
         raise RecordFormatError(f"unknown OffsetCommitValue version {version}")
@@ -231,7 +240,7 @@ def encode_group_value(value: GroupValue) -> bytes:
 
 
 def decode_group_value(data: bytes) -> GroupValue:
-    r = _Reader(data)
+    r = RecordReader(data)
     version = r.i16()
     if not 0 <= version <= 3:
         raise RecordFormatError(f"unknown GroupMetadataValue version {version}")
@@ -273,7 +282,7 @@ def decode_group_value(data: bytes) -> GroupValue:
 
 def subscribed_topics(subscription: bytes) -> set[str]:
     """Topics of a ConsumerProtocolSubscription (any version: the topics come first)."""
-    r = _Reader(subscription)
+    r = RecordReader(subscription)
     r.i16()
     count = r.i32()
     if count < 0 or count > len(subscription):
@@ -285,7 +294,7 @@ def assigned_partitions(assignment: bytes) -> list[tuple[str, list[int]]]:
     """Partitions of a ConsumerProtocolAssignment (any version: the partitions come first)."""
     if not assignment:
         return []
-    r = _Reader(assignment)
+    r = RecordReader(assignment)
     r.i16()
     out: list[tuple[str, list[int]]] = []
     count = r.i32()
