@@ -113,10 +113,12 @@ class Peer:
         subprocess.run(["rm", "-rf", self.workdir], check=False)
 
 
-def pykraft_peer() -> Peer:
+def pykraft_peer(extra_properties: str = "") -> Peer:
+    """A pykraft node process; ``extra_properties`` go at the end of its server.properties."""
+
     def command(port: int, workdir: str) -> list[str]:
         config = Path(workdir) / "server.properties"
-        config.write_text(node_properties(str(Path(workdir) / "data"), port, free_port()))
+        config.write_text(node_properties(str(Path(workdir) / "data"), port, free_port()) + extra_properties)
         return [
             sys.executable,
             "-m",

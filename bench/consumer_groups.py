@@ -26,9 +26,6 @@ import argparse
 import os
 import platform
 import statistics
-import subprocess
-import sys
-import tempfile
 import time
 import uuid
 from pathlib import Path
@@ -38,8 +35,7 @@ import confluent_kafka
 from confluent_kafka import Consumer
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from bench.__main__ import wait_port
-from pykraft.testing import free_port, node_properties
+from bench.__main__ import Peer, pykraft_peer
 
 RESULTS = Path(__file__).resolve().parent / "results"
 PROTOCOLS = ("consumer", "classic eager", "classic cooperative")
@@ -47,44 +43,11 @@ SETTINGS = {"defaults": None, "500 ms heartbeats": 500}
 SETTLE_LIMIT_S = 120.0
 
 
-class Broker:
-    def __init__(self, heartbeat_ms: int | None) -> None:
-        self.port = free_port()
-        self.workdir = tempfile.mkdtemp(prefix="bench-groups-")
-        config = Path(self.workdir) / "server.properties"
-        extra = "" if heartbeat_ms is None else f"group.consumer.heartbeat.interval.ms={heartbeat_ms}\n"
-        config.write_text(
-            node_properties(str(Path(self.workdir) / "data"), self.port, free_port()) + "\n" + extra
-        )
-        self.proc = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "pykraft.cli",
-                "--log-level",
-                "WARNING",
-                "server",
-                "start",
-                "--config",
-                str(config),
-            ],
-            env=dict(os.environ),
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-        wait_port(self.port)
-
-    @property
-    def bootstrap(self) -> str:
-        return f"127.0.0.1:{self.port}"
-
-    def stop(self) -> None:
-        self.proc.terminate()
-        try:
-            self.proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
+def _broker(heartbeat_ms: int | None) -> Peer:
+    extra = "" if heartbeat_ms is None else f"group.consumer.heartbeat.interval.ms={heartbeat_ms}\n"
+    broker = pykraft_peer(extra)
+    broker.start()
+    return broker
 
 
 def _consumer(bootstrap: str, group: str, protocol: str, heartbeat_ms: int | None) -> Consumer:
@@ -126,7 +89,7 @@ def _settle(consumers: list[Consumer], partitions: int) -> float:
 
 
 def one_round(
-    broker: Broker, protocol: str, heartbeat_ms: int | None, members: int, partitions: int
+    broker: Peer, protocol: str, heartbeat_ms: int | None, members: int, partitions: int
 ) -> tuple[float, int]:
     """(seconds to settle after the last join, partitions the earlier members gave up meanwhile)."""
     topic = f"rebalance-{uuid.uuid4().hex[:8]}"
@@ -160,7 +123,7 @@ Results = dict[str, dict[str, list[tuple[float, int]]]]
 def run(args: argparse.Namespace) -> Results:
     results: Results = {s: {p: [] for p in PROTOCOLS} for s in SETTINGS}
     for setting, heartbeat_ms in SETTINGS.items():
-        broker = Broker(heartbeat_ms)
+        broker = _broker(heartbeat_ms)
         try:
             for round_index in range(args.rounds):
                 for protocol in PROTOCOLS:
