@@ -19,6 +19,8 @@ from typing import Any
 import pytest
 from kafka.protocol.metadata import MetadataRequest, MetadataResponse
 
+from pykraft.coordinator.offsets_records import OFFSETS_TOPIC, partition_for
+from pykraft.coordinator.txn_records import TRANSACTION_STATE_TOPIC
 from pykraft.core.errors import ErrorCode
 from pykraft.protocol.records import decode_records, scan_batches
 from pykraft.testing import ProcessCluster
@@ -62,6 +64,24 @@ def _partition(cluster: ProcessCluster, topic: str) -> MetadataResponse:
             continue
         return response.topics[0].partitions[0]
     raise AssertionError("no broker answered Metadata")
+
+
+def _coordinator_partition(cluster: ProcessCluster, internal_topic: str, key: str) -> Any:
+    """The partition of ``internal_topic`` (__consumer_offsets, __transaction_state) that ``key``
+    maps to, as Metadata describes it: its leader is the key's coordinator."""
+    count_key = (
+        "offsets.topic.num.partitions"
+        if internal_topic == OFFSETS_TOPIC
+        else "transaction.state.log.num.partitions"
+    )
+    index = partition_for(key, int(OVERRIDES[count_key]))
+    with RawClient(cluster.bootstrap_servers.split(",")[0], timeout_s=5) as client:
+        metadata = client.request(
+            MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(name=internal_topic)]),
+            MetadataResponse,
+            9,
+        )
+    return next(p for p in metadata.topics[0].partitions if p.partition_index == index)
 
 
 def _create(cluster: ProcessCluster, topic: str) -> None:
@@ -327,8 +347,6 @@ def test_group_commits_survive_the_loss_of_their_coordinator(cluster: ProcessClu
     import confluent_kafka
     from confluent_kafka import TopicPartition
 
-    from pykraft.coordinator.offsets_records import OFFSETS_TOPIC, partition_for
-
     topic, group = "committed", "survivor"
     _create(cluster, topic)
     producer = confluent_kafka.Producer({"bootstrap.servers": cluster.bootstrap_servers, "acks": "all"})
@@ -352,22 +370,9 @@ def test_group_commits_survive_the_loss_of_their_coordinator(cluster: ProcessClu
     consumer.commit(offsets=[TopicPartition(topic, 0, 7)], asynchronous=False)  # answered once the ISR has it
     consumer.close()
     # Kill -9 the group's coordinator: the leader of its __consumer_offsets partition (replicated 3 ways).
-    offsets_partition = partition_for(group, int(OVERRIDES["offsets.topic.num.partitions"]))
-    with RawClient(cluster.bootstrap_servers.split(",")[0], timeout_s=5) as client:
-        metadata = client.request(
-            MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(name=OFFSETS_TOPIC)]),
-            MetadataResponse,
-            9,
-        )
-    coordinator = next(
-        p.leader_id for p in metadata.topics[0].partitions if p.partition_index == offsets_partition
-    )
-    assert (
-        len(
-            next(p for p in metadata.topics[0].partitions if p.partition_index == offsets_partition).isr_nodes
-        )
-        == 3
-    )
+    partition = _coordinator_partition(cluster, OFFSETS_TOPIC, group)
+    coordinator = partition.leader_id
+    assert len(partition.isr_nodes) == 3
     cluster.kill(coordinator)
     try:
         resumed = confluent_kafka.Consumer(settings)
@@ -385,8 +390,6 @@ def test_a_kip848_member_keeps_its_partition_when_its_coordinator_is_killed(clus
     giving its partition up."""
     import confluent_kafka
     from confluent_kafka import TopicPartition
-
-    from pykraft.coordinator.offsets_records import OFFSETS_TOPIC, partition_for
 
     topic, group = "committed-848", "survivor-848"
     _create(cluster, topic)
@@ -417,16 +420,7 @@ def test_a_kip848_member_keeps_its_partition_when_its_coordinator_is_killed(clus
 
     try:
         consume_to(7)
-        offsets_partition = partition_for(group, int(OVERRIDES["offsets.topic.num.partitions"]))
-        with RawClient(cluster.bootstrap_servers.split(",")[0], timeout_s=5) as client:
-            metadata = client.request(
-                MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(name=OFFSETS_TOPIC)]),
-                MetadataResponse,
-                9,
-            )
-        coordinator = next(
-            p.leader_id for p in metadata.topics[0].partitions if p.partition_index == offsets_partition
-        )
+        coordinator = _coordinator_partition(cluster, OFFSETS_TOPIC, group).leader_id
         cluster.kill(coordinator)
         try:
             consume_to(10)  # the new coordinator accepts the member's epoch and its commit
@@ -446,9 +440,6 @@ def test_a_transaction_commits_after_its_coordinator_is_killed(cluster: ProcessC
     import confluent_kafka
     from confluent_kafka import TopicPartition
 
-    from pykraft.coordinator.offsets_records import partition_for
-    from pykraft.coordinator.txn_records import TRANSACTION_STATE_TOPIC
-
     topic, transactional_id = "txn-failover", "failover-1"
     _create(cluster, topic)
     producer = confluent_kafka.Producer(
@@ -463,16 +454,7 @@ def test_a_transaction_commits_after_its_coordinator_is_killed(cluster: ProcessC
     for i in range(10):
         producer.produce(topic, b"b%d" % i, partition=0)
     assert producer.flush(30) == 0
-    state_partition = partition_for(transactional_id, int(OVERRIDES["transaction.state.log.num.partitions"]))
-    with RawClient(cluster.bootstrap_servers.split(",")[0], timeout_s=5) as client:
-        metadata = client.request(
-            MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(name=TRANSACTION_STATE_TOPIC)]),
-            MetadataResponse,
-            9,
-        )
-    coordinator = next(
-        p.leader_id for p in metadata.topics[0].partitions if p.partition_index == state_partition
-    )
+    coordinator = _coordinator_partition(cluster, TRANSACTION_STATE_TOPIC, transactional_id).leader_id
     cluster.kill(coordinator)
     try:
         producer.commit_transaction(60)  # rediscovers the coordinator: the new leader loaded the state
