@@ -605,10 +605,14 @@ class Node:
                 before = dataclasses.replace(self.replicas.cleaner_stats)
                 started = time.monotonic()
                 deadline = started + CLEANER_SLICE_S
-                for _step in job:
-                    if time.monotonic() >= deadline:
-                        await asyncio.sleep(0)
-                        deadline = time.monotonic() + CLEANER_SLICE_S
+                try:
+                    for _step in job:
+                        if time.monotonic() >= deadline:
+                            await asyncio.sleep(0)
+                            deadline = time.monotonic() + CLEANER_SLICE_S
+                except Exception:  # a bug in one pass must not stop compaction for good
+                    log.exception("log cleaner: %s-%d: the pass failed", part.topic, part.partition_index)
+                    continue
                 after = self.replicas.cleaner_stats
                 log.info(
                     "log cleaner: %s-%d: %.1f MB read, %.1f MB written, %d records removed in %.0f ms",

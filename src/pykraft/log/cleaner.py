@@ -276,9 +276,12 @@ def _clean_batch(
     horizon = header.base_timestamp if header.attributes & DELETE_HORIZON_MASK else None
     if header.is_control:
         if horizon is None:
+            markers = _records(header, data)
+            if not markers:
+                return header, data  # an unreadable marker is kept as it is
             horizon = now_ms + delete_retention_ms
             stats.wait_for_horizon(horizon)
-            return _rewritten(header, decode_records(data), horizon)
+            return _rewritten(header, markers, horizon)
         if now_ms >= horizon and not last_of_producer:
             stats.records_removed += header.record_count
             return None
