@@ -366,7 +366,7 @@ class ReplicationWorld:
         if broker.rm is not incarnation or not broker.alter_in_flight:
             return
         broker.alter_in_flight = False
-        again = broker.part.replication.isr_change_answered(error)
+        again = broker.part.replication.isr_change_answered(error, self.now_ms)
         if error == ErrorCode.NONE:
             self._propagate_metadata(broker)
         elif again is not None:

@@ -185,7 +185,7 @@ def test_an_isr_expansion_whose_answer_was_lost_still_holds_the_high_watermark()
     replication = leader.part.replication
     proposal = replication.isr_change(2, leader.part.log.high_watermark, LAG_MS)
     assert proposal is not None and proposal.new_isr == (1, 2, 3)
-    again = replication.isr_change_answered(ErrorCode.REQUEST_TIMED_OUT)
+    again = replication.isr_change_answered(ErrorCode.REQUEST_TIMED_OUT, 3)
     assert again == proposal  # sent again, and still pending
     leader.rm.append(leader.part, batch(0), 3)
     fetch_once(brokers[2], leader, now_ms=4)
@@ -194,5 +194,47 @@ def test_an_isr_expansion_whose_answer_was_lost_still_holds_the_high_watermark()
     fetch_once(brokers[3], leader, now_ms=6)
     fetch_once(brokers[3], leader, now_ms=7)
     assert leader.part.log.high_watermark == 3
-    assert replication.isr_change_answered(ErrorCode.INELIGIBLE_REPLICA) is None
+    assert replication.isr_change_answered(ErrorCode.INELIGIBLE_REPLICA, 8) is None
     assert replication.pending_isr is None
+
+
+def test_a_follower_the_image_shows_fenced_is_not_proposed_for_the_isr() -> None:
+    """Kafka's Partition.isReplicaIsrEligible: a caught-up follower joins only while the leader's image
+    shows it registered, unfenced and not shutting down -- a restarted broker fetches while still fenced,
+    and proposing it would only be refused (INELIGIBLE_REPLICA, issue 32)."""
+    brokers = three_brokers()
+    leader = brokers[1]
+    for broker in brokers.values():
+        broker.apply(1, 0, isr=(1, 2))
+    fetch_once(brokers[3], leader, now_ms=1)
+    replication = leader.part.replication
+    fenced = frozenset({1, 2})
+    assert replication.isr_change(2, leader.part.log.high_watermark, LAG_MS, fenced.__contains__) is None
+    unfenced = frozenset({1, 2, 3})
+    proposal = replication.isr_change(3, leader.part.log.high_watermark, LAG_MS, unfenced.__contains__)
+    assert proposal is not None and proposal.new_isr == (1, 2, 3)
+
+
+def test_a_refused_isr_change_is_proposed_at_most_once_a_second() -> None:
+    """The leader's image can lag the controller's: a follower it still sees eligible is refused. Every
+    follower fetch (here one each 2 ms for 10 s) asks whether to propose; a refused proposal waits
+    ISR_CHANGE_REFUSED_BACKOFF_MS, so the controller sees about ten, not thousands (issue 32)."""
+    brokers = three_brokers()
+    leader = brokers[1]
+    for broker in brokers.values():
+        broker.apply(1, 0, isr=(1, 2))
+    replication = leader.part.replication
+    sent = 0
+    for now_ms in range(1, 10_001, 2):
+        fetch_once(brokers[2], leader, now_ms=now_ms)
+        fetch_once(brokers[3], leader, now_ms=now_ms)
+        proposal = replication.isr_change(now_ms, leader.part.log.high_watermark, LAG_MS)
+        if proposal is not None:
+            sent += 1
+            assert replication.isr_change_answered(ErrorCode.INELIGIBLE_REPLICA, now_ms) is None
+    assert 9 <= sent <= 11
+    # Once the controller takes it, the ISR grows as before.
+    proposal = replication.isr_change(11_001, leader.part.log.high_watermark, LAG_MS)
+    assert proposal is not None and proposal.new_isr == (1, 2, 3)
+    assert replication.isr_change_answered(ErrorCode.NONE, 11_001) is None
+    assert replication.pending_isr == (1, 2, 3)

@@ -73,6 +73,8 @@ class ClusterView:
     # Registered but fenced brokers with the client listener: DescribeCluster v2 lists them when asked
     # (include_fenced_brokers, KIP-1073); Metadata never does.
     fenced_brokers: tuple[BrokerView, ...] = ()
+    # Registered, unfenced and not in controlled shutdown: may join an ISR (Kafka isReplicaIsrEligible).
+    isr_eligible_broker_ids: frozenset[int] = frozenset()
 
 
 @dataclass(slots=True)

@@ -12,6 +12,7 @@ follower must truncate. Nothing here reads a clock or touches a file.
 from __future__ import annotations
 
 import enum
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from pykraft.core.errors import ErrorCode
@@ -31,6 +32,10 @@ _ISR_CHANGE_NOT_COMMITTED = frozenset(
 )
 # No answer, or no active controller: the same proposal goes again.
 _ISR_CHANGE_RETRIABLE = frozenset({ErrorCode.REQUEST_TIMED_OUT, ErrorCode.NOT_CONTROLLER})
+# After a refusal, the same ISR is not proposed again for this long: the leader's image can lag the
+# controller's (a follower fenced a moment ago), and without a pause every fetch of that follower would
+# ask again -- hundreds of refused AlterPartitions a second (issue 32).
+ISR_CHANGE_REFUSED_BACKOFF_MS = 1_000
 
 
 class LeaderEpochCache:
@@ -133,6 +138,10 @@ class PartitionReplication:
     followers: dict[int, FollowerState] = field(default_factory=dict)
     # The ISR proposed with AlterPartition and not yet seen in an image (one at a time).
     pending_isr: tuple[int, ...] | None = None
+    # The last proposal the controller refused, the refusal, and when it may be proposed again.
+    refused_isr: tuple[int, ...] | None = None
+    refused_error: int = 0
+    refused_until_ms: int = 0
 
     @property
     def is_leader(self) -> bool:
@@ -213,11 +222,18 @@ class PartitionReplication:
         return high_watermark
 
     def isr_change(
-        self, now_ms: int, high_watermark: int, replica_lag_time_max_ms: int
+        self,
+        now_ms: int,
+        high_watermark: int,
+        replica_lag_time_max_ms: int,
+        is_isr_eligible: Callable[[int], bool] | None = None,
     ) -> IsrProposal | None:
         """The ISR to propose, if any (one AlterPartition at a time): followers that caught up to the
         high watermark and this leadership's start join; ISR members not caught up for
-        ``replica.lag.time.max.ms`` leave (Kafka maybeExpandIsr / maybeShrinkIsr)."""
+        ``replica.lag.time.max.ms`` leave (Kafka maybeExpandIsr / maybeShrinkIsr). A follower joins only
+        while ``is_isr_eligible`` says so -- registered, unfenced, not shutting down in the leader's
+        image, as Kafka's Partition.isReplicaIsrEligible checks -- since the controller would refuse it
+        (INELIGIBLE_REPLICA). A proposal the controller refused waits ``ISR_CHANGE_REFUSED_BACKOFF_MS``."""
         if not self.is_leader or self.pending_isr is not None:
             return None
         joining = [
@@ -226,6 +242,7 @@ class PartitionReplication:
             if r not in self.isr
             and state.log_end_offset >= high_watermark
             and state.log_end_offset >= self.leader_epoch_start_offset
+            and (is_isr_eligible is None or is_isr_eligible(r))
         ]
         leaving = [
             r
@@ -235,10 +252,12 @@ class PartitionReplication:
         if not joining and not leaving:
             return None
         new_isr = tuple(sorted((set(self.isr) | set(joining)) - set(leaving)))
+        if new_isr == self.refused_isr and now_ms < self.refused_until_ms:
+            return None
         self.pending_isr = new_isr
         return IsrProposal(self.leader_epoch, self.partition_epoch, new_isr)
 
-    def isr_change_answered(self, error_code: int) -> IsrProposal | None:
+    def isr_change_answered(self, error_code: int, now_ms: int) -> IsrProposal | None:
         """The outcome of the AlterPartition for ``pending_isr``; returns the proposal to send again, if
         any. Only a refusal that cannot have committed anything drops the pending ISR. Otherwise it stays
         in the maximal ISR until an image with a newer partition epoch shows what happened: a request
@@ -248,6 +267,8 @@ class PartitionReplication:
         if self.pending_isr is None:
             return None
         if error_code in _ISR_CHANGE_NOT_COMMITTED:
+            self.refused_isr, self.refused_error = self.pending_isr, error_code
+            self.refused_until_ms = now_ms + ISR_CHANGE_REFUSED_BACKOFF_MS
             self.pending_isr = None
             return None
         if error_code in _ISR_CHANGE_RETRIABLE:

@@ -1162,6 +1162,11 @@ class MetadataPlane:
             brokers=tuple(brokers),
             topics=topics,
             fenced_brokers=tuple(fenced),
+            isr_eligible_broker_ids=frozenset(
+                reg.broker_id
+                for reg in image.cluster.brokers.values()
+                if not reg.fenced and not reg.in_controlled_shutdown
+            ),
         )
 
 

@@ -788,8 +788,10 @@ class Node:
 
     def _maybe_change_isr(self, part: Any) -> None:
         """Propose the ISR change the partition's state calls for (AlterPartition, KIP-497)."""
+        assert self.ctx is not None
+        eligible = self.ctx.cluster.isr_eligible_broker_ids
         proposal = part.replication.isr_change(
-            now_ms(), part.log.high_watermark, self.config.replica_lag_time_max_ms
+            now_ms(), part.log.high_watermark, self.config.replica_lag_time_max_ms, eligible.__contains__
         )
         if proposal is not None:
             self._send_isr_change(part, proposal)
@@ -799,14 +801,18 @@ class Node:
         assert self.ctx is not None
         view = self.ctx.cluster.topics.get(part.topic)
         if link is None or view is None:
-            part.replication.isr_change_answered(ErrorCode.INVALID_REQUEST)  # one node: nobody to add
+            part.replication.isr_change_answered(
+                ErrorCode.INVALID_REQUEST, now_ms()
+            )  # one node: nobody to add
             return
 
         async def alter() -> None:
             error = await link.alter_partition(view.topic_id, part.partition_index, proposal)
+            replication = part.replication
             if error is ErrorCode.NONE:
                 log.info("%s-%d: ISR is now %s", part.topic, part.partition_index, list(proposal.new_isr))
-            else:
+            elif (replication.refused_isr, replication.refused_error) != (proposal.new_isr, error):
+                # One line per change of what is refused, not one per attempt (issue 32).
                 log.info(
                     "%s-%d: ISR change to %s: %s",
                     part.topic,
@@ -814,7 +820,7 @@ class Node:
                     list(proposal.new_isr),
                     error.name,
                 )
-            again = part.replication.isr_change_answered(error)
+            again = replication.isr_change_answered(error, now_ms())
             if again is not None and not self._stopped:
                 await asyncio.sleep(self.config.replica_fetch_backoff_ms / 1000)
                 if part.replication.pending_isr == again.new_isr:
