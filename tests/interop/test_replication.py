@@ -384,6 +384,117 @@ def test_group_commits_survive_the_loss_of_their_coordinator(cluster: ProcessClu
         wait_until(lambda: len(_partition(cluster, topic).isr_nodes) == 3, 60, "the ISR back to three")
 
 
+def _commit_offset(address: str, group: str, topic: str, offset: int) -> int:
+    """A member-less OffsetCommit v8 of ``offset`` for partition 0 of ``topic``; its error code."""
+    from kafka.protocol.consumer import OffsetCommitRequest, OffsetCommitResponse
+
+    topic_cls = OffsetCommitRequest.OffsetCommitRequestTopic
+    request = OffsetCommitRequest(
+        group_id=group,
+        generation_id_or_member_epoch=-1,
+        member_id="",
+        group_instance_id=None,
+        retention_time_ms=-1,
+        topics=[
+            topic_cls(
+                name=topic,
+                partitions=[
+                    topic_cls.OffsetCommitRequestPartition(
+                        partition_index=0,
+                        committed_offset=offset,
+                        committed_leader_epoch=-1,
+                        committed_metadata="",
+                    )
+                ],
+            )
+        ],
+    )
+    with RawClient(address, timeout_s=30) as client:
+        response = client.request(request, OffsetCommitResponse, 8)
+    return response.topics[0].partitions[0].error_code
+
+
+def _fetch_offset(address: str, group: str, topic: str, require_stable: bool) -> tuple[int, int]:
+    """OffsetFetch v8 of partition 0 of ``topic``: (committed offset, partition error code)."""
+    from kafka.protocol.consumer import OffsetFetchRequest, OffsetFetchResponse
+
+    group_cls = OffsetFetchRequest.OffsetFetchRequestGroup
+    request = OffsetFetchRequest(
+        groups=[
+            group_cls(
+                group_id=group,
+                topics=[group_cls.OffsetFetchRequestTopics(name=topic, partition_indexes=[0])],
+            )
+        ],
+        require_stable=require_stable,
+    )
+    with RawClient(address, timeout_s=5) as client:
+        response = client.request(request, OffsetFetchResponse, 8)
+    answer = response.groups[0]
+    assert answer.error_code == ErrorCode.NONE, answer
+    partition = answer.topics[0].partitions[0]
+    return partition.committed_offset, partition.error_code
+
+
+def test_an_offset_commit_is_not_served_before_the_isr_has_it(cluster: ProcessCluster) -> None:
+    """Issue 32: a commit appended by the coordinator but not yet replicated is not visible to
+    OffsetFetch (require_stable: UNSTABLE_OFFSET_COMMIT), and one that fails is never served. The two
+    followers of the group's __consumer_offsets partition are paused, so the commit can only wait; an
+    OffsetFetch watcher on the coordinator must never see its offset before it is acknowledged."""
+    from kafka.protocol.metadata import FindCoordinatorRequest, FindCoordinatorResponse
+
+    topic, group = "pending-commits", "pending-group"
+    _create(cluster, topic)
+
+    def coordinator_found() -> bool:  # the first FindCoordinator creates __consumer_offsets
+        with RawClient(cluster.bootstrap_servers.split(",")[0], timeout_s=5) as client:
+            found = client.request(
+                FindCoordinatorRequest(key_type=0, coordinator_keys=[group]), FindCoordinatorResponse, 4
+            )
+        return found.coordinators[0].error_code == ErrorCode.NONE
+
+    wait_until(coordinator_found, 30, "the group's coordinator")
+    partition = _coordinator_partition(cluster, OFFSETS_TOPIC, group)
+    coordinator = cluster.nodes[partition.leader_id].address
+    assert _commit_offset(coordinator, group, topic, 5) == ErrorCode.NONE
+    wait_until(
+        lambda: len(_coordinator_partition(cluster, OFFSETS_TOPIC, group).isr_nodes) == 3, 30, "a full ISR"
+    )
+    followers = [b for b in partition.replica_nodes if b != partition.leader_id]
+    outcome: list[int] = []
+    seen: list[tuple[float, tuple[int, int], tuple[int, int]]] = []
+    for follower in followers:
+        os.kill(cluster.nodes[follower].process.pid, signal.SIGSTOP)  # type: ignore[union-attr]
+    try:
+        time.sleep(0.8)  # the followers' parked fetches come back empty: nothing new reaches them
+        committer = threading.Thread(
+            target=lambda: outcome.append(_commit_offset(coordinator, group, topic, 9))
+        )
+        committer.start()
+        while committer.is_alive():
+            plain = _fetch_offset(coordinator, group, topic, require_stable=False)
+            stable = _fetch_offset(coordinator, group, topic, require_stable=True)
+            seen.append((time.monotonic(), plain, stable))
+            time.sleep(0.05)
+        committer.join()
+    finally:
+        for follower in followers:
+            os.kill(cluster.nodes[follower].process.pid, signal.SIGCONT)  # type: ignore[union-attr]
+    before_answer = seen[:-1]  # the last look may race the answer
+    assert before_answer, "the commit was answered before the followers were paused"
+    assert all(plain == (5, ErrorCode.NONE) for _, plain, _ in before_answer), before_answer
+    assert all(stable[1] == ErrorCode.UNSTABLE_OFFSET_COMMIT for _, _, stable in before_answer), before_answer
+    if outcome[0] != ErrorCode.NONE:
+        # Never acknowledged: the coordinator goes on serving the previous commit.
+        assert _fetch_offset(coordinator, group, topic, require_stable=True) == (5, ErrorCode.NONE)
+    else:
+        # The ISR shrank to the leader and took it: served from now on.
+        assert _fetch_offset(coordinator, group, topic, require_stable=True) == (9, ErrorCode.NONE)
+    wait_until(
+        lambda: len(_coordinator_partition(cluster, OFFSETS_TOPIC, group).isr_nodes) == 3, 60, "the ISR back"
+    )
+
+
 def test_a_kip848_member_keeps_its_partition_when_its_coordinator_is_killed(cluster: ProcessCluster) -> None:
     """Issue 19 on a cluster: the consumer group's records are replicated with __consumer_offsets, so the
     new coordinator knows the member and its epoch; it keeps heartbeating and committing without

@@ -20,6 +20,7 @@ from __future__ import annotations
 import dataclasses
 import random
 import uuid
+from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -315,6 +316,10 @@ class GroupCoordinator:
         self._writes: list[tuple[int, list[tuple[bytes, bytes | None]]]] = []
         # KIP-848 consumer groups live beside the classic ones; a group id is one or the other.
         self.consumer = ConsumerGroupCoordinator(config.consumer, self.partition_for, rng)
+        # OffsetCommits appended and not yet replicated, per group (Kafka's pendingOffsetCommits): not
+        # visible to OffsetFetch until the ISR has them, and require_stable answers UNSTABLE_OFFSET_COMMIT
+        # for their partitions meanwhile (issue 32).
+        self.pending_offset_commits: dict[str, Counter[tuple[str, int]]] = {}
 
     # --- outputs for the shell ------------------------------------------------------------------------
 
@@ -1035,13 +1040,31 @@ class GroupCoordinator:
             if pending and commit:
                 group.offsets.update(pending)
 
+    def begin_pending_commit(self, group_id: str, partitions: list[tuple[str, int]]) -> None:
+        """An OffsetCommit of ``partitions`` is appended and waits for the ISR."""
+        self.pending_offset_commits.setdefault(group_id, Counter()).update(partitions)
+
+    def end_pending_commit(self, group_id: str, partitions: list[tuple[str, int]]) -> None:
+        """That commit was applied (replicated) or failed: it is pending no more."""
+        pending = self.pending_offset_commits.get(group_id)
+        if pending is None:
+            return
+        pending.subtract(partitions)
+        for tp in partitions:
+            if pending[tp] <= 0:
+                del pending[tp]
+        if not pending:
+            del self.pending_offset_commits[group_id]
+
     def unstable_partitions(self, group_id: str) -> set[tuple[str, int]]:
-        """Partitions with a TxnOffsetCommit whose transaction is undecided: OffsetFetch with
-        require_stable answers UNSTABLE_OFFSET_COMMIT (88) for them (KIP-447)."""
+        """Partitions with a TxnOffsetCommit whose transaction is undecided, or an OffsetCommit not yet
+        replicated: OffsetFetch with require_stable answers UNSTABLE_OFFSET_COMMIT (88) for them
+        (KIP-447; Kafka's GroupMetadataManager.hasPendingOffsetCommitsForTopicPartition)."""
+        unstable = set(self.pending_offset_commits.get(group_id, ()))
         group = self.groups.get(group_id)
-        if group is None:
-            return set()
-        return {tp for pending in group.pending_txn_offsets.values() for tp in pending}
+        if group is not None:
+            unstable.update(tp for pending in group.pending_txn_offsets.values() for tp in pending)
+        return unstable
 
     def fetch_offsets(
         self, group_id: str, topics: list[tuple[str, list[int]]] | None

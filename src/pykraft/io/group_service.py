@@ -116,6 +116,9 @@ class GroupService:
         self._wait_replicated = wait_replicated
         self._verify_txn: VerifyTxn = verify_txn or _no_transactions
         self._waiting: dict[int, asyncio.Future[JoinResult | SyncResult]] = {}
+        # Loads and unloads of each __consumer_offsets partition: a write applies only if none came between
+        # its append and its replication.
+        self._loads: dict[int, int] = {}
         self._next_token = 0
         self._wakeup = asyncio.Event()
 
@@ -166,7 +169,9 @@ class GroupService:
         known = self.coordinator.owned_partitions | self.coordinator.loading_partitions
         for partition in sorted(known - led):
             self.coordinator.unload(partition)
+            self._loads[partition] = self._loads.get(partition, 0) + 1
         for partition in sorted(led - known):
+            self._loads[partition] = self._loads.get(partition, 0) + 1
             self._load(partition)
         self._after()
 
@@ -274,16 +279,23 @@ class GroupService:
         return result.error_code, result.last_offset
 
     async def _write(self, plan: WritePlan, verification_guard: object | None = None) -> ErrorCode:
-        """Append a plan's records, then make them visible; answered once the ISR has them."""
+        """Append a plan's records and answer once the ISR has them; only then are they visible. A write
+        that fails is never applied: a paused coordinator that resumes and appends a commit its
+        replacement never sees must not serve it from memory (issue 32; Kafka keeps such commits pending
+        and drops them when the append fails). A write whose partition was unloaded (or unloaded and
+        loaded again, replaying the log) meanwhile is not applied either."""
         error, last_offset = self._append(
             plan.partition, plan.records, plan.producer_id, plan.producer_epoch, verification_guard
         )
-        if error == ErrorCode.NONE:
+        if error != ErrorCode.NONE:
+            return error
+        loads = self._loads.get(plan.partition, 0)
+        if last_offset >= 0 and self._wait_replicated is not None:
+            error = await self._wait_replicated(
+                OFFSETS_TOPIC, plan.partition, last_offset, OFFSET_COMMIT_TIMEOUT_MS
+            )
+        if error == ErrorCode.NONE and self._loads.get(plan.partition, 0) == loads:
             self.coordinator.apply(plan, now_ms())
-            if last_offset >= 0 and self._wait_replicated is not None:
-                error = await self._wait_replicated(
-                    OFFSETS_TOPIC, plan.partition, last_offset, OFFSET_COMMIT_TIMEOUT_MS
-                )
         return error
 
     # --- handlers ------------------------------------------------------------------------------------
@@ -320,8 +332,16 @@ class GroupService:
         return response
 
     async def offset_commit(self, request: Any, version: int) -> Any:
-        plan = self.coordinator.commit_offsets(group_api.commit_request(request, version), now_ms())
-        error = await self._write(plan) if plan.error_code == ErrorCode.NONE else ErrorCode.NONE
+        req = group_api.commit_request(request, version)
+        plan = self.coordinator.commit_offsets(req, now_ms())
+        error = ErrorCode.NONE
+        if plan.error_code == ErrorCode.NONE:
+            committing = [tp for tp, e in plan.partition_errors.items() if e == ErrorCode.NONE]
+            self.coordinator.begin_pending_commit(req.group_id, committing)
+            try:
+                error = await self._write(plan)
+            finally:
+                self.coordinator.end_pending_commit(req.group_id, committing)
         self._after()
         return group_api.commit_response(request, plan, version, error)
 
