@@ -328,10 +328,10 @@ def test_offset_commit_checks_the_member_epoch() -> None:
     topics = _topics()
     a = Client(c, "a")
     _converge([a], 0, topics)
-    assert c.validate_offset_commit(GROUP, "a", a.epoch) == ErrorCode.NONE
-    assert c.validate_offset_commit(GROUP, "a", a.epoch - 1) == ErrorCode.STALE_MEMBER_EPOCH
-    assert c.validate_offset_commit(GROUP, "zz", a.epoch) == ErrorCode.UNKNOWN_MEMBER_ID
-    assert c.validate_offset_commit(GROUP, "", -1) == ErrorCode.UNKNOWN_MEMBER_ID
+    assert c.validate_offset_commit(GROUP, "a", None, a.epoch) == ErrorCode.NONE
+    assert c.validate_offset_commit(GROUP, "a", None, a.epoch - 1) == ErrorCode.STALE_MEMBER_EPOCH
+    assert c.validate_offset_commit(GROUP, "zz", None, a.epoch) == ErrorCode.UNKNOWN_MEMBER_ID
+    assert c.validate_offset_commit(GROUP, "", None, -1) == ErrorCode.UNKNOWN_MEMBER_ID
     assert c.validate_offset_fetch(GROUP, "a", a.epoch + 1) == ErrorCode.STALE_MEMBER_EPOCH
     assert c.validate_offset_fetch(GROUP, "", -1) == ErrorCode.NONE
 

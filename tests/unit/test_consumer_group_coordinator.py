@@ -116,6 +116,11 @@ def test_offset_commits_check_member_epochs() -> None:
     assert _commit(coord, "g", "other", epoch) == ErrorCode.UNKNOWN_MEMBER_ID
     assert _commit(coord, "g", "", -1) == ErrorCode.UNKNOWN_MEMBER_ID  # the group has members
     assert _commit(coord, "g", "m", epoch + 1, transactional=True) == ErrorCode.ILLEGAL_GENERATION
+    # TxnOffsetCommit v0-2 names no member: accepted while the group has members (issue 27) ...
+    assert _commit(coord, "g", "", -1, transactional=True) == ErrorCode.NONE
+    # ... but a member it names is validated.
+    assert _commit(coord, "g", "other", -1, transactional=True) == ErrorCode.UNKNOWN_MEMBER_ID
+    assert _commit(coord, "g", "m", epoch, transactional=True) == ErrorCode.NONE
     assert coord.consumer_offset_fetch_error("g", "m", epoch - 1) == ErrorCode.STALE_MEMBER_EPOCH
     assert coord.consumer_offset_fetch_error("g", "x", epoch) == ErrorCode.UNKNOWN_MEMBER_ID
     assert coord.consumer_offset_fetch_error("g", "", -1) == ErrorCode.NONE

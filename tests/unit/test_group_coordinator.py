@@ -426,16 +426,81 @@ def test_static_member_is_not_removed_when_it_misses_a_rebalance() -> None:
     assert s in h.group.members
 
 
+def _static_pair(h: Harness) -> tuple[str, str, int]:
+    """Static members s1 and s2 (instance ids "i-1", "i-2") in a Stable group: (s1, s2, generation)."""
+    s1 = h.join_result(h.join(instance="i-1")).member_id
+    t2 = h.join(instance="i-2")
+    r1, r2 = h.join_result(h.join(s1, instance="i-1")), h.join_result(t2)
+    assert r1.error_code == r2.error_code == ErrorCode.NONE
+    gen = r1.generation_id
+    h.sync(r1.member_id, gen, ((r1.member_id, b"A"), (r2.member_id, b"B")), instance="i-1")
+    h.sync(r2.member_id, gen, instance="i-2")
+    assert h.group.state == GroupState.STABLE
+    return r1.member_id, r2.member_id, gen
+
+
+def test_requests_without_an_instance_id_check_a_static_member_by_member_id() -> None:
+    """Kafka's ClassicGroup.validateMember: Heartbeat v0-2, SyncGroup v0-2, OffsetCommit v0-6,
+    TxnOffsetCommit v0-2 and LeaveGroup v0-2 carry no instance id; a static member using them (aiokafka,
+    issue 27) is checked by member id alone rather than answered FENCED_INSTANCE_ID."""
+    h = Harness()
+    s1, s2, gen = _static_pair(h)
+    assert h.heartbeat(s1, gen) == ErrorCode.NONE
+    synced = h.result(h.sync(s1, gen))
+    assert (
+        isinstance(synced, SyncResult) and synced.error_code == ErrorCode.NONE and synced.assignment == b"A"
+    )
+    assert _commit(h, gen, s1, {("t", 0): 4}) == ErrorCode.NONE
+    assert _commit(h, gen, s1, {("t", 0): 5}, transactional=True) == ErrorCode.NONE
+    # Still checked: the member id and the generation.
+    assert h.heartbeat("someone-else", gen) == ErrorCode.UNKNOWN_MEMBER_ID
+    assert h.heartbeat(s1, gen + 1) == ErrorCode.ILLEGAL_GENERATION
+    assert _commit(h, gen, "someone-else", {("t", 0): 6}) == ErrorCode.UNKNOWN_MEMBER_ID
+    assert h.group.state == GroupState.STABLE and h.group.generation_id == gen
+    # LeaveGroup v0-2 by member id removes the static member and its instance id.
+    assert h.leave(s2) == ErrorCode.NONE
+    assert "i-2" not in h.group.static_members and s2 not in h.group.members
+
+
+def test_instance_id_in_a_request_must_map_to_its_member_id() -> None:
+    h = Harness()
+    s1, s2, gen = _static_pair(h)
+    assert h.heartbeat(s1, gen, instance="i-1") == ErrorCode.NONE
+    # Another member's instance id, or an instance id the group does not know (Kafka answers the latter
+    # UNKNOWN_MEMBER_ID).
+    assert h.heartbeat(s1, gen, instance="i-2") == ErrorCode.FENCED_INSTANCE_ID
+    assert h.heartbeat(s1, gen, instance="nobody") == ErrorCode.UNKNOWN_MEMBER_ID
+    assert _commit(h, gen, s1, {("t", 0): 1}, instance="i-2") == ErrorCode.FENCED_INSTANCE_ID
+    synced = h.result(h.sync(s2, gen, instance="i-1"))
+    assert isinstance(synced, SyncResult) and synced.error_code == ErrorCode.FENCED_INSTANCE_ID
+    # A restarted instance replaces s1: the old incarnation's member id is gone with or without the
+    # instance id in its requests.
+    again = h.join_result(h.join(instance="i-1"))
+    assert again.error_code == ErrorCode.NONE and again.member_id != s1
+    assert h.heartbeat(s1, gen, instance="i-1") == ErrorCode.FENCED_INSTANCE_ID
+    assert h.heartbeat(s1, gen) == ErrorCode.UNKNOWN_MEMBER_ID
+    assert _commit(h, gen, s1, {("t", 0): 1}) == ErrorCode.UNKNOWN_MEMBER_ID
+
+
 # --- offsets ----------------------------------------------------------------------------------------------
 
 
-def _commit(h: Harness, generation: int, member: str, offsets: dict[tuple[str, int], int]) -> ErrorCode:
+def _commit(
+    h: Harness,
+    generation: int,
+    member: str,
+    offsets: dict[tuple[str, int], int],
+    *,
+    instance: str | None = None,
+    transactional: bool = False,
+) -> ErrorCode:
     req = CommitRequest(
         GROUP,
         generation,
         member,
-        None,
+        instance,
         tuple(CommitOffset(t, p, o, 3, "m") for (t, p), o in offsets.items()),
+        transactional,
     )
     plan = h.coord.commit_offsets(req, h.now_ms)
     if plan.error_code == ErrorCode.NONE:
@@ -488,6 +553,38 @@ def test_commit_during_completing_rebalance_is_rebalance_in_progress() -> None:
     assert (
         _commit(h, result.generation_id, result.member_id, {("t", 0): 1}) == ErrorCode.REBALANCE_IN_PROGRESS
     )
+    # Kafka does not enforce the group state for a transactional commit.
+    assert (
+        _commit(h, result.generation_id, result.member_id, {("t", 0): 1}, transactional=True)
+        == ErrorCode.NONE
+    )
+
+
+def test_member_less_transactional_commit_is_accepted_by_an_active_group() -> None:
+    """TxnOffsetCommit v0-2 has no member id or generation (aiokafka's send_offsets_to_transaction):
+    Kafka's ClassicGroup.validateOffsetCommit accepts it for a group in any state, where a member-less
+    OffsetCommit is refused while the group has members (issue 27)."""
+    h = Harness()
+    (a,) = stable_group_of(h, 1)
+    gen = h.group.generation_id
+    assert _commit(h, -1, "", {("t", 0): 1}) == ErrorCode.UNKNOWN_MEMBER_ID
+    plan = h.coord.txn_commit_offsets(
+        CommitRequest(GROUP, -1, "", None, (CommitOffset("t", 0, 9, -1, ""),), transactional=True),
+        producer_id=5,
+        producer_epoch=0,
+        now_ms=h.now_ms,
+    )
+    assert plan.error_code == ErrorCode.NONE and plan.partition_errors == {("t", 0): ErrorCode.NONE}
+    h.coord.apply(plan, h.now_ms)
+    assert h.coord.unstable_partitions(GROUP) == {("t", 0)}
+    h.coord.complete_txn(h.group.partition, 5, commit=True)
+    assert h.coord.fetch_offsets(GROUP, [("t", [0])])[1][0][2].offset == 9  # type: ignore[union-attr]
+    h.join(a, protocols=(("range", b"changed"),))  # the group rebalances: still accepted
+    assert h.group.state != GroupState.STABLE
+    assert _commit(h, -1, "", {("t", 0): 10}, transactional=True) == ErrorCode.NONE
+    # A member the request does name (v3+) is validated as for OffsetCommit.
+    assert _commit(h, gen, "nobody", {("t", 0): 1}, transactional=True) == ErrorCode.UNKNOWN_MEMBER_ID
+    assert _commit(h, gen - 1, a, {("t", 0): 1}, transactional=True) == ErrorCode.ILLEGAL_GENERATION
 
 
 def test_offsets_and_group_metadata_replay_into_a_fresh_coordinator() -> None:

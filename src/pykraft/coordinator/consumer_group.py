@@ -814,11 +814,21 @@ class ConsumerGroupCoordinator:
     # --- offsets (Kafka's ConsumerGroup.validateOffsetCommit / validateOffsetFetch) ----------------------
 
     def validate_offset_commit(
-        self, group_id: str, member_id: str, member_epoch: int, *, transactional: bool = False
+        self,
+        group_id: str,
+        member_id: str,
+        instance_id: str | None,
+        member_epoch: int,
+        *,
+        transactional: bool = False,
     ) -> ErrorCode:
         group = self.groups[group_id]
         if member_epoch < 0 and not group.members:
             # The admin client, or a consumer using assign(): allowed while the group is empty.
+            return ErrorCode.NONE
+        if transactional and member_epoch == -1 and member_id == "" and instance_id is None:
+            # TxnOffsetCommit v0-2 names no member: it is validated only when it does (Kafka's
+            # ConsumerGroup.validateOffsetCommit).
             return ErrorCode.NONE
         member = group.members.get(member_id)
         if member is None:

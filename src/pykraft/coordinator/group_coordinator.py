@@ -156,7 +156,7 @@ class CommitRequest:
     member_id: str
     group_instance_id: str | None
     offsets: tuple[CommitOffset, ...]
-    # TxnOffsetCommit: a consumer group checks such commits as Kafka's validateTransactionalOffsetCommit.
+    # TxnOffsetCommit: checked as Kafka's validateTransactionalOffsetCommit (member-less: any group state).
     transactional: bool = False
 
 
@@ -528,15 +528,17 @@ class GroupCoordinator:
     def _validate_member(
         self, group: ClassicGroup, member_id: str, group_instance_id: str | None
     ) -> ErrorCode:
+        """Kafka's ClassicGroup.validateMember: the instance id is checked only when the request carries
+        one. Heartbeat v0-2, SyncGroup v0-2, OffsetCommit v0-6 and TxnOffsetCommit v0-2 have no such
+        field, so a static member using them (aiokafka does) is known by its member id alone."""
         if group_instance_id is not None:
             static_id = group.static_members.get(group_instance_id)
-            if static_id is not None and static_id != member_id:
+            if static_id is None:
+                return ErrorCode.UNKNOWN_MEMBER_ID
+            if static_id != member_id:
                 return ErrorCode.FENCED_INSTANCE_ID
-        member = group.members.get(member_id)
-        if member is None:
+        if member_id not in group.members:
             return ErrorCode.UNKNOWN_MEMBER_ID
-        if member.group_instance_id is not None and member.group_instance_id != group_instance_id:
-            return ErrorCode.FENCED_INSTANCE_ID
         return ErrorCode.NONE
 
     def _add_member_and_rebalance(
@@ -990,7 +992,11 @@ class GroupCoordinator:
         if req.group_id in self.consumer.groups:
             # KIP-848: a consumer group's commits carry the member epoch (STALE_MEMBER_EPOCH).
             return self.consumer.validate_offset_commit(
-                req.group_id, req.member_id, req.generation_id, transactional=req.transactional
+                req.group_id,
+                req.member_id,
+                req.group_instance_id,
+                req.generation_id,
+                transactional=req.transactional,
             )
         group = self.groups.get(req.group_id)
         if group is None:
@@ -1000,19 +1006,26 @@ class GroupCoordinator:
             return ErrorCode.COORDINATOR_NOT_AVAILABLE
         if req.generation_id < 0 and group.state == GroupState.EMPTY:
             return ErrorCode.NONE  # the admin client or a consumer using assign()
+        # Kafka's ClassicGroup.validateOffsetCommit: the member is validated only when the request
+        # names one. TxnOffsetCommit v0-2 cannot (no member id, no generation), so a member-less
+        # transactional commit is accepted for a group in any state: the consume-transform-produce
+        # loop commits for its own, active, group that way (aiokafka's send_offsets_to_transaction).
         if req.generation_id >= 0 or req.member_id or req.group_instance_id is not None:
             error = self._validate_member(group, req.member_id, req.group_instance_id)
             if error != ErrorCode.NONE:
                 return error
             if req.generation_id != group.generation_id:
                 return ErrorCode.ILLEGAL_GENERATION
-        elif group.state != GroupState.EMPTY:
+        elif not req.transactional and group.state != GroupState.EMPTY:
             return ErrorCode.UNKNOWN_MEMBER_ID
+        if req.transactional:
+            return ErrorCode.NONE  # nor is the group's state enforced for a transactional commit
         if group.state == GroupState.COMPLETING_REBALANCE:
             return ErrorCode.REBALANCE_IN_PROGRESS
         member = group.members.get(req.member_id)
         if member is not None:
-            member.last_heartbeat_ms = now_ms  # a commit shows the member is alive
+            # Kafka's OffsetMetadataManager.commitOffset: an OffsetCommit keeps the session alive.
+            member.last_heartbeat_ms = now_ms
         return ErrorCode.NONE
 
     def apply(self, plan: WritePlan, now_ms: int) -> None:
