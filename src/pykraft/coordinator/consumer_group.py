@@ -18,9 +18,9 @@ Time is ``now_ms`` passed in: each heartbeat pushes the member's session deadlin
 (``group.consumer.session.timeout.ms``, or the group's own ``consumer.session.timeout.ms`` group config;
 the heartbeat interval it answers likewise: Kafka's GroupMetadataManager.consumerGroupSessionTimeoutMs
 and consumerGroupHeartbeatIntervalMs, read at each heartbeat); a member revoking partitions must finish
-within its rebalance timeout; :meth:`ConsumerGroupCoordinator.tick` fences members whose deadlines passed. Every change is
-also a record for ``__consumer_offsets`` in Kafka's layout (coordinator/consumer_group_records.py),
-queued for the shell to append; :meth:`ConsumerGroupCoordinator.replay` rebuilds the groups from them
+within its rebalance timeout; :meth:`ConsumerGroupCoordinator.tick` fences members whose deadlines
+passed. Every change is also a record for ``__consumer_offsets`` in Kafka's layout
+(coordinator/consumer_group_records.py), queued for the shell to append; :meth:`ConsumerGroupCoordinator.replay` rebuilds the groups from them
 when a partition is loaded.
 """
 
