@@ -3,8 +3,8 @@ file in the repository (and, for a ``#fragment`` into a Markdown file, one of it
 config key in docs/operations.md's tables is one pykraft knows, and every key it knows is there.
 
 The tables are told apart by their first header cell: ``server.properties key`` (checked against
-``USED_PROPERTIES``, the keys ``load_config`` reads), ``topic config`` (``TOPIC_CONFIGS``) and ``dynamic
-broker config`` (``DYNAMIC_BROKER_CONFIGS``). Pure file reading: well under a second.
+``USED_PROPERTIES``, the keys ``load_config`` reads), ``topic config`` (``TOPIC_CONFIGS``), ``dynamic
+broker config`` (``DYNAMIC_BROKER_CONFIGS``) and ``group config`` (``GROUP_CONFIGS``). Pure file reading: well under a second.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from pykraft.core.config import USED_PROPERTIES
+from pykraft.core.group_configs import GROUP_CONFIGS
 from pykraft.core.topic_configs import DYNAMIC_BROKER_CONFIGS, TOPIC_CONFIGS
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -26,6 +27,7 @@ KNOWN_KEYS: dict[str, frozenset[str]] = {
     "server.properties key": frozenset(USED_PROPERTIES),
     "topic config": frozenset(TOPIC_CONFIGS),
     "dynamic broker config": frozenset(DYNAMIC_BROKER_CONFIGS),
+    "group config": frozenset(GROUP_CONFIGS),
 }
 
 _FENCE = re.compile(r"^(```|~~~).*?^\1[ \t]*$", re.MULTILINE | re.DOTALL)

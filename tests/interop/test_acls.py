@@ -489,6 +489,38 @@ ROWS: list[Row] = [
         TOPIC_DENIED,
     ),
     (
+        # Group configs (KIP-848): DESCRIBE_CONFIGS / ALTER_CONFIGS on the group, as Kafka's ConfigHelper.
+        "DescribeConfigs(group)",
+        _req(
+            DescribeConfigsRequest,
+            resources=[{"resource_type": 32, "resource_name": "g-1", "configuration_keys": None}],
+        ),
+        DescribeConfigsResponse,
+        4,
+        lambda r: [x.error_code for x in r.results],
+        GROUP_DENIED,
+    ),
+    (
+        "IncrementalAlterConfigs(group)",
+        _req(
+            IncrementalAlterConfigsRequest,
+            resources=[
+                {
+                    "resource_type": 32,
+                    "resource_name": "g-1",
+                    "configs": [
+                        {"name": "consumer.session.timeout.ms", "config_operation": 0, "value": "50000"}
+                    ],
+                }
+            ],
+            validate_only=True,
+        ),
+        IncrementalAlterConfigsResponse,
+        1,
+        lambda r: [x.error_code for x in r.responses],
+        GROUP_DENIED,
+    ),
+    (
         "DescribeProducers",
         _req(DescribeProducersRequest, topics=[{"name": "m-topic", "partition_indexes": [0]}]),
         DescribeProducersResponse,

@@ -19,10 +19,11 @@ transactional id for every transactional request, DESCRIBE it to find or describ
 fetch or commit offsets of it, WRITE to produce or add it to a transaction, DESCRIBE for metadata and
 offsets, DELETE for DeleteTopics and DeleteRecords, CREATE (on it or the cluster) to create it, ALTER
 to add partitions to it (CreatePartitions),
-DESCRIBE_CONFIGS for its configs. On the cluster: IDEMPOTENT_WRITE (or WRITE on some topic) for an
-idempotent producer id, CLUSTER_ACTION for inter-broker requests, ALTER for elections, ACLs and SCRAM
-credentials, DESCRIBE for describing ACLs, credentials and log dirs (DescribeLogDirs). DescribeCluster
-and DescribeTopicPartitions check inside their handlers (cluster_admin.py).
+DESCRIBE_CONFIGS for its configs, ALTER_CONFIGS to alter them (the same on a group for its group
+configs). On the cluster: IDEMPOTENT_WRITE (or WRITE on some topic) for an idempotent producer id,
+CLUSTER_ACTION for inter-broker requests, ALTER for elections, ACLs and SCRAM credentials, DESCRIBE
+for describing ACLs, credentials and log dirs (DescribeLogDirs). DescribeCluster and
+DescribeTopicPartitions check inside their handlers (cluster_admin.py).
 """
 
 from __future__ import annotations
@@ -402,6 +403,9 @@ def split(api_key: int, request: Any, version: int) -> Denied:
                 denied.append((resource.resource_name, [2], ErrorCode.TOPIC_AUTHORIZATION_FAILED))
             elif resource.resource_type == 4 and not allowed_on_cluster(op):
                 denied.append((resource.resource_name, [4], ErrorCode.CLUSTER_AUTHORIZATION_FAILED))
+            elif resource.resource_type == 32 and not allowed(op, GROUP, resource.resource_name):
+                # Group configs (KIP-848): the operation on the group (Kafka's ConfigHelper).
+                denied.append((resource.resource_name, [32], ErrorCode.GROUP_AUTHORIZATION_FAILED))
             else:
                 kept.append(resource)
         request.resources = kept

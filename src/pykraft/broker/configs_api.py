@@ -8,7 +8,9 @@ for this broker (DYNAMIC_BROKER_CONFIG) or every broker (DYNAMIC_DEFAULT_BROKER_
 ``""`` lists the cluster-wide dynamic defaults. Topic resources list every topic config with its
 effective value and where it comes from, as Kafka does: the topic's own ConfigRecord
 (DYNAMIC_TOPIC_CONFIG), the broker's synonym set dynamically or in server.properties, or Kafka's default
-(DEFAULT_CONFIG), with synonyms when asked (``include_synonyms``).
+(DEFAULT_CONFIG), with synonyms when asked (``include_synonyms``). Group resources (type 32, any group
+name) list every group config: the group's own value (GROUP_CONFIG) or the broker's (DEFAULT_CONFIG),
+as Kafka's ConfigHelper.createGroupConfigEntry (core/group_configs.py).
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from pykraft.broker.handlers import BrokerContext
 from pykraft.controller.configs import AlterConfigOp, ConfigAlteration, ConfigAlterationResult
 from pykraft.core.config import NodeConfig
 from pykraft.core.errors import ErrorCode
+from pykraft.core.group_configs import effective_group_configs, group_coordinator_settings
 from pykraft.core.topic_configs import (
     CONFIG_TYPE_BOOLEAN,
     CONFIG_TYPE_INT,
@@ -48,6 +51,7 @@ from pykraft.metadata.image import ConfigResource
 # ConfigResource.Type (clients/.../config/ConfigResource.java).
 RESOURCE_TYPE_TOPIC = 2
 RESOURCE_TYPE_BROKER = 4
+RESOURCE_TYPE_GROUP = 32
 CONFIG_TYPE_PASSWORD = 9
 
 # (name, value, Kafka's/pykraft's default, type) of a broker setting; a PASSWORD's value is never sent.
@@ -210,6 +214,15 @@ def topic_entries(
     return entries
 
 
+def group_entries(overrides: Mapping[str, str], config: NodeConfig) -> list[ConfigEntry]:
+    """Every group config of a group with its own ``overrides``; the synonym is the entry itself, as
+    Kafka lists it."""
+    return [
+        ConfigEntry(v.name, v.value, v.source, v.config_type, False, [(v.name, v.value, v.source)])
+        for v in effective_group_configs(overrides, group_coordinator_settings(config))
+    ]
+
+
 def handle_describe_configs(
     request: Any,
     version: int,
@@ -217,9 +230,10 @@ def handle_describe_configs(
     config: NodeConfig,
     topic_overrides: Callable[[str], Mapping[str, str]],
     broker_overrides: Callable[[str], Mapping[str, str]] = lambda _name: {},
+    group_overrides: Callable[[str], Mapping[str, str]] = lambda _name: {},
 ) -> Any:
     """``broker_overrides(name)``: the dynamic configs of the BROKER resource ``name`` (``""``: every
-    broker's) as the metadata image has them."""
+    broker's) as the metadata image has them; ``group_overrides(group id)``: a group's configs."""
     results = []
     dynamic_default = broker_overrides("")
     dynamic_broker = broker_overrides(str(ctx.node_id))
@@ -242,10 +256,17 @@ def handle_describe_configs(
                 entries = topic_entries(
                     topic_overrides(resource.resource_name), config, dynamic_default, dynamic_broker
                 )
+        elif resource.resource_type == RESOURCE_TYPE_GROUP:
+            # Any group name, whether the group exists or not (Kafka's ConfigHelper).
+            if not resource.resource_name:
+                error, message = ErrorCode.INVALID_REQUEST, "Group name must not be empty"
+            else:
+                entries = group_entries(group_overrides(resource.resource_name), config)
         else:
             error = ErrorCode.INVALID_REQUEST
             message = (
-                f"resource type {resource.resource_type} is not described by pykraft (topic 2, broker 4)"
+                f"resource type {resource.resource_type} is not described by pykraft "
+                "(topic 2, broker 4, group 32)"
             )
         keys = resource.configuration_keys
         if keys is not None:

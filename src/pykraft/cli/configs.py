@@ -7,7 +7,9 @@
 ``--alter`` sends IncrementalAlterConfigs (SET for ``--add-config``, DELETE for ``--delete-config``);
 ``--describe`` lists the topic's own (dynamic) configs, or every config with ``--all``, with its source
 and synonyms as kafka-configs prints them. ``--entity-type brokers`` describes a broker's configs and
-alters its dynamic ones (``--entity-name ID`` for one broker, ``--entity-default`` for every broker).
+alters its dynamic ones (``--entity-name ID`` for one broker, ``--entity-default`` for every broker);
+``--entity-type groups --entity-name G`` describes and alters group G's group configs (KIP-848:
+``consumer.session.timeout.ms``, ``consumer.heartbeat.interval.ms``, ...), whether or not G exists.
 ``--command-config`` takes Kafka's client properties (TLS, SASL). Exit status 1 with one line naming
 what failed.
 """
@@ -31,8 +33,8 @@ from pykraft.io.kafka_connection import BrokerConnection, BrokerConnectionError,
 DESCRIBE_CONFIGS_VERSION = 4
 INCREMENTAL_ALTER_CONFIGS_VERSION = 1
 # ConfigResource.Type and the names kafka-configs gives them.
-ENTITY_TYPES = {"topics": (2, "topic"), "brokers": (4, "broker")}
-# DescribeConfigsResponse.ConfigSource, as kafka-configs prints them.
+ENTITY_TYPES = {"topics": (2, "topic"), "brokers": (4, "broker"), "groups": (32, "group")}
+# DescribeConfigsResponse.ConfigSource, as kafka-configs prints them (the Admin client's names).
 SOURCES = {
     0: "UNKNOWN",
     1: "DYNAMIC_TOPIC_CONFIG",
@@ -42,7 +44,7 @@ SOURCES = {
     5: "DEFAULT_CONFIG",
     6: "DYNAMIC_BROKER_LOGGER_CONFIG",
     7: "CLIENT_METRICS_CONFIG",
-    8: "GROUP_CONFIG",
+    8: "DYNAMIC_GROUP_CONFIG",
 }
 
 
@@ -100,7 +102,7 @@ def describe(conn: BrokerConnection, resource_type: int, name: str) -> list[Any]
 
 def describe_lines(entity: str, name: str, configs: list[Any], show_all: bool) -> list[str]:
     """kafka-configs --describe's layout."""
-    dynamic = {1, 2, 3}
+    dynamic = {1, 2, 3, 8}
     shown = [c for c in configs if show_all or c.config_source in dynamic]
     lines = [f"{'All' if show_all else 'Dynamic'} configs for {entity} {name} are:"]
     for c in sorted(shown, key=lambda c: c.name):
@@ -174,11 +176,13 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def add_subcommands(subparsers: Any) -> None:
-    configs = subparsers.add_parser("configs", help="describe and alter topic configs (kafka-configs)")
+    configs = subparsers.add_parser(
+        "configs", help="describe and alter topic, broker and group configs (kafka-configs)"
+    )
     configs.add_argument("--bootstrap-server", required=True, metavar="HOST:PORT[,HOST:PORT]")
     configs.add_argument("--command-config", help="client properties: security.protocol, sasl.*, ssl.*")
     configs.add_argument("--entity-type", required=True, choices=sorted(ENTITY_TYPES))
-    configs.add_argument("--entity-name", help="the topic name, or the broker id")
+    configs.add_argument("--entity-name", help="the topic name, the broker id or the group id")
     configs.add_argument(
         "--entity-default",
         action="store_true",

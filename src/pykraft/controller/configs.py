@@ -8,7 +8,10 @@ resource's whole set, anything not named is deleted) generate ConfigRecords for 
 broker configs (KIP-226: resource ``"<broker id>"`` or ``""`` for every broker), all of a resource's
 changes or none, checked as Kafka's ConfigurationControlManager does (unknown topic config names and
 bad values are INVALID_CONFIG, a broker config that is not dynamic INVALID_REQUEST, an unknown topic
-UNKNOWN_TOPIC_OR_PARTITION); ``validate_only`` checks and generates nothing.
+UNKNOWN_TOPIC_OR_PARTITION); ``validate_only`` checks and generates nothing. Group configs (resource
+type 32, KIP-848) may be set on any group name, existing or not; the group's whole resulting set is
+checked against the controller's group coordinator settings, as Kafka's ControllerConfigurationValidator
+does with GroupConfigManager.validate (core/group_configs.py).
 """
 
 from __future__ import annotations
@@ -19,6 +22,13 @@ from enum import IntEnum
 from typing import Any
 
 from pykraft.core.errors import ErrorCode
+from pykraft.core.group_configs import (
+    GROUP_CONFIGS,
+    KAFKA_GROUP_COORDINATOR_SETTINGS,
+    GroupConfigDef,
+    check_group_config_name,
+    check_group_configs,
+)
 from pykraft.core.topic_configs import (
     CONFIG_TYPE_LIST,
     DYNAMIC_BROKER_CONFIGS,
@@ -27,7 +37,11 @@ from pykraft.core.topic_configs import (
     check_broker_config,
     check_topic_config,
 )
-from pykraft.metadata.image import CONFIG_RESOURCE_TYPE_TOPIC, ConfigResource
+from pykraft.metadata.image import (
+    CONFIG_RESOURCE_TYPE_GROUP,
+    CONFIG_RESOURCE_TYPE_TOPIC,
+    ConfigResource,
+)
 from pykraft.metadata.records import ApiMessageAndVersion, ConfigRecord
 
 CONFIG_RESOURCE_TYPE_BROKER = 4
@@ -61,8 +75,10 @@ class ConfigAlterationResult:
 
 
 class ConfigurationControlManager:
-    def __init__(self) -> None:
+    def __init__(self, group_settings: Mapping[str, int] = KAFKA_GROUP_COORDINATOR_SETTINGS) -> None:
         self._configs: dict[ConfigResource, dict[str, str]] = {}
+        # The group.consumer.* (...) settings group configs are checked against (core/group_configs.py).
+        self._group_settings = dict(group_settings)
 
     def configs(self) -> dict[ConfigResource, dict[str, str]]:
         return {resource: dict(values) for resource, values in self._configs.items()}
@@ -116,10 +132,14 @@ class ConfigurationControlManager:
     ) -> tuple[ErrorCode, str | None, list[ApiMessageAndVersion]]:
         resource = alteration.resource
         broker = resource.resource_type == CONFIG_RESOURCE_TYPE_BROKER
+        group = resource.resource_type == CONFIG_RESOURCE_TYPE_GROUP
         if broker:
             name = resource.resource_name
             if name and not (name.isdigit() and name.isascii()):
                 return ErrorCode.INVALID_REQUEST, f"Invalid broker name {name!r}: not a broker id or ''", []
+        elif group:
+            if not resource.resource_name:
+                return ErrorCode.INVALID_REQUEST, "Default group resources are not allowed.", []
         elif resource.resource_type != CONFIG_RESOURCE_TYPE_TOPIC:
             return ErrorCode.INVALID_REQUEST, f"Unexpected resource type {resource.resource_type}", []
         elif not topic_exists(resource.resource_name):
@@ -135,8 +155,13 @@ class ConfigurationControlManager:
                 op = AlterConfigOp(op_code)
             except ValueError:
                 return ErrorCode.INVALID_REQUEST, f"Unknown config operation {op_code} for {name}", []
-            definition: TopicConfigDef | None
-            if broker:
+            definition: TopicConfigDef | GroupConfigDef | None
+            if group:
+                unknown = check_group_config_name(name)
+                if unknown is not None:
+                    return ErrorCode.INVALID_CONFIG, unknown, []
+                definition = GROUP_CONFIGS[name]
+            elif broker:
                 definition = DYNAMIC_BROKER_CONFIGS.get(name)
                 if definition is None:
                     return ErrorCode.INVALID_REQUEST, check_broker_config(name, None)[1], []
@@ -169,14 +194,20 @@ class ConfigurationControlManager:
             else:
                 items = [item for item in items if item not in given]
             wanted[name] = ",".join(items)
-        for name in sorted(wanted):
-            problem = (
-                check_broker_config(name, wanted[name])[1]
-                if broker
-                else check_topic_config(name, wanted[name])
-            )
-            if problem is not None and wanted[name] != current.get(name):
+        if group:
+            # The group's whole set over the broker's values (GroupConfigManager.validate).
+            problem = check_group_configs(wanted, self._group_settings)
+            if problem is not None:
                 return ErrorCode.INVALID_CONFIG, problem, []
+        else:
+            for name in sorted(wanted):
+                problem = (
+                    check_broker_config(name, wanted[name])[1]
+                    if broker
+                    else check_topic_config(name, wanted[name])
+                )
+                if problem is not None and wanted[name] != current.get(name):
+                    return ErrorCode.INVALID_CONFIG, problem, []
         records = [
             ApiMessageAndVersion.of(
                 ConfigRecord(

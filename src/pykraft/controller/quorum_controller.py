@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import random
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -60,6 +60,7 @@ from pykraft.controller.security import (
     ScramUpsertion,
 )
 from pykraft.core.errors import ErrorCode
+from pykraft.core.group_configs import KAFKA_GROUP_COORDINATOR_SETTINGS
 from pykraft.metadata.delta import FENCING_CHANGE_FENCE, FENCING_CHANGE_UNFENCE
 from pykraft.metadata.image import (
     SECURITY_PROTOCOL_PLAINTEXT,
@@ -146,6 +147,7 @@ class QuorumController:
         default_replication_factor: int = 1,
         unfence_on_register: bool = True,
         unclean_leader_election_enable: bool = False,
+        group_settings: Mapping[str, int] = KAFKA_GROUP_COORDINATOR_SETTINGS,
     ) -> None:
         # This controller's node.id (for the shell's logs and future controller registration).
         self.node_id = node_id
@@ -154,7 +156,8 @@ class QuorumController:
         self.cluster_control = ClusterControlManager(
             self.feature_control, unfence_on_register=unfence_on_register
         )
-        self.configuration_control = ConfigurationControlManager()
+        # ``group_settings``: the group.consumer.* (...) values group configs are checked against.
+        self.configuration_control = ConfigurationControlManager(group_settings)
         self.replication_control = ReplicationControlManager(
             feature_control=self.feature_control,
             cluster_control=self.cluster_control,
@@ -402,7 +405,7 @@ class QuorumController:
     def alter_configs(
         self, alterations: Sequence[ConfigAlteration], validate_only: bool = False
     ) -> ControllerResult[list[ConfigAlterationResult]]:
-        """IncrementalAlterConfigs (44) and AlterConfigs (33) of topics."""
+        """IncrementalAlterConfigs (44) and AlterConfigs (33) of topics, brokers and groups."""
         records, results = self.configuration_control.alter(
             alterations, lambda name: self.replication_control.topic_id(name) is not None, validate_only
         )

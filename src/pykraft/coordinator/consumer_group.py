@@ -15,10 +15,12 @@ GroupMetadataManager.consumerGroupHeartbeat):
   So no partition ever has two owners, which is what KIP-848's incremental reconciliation promises.
 
 Time is ``now_ms`` passed in: each heartbeat pushes the member's session deadline
-(``group.consumer.session.timeout.ms``); a member revoking partitions must finish within its rebalance
-timeout; :meth:`ConsumerGroupCoordinator.tick` fences members whose deadlines passed. Every change is
-also a record for ``__consumer_offsets`` in Kafka's layout (coordinator/consumer_group_records.py),
-queued for the shell to append; :meth:`ConsumerGroupCoordinator.replay` rebuilds the groups from them
+(``group.consumer.session.timeout.ms``, or the group's own ``consumer.session.timeout.ms`` group config;
+the heartbeat interval it answers likewise: Kafka's GroupMetadataManager.consumerGroupSessionTimeoutMs
+and consumerGroupHeartbeatIntervalMs, read at each heartbeat); a member revoking partitions must finish
+within its rebalance timeout; :meth:`ConsumerGroupCoordinator.tick` fences members whose deadlines
+passed. Every change is also a record for ``__consumer_offsets`` in Kafka's layout
+(coordinator/consumer_group_records.py), queued for the shell to append; :meth:`ConsumerGroupCoordinator.replay` rebuilds the groups from them
 when a partition is loaded.
 """
 
@@ -37,6 +39,11 @@ from pykraft.coordinator import consumer_group_records as rec
 from pykraft.coordinator.assignors import DEFAULT_ASSIGNORS, assign
 from pykraft.coordinator.offsets_records import RecordFormatError
 from pykraft.core.errors import ErrorCode
+from pykraft.core.group_configs import (
+    CONSUMER_HEARTBEAT_INTERVAL_MS,
+    CONSUMER_SESSION_TIMEOUT_MS,
+    group_config_int,
+)
 
 # Member epochs with a meaning of their own (ConsumerGroupHeartbeatRequest.json).
 JOIN_GROUP_MEMBER_EPOCH = 0
@@ -331,6 +338,24 @@ class ConsumerGroupCoordinator:
         self.rng = rng
         self.groups: dict[str, ConsumerGroup] = {}
         self._writes: list[tuple[int, Writes]] = []
+        # Group id -> its own group configs (the metadata image's GROUP resources), any group name.
+        self.group_configs: Mapping[str, Mapping[str, str]] = {}
+
+    def set_group_configs(self, configs: Mapping[str, Mapping[str, str]]) -> None:
+        """The group configs changed: each group's new values apply from its members' next heartbeat."""
+        self.group_configs = configs
+
+    def session_timeout_ms(self, group_id: str) -> int:
+        return group_config_int(
+            self.group_configs.get(group_id, {}), CONSUMER_SESSION_TIMEOUT_MS, self.config.session_timeout_ms
+        )
+
+    def heartbeat_interval_ms(self, group_id: str) -> int:
+        return group_config_int(
+            self.group_configs.get(group_id, {}),
+            CONSUMER_HEARTBEAT_INTERVAL_MS,
+            self.config.heartbeat_interval_ms,
+        )
 
     def take_writes(self) -> list[tuple[int, Writes]]:
         out, self._writes = self._writes, []
@@ -526,7 +551,7 @@ class ConsumerGroupCoordinator:
         # 4. Reconcile this member towards its target.
         before = dict(member.assigned)
         self._reconcile(group, member, req.topic_partitions, now_ms, records)
-        member.session_deadline_ms = now_ms + self.config.session_timeout_ms
+        member.session_deadline_ms = now_ms + self.session_timeout_ms(group.group_id)
         full_request = joining or (
             req.rebalance_timeout_ms != -1
             and (req.subscribed_topic_names is not None or req.subscribed_topic_regex is not None)
@@ -536,7 +561,7 @@ class ConsumerGroupCoordinator:
             ErrorCode.NONE,
             member_id=member.member_id,
             member_epoch=member.member_epoch,
-            heartbeat_interval_ms=self.config.heartbeat_interval_ms,
+            heartbeat_interval_ms=self.heartbeat_interval_ms(group.group_id),
             assignment=dict(member.assigned) if full_request or member.assigned != before else None,
         )
 
@@ -952,7 +977,7 @@ class ConsumerGroupCoordinator:
             if member is None:
                 member = group.members[key.member_id] = ConsumerMember(key.member_id)
             # A loaded member gets a whole session to heartbeat to its new coordinator (as Kafka does).
-            member.session_deadline_ms = now_ms + self.config.session_timeout_ms
+            member.session_deadline_ms = now_ms + self.session_timeout_ms(gid)
             if key.version == rec.MEMBER_METADATA_KEY:
                 v = rec.decode_member_metadata_value(value)
                 member.instance_id, member.rack_id = v.instance_id, v.rack_id

@@ -171,6 +171,12 @@ class NodeConfig:
     # KIP-848 consumer groups (issue 19), Kafka's group.consumer.* names and defaults.
     group_consumer_heartbeat_interval_ms: int = 5000
     group_consumer_session_timeout_ms: int = 45000
+    # The bounds a group's own consumer.session.timeout.ms / consumer.heartbeat.interval.ms (group
+    # configs, KIP-848) must keep to (Kafka GroupConfig.validate).
+    group_consumer_min_session_timeout_ms: int = 45000
+    group_consumer_max_session_timeout_ms: int = 60000
+    group_consumer_min_heartbeat_interval_ms: int = 5000
+    group_consumer_max_heartbeat_interval_ms: int = 15000
     group_consumer_max_size: int = 2**31 - 1
     group_consumer_assignors: tuple[str, ...] = ("uniform", "range")
     # KRaft quorum timeouts, Kafka's names and defaults (QuorumConfig; kafka-facts §7.3).
@@ -510,6 +516,10 @@ USED_PROPERTIES: Final[frozenset[str]] = frozenset(
         "group.initial.rebalance.delay.ms",
         "group.consumer.heartbeat.interval.ms",
         "group.consumer.session.timeout.ms",
+        "group.consumer.min.session.timeout.ms",
+        "group.consumer.max.session.timeout.ms",
+        "group.consumer.min.heartbeat.interval.ms",
+        "group.consumer.max.heartbeat.interval.ms",
         "group.consumer.max.size",
         "group.consumer.assignors",
         "group.consumer.migration.policy",
@@ -891,6 +901,18 @@ def load_config(text: str, overrides: dict[str, str] | None = None) -> NodeConfi
             props, "group.consumer.heartbeat.interval.ms", 5000, minimum=1
         ),
         group_consumer_session_timeout_ms=_int(props, "group.consumer.session.timeout.ms", 45000, minimum=1),
+        group_consumer_min_session_timeout_ms=_int(
+            props, "group.consumer.min.session.timeout.ms", 45000, minimum=1
+        ),
+        group_consumer_max_session_timeout_ms=_int(
+            props, "group.consumer.max.session.timeout.ms", 60000, minimum=1
+        ),
+        group_consumer_min_heartbeat_interval_ms=_int(
+            props, "group.consumer.min.heartbeat.interval.ms", 5000, minimum=1
+        ),
+        group_consumer_max_heartbeat_interval_ms=_int(
+            props, "group.consumer.max.heartbeat.interval.ms", 15000, minimum=1
+        ),
         group_consumer_max_size=_int(props, "group.consumer.max.size", 2**31 - 1, minimum=1),
         group_consumer_assignors=_consumer_assignors(props),
         controller_quorum_election_timeout_ms=election_timeout_ms,

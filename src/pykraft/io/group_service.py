@@ -36,6 +36,7 @@ from pykraft.core.config import NodeConfig
 from pykraft.core.errors import ErrorCode
 from pykraft.io.internal_topics import CreateTopics, InternalTopic, iter_batches
 from pykraft.io.waiting import park, wait_event
+from pykraft.metadata.image import CONFIG_RESOURCE_TYPE_GROUP, ConfigurationsImage
 from pykraft.protocol.messages import ApiKey
 from pykraft.protocol.records import CONTROL_TYPE_COMMIT, Record, build_batch, control_type_of
 
@@ -121,6 +122,8 @@ class GroupService:
         self._loads: dict[int, int] = {}
         self._next_token = 0
         self._wakeup = asyncio.Event()
+        # The metadata image's configs last handed to the coordinator (on_image).
+        self._configs: ConfigurationsImage | None = None
 
     # --- wiring -----------------------------------------------------------------------------------------
 
@@ -162,8 +165,19 @@ class GroupService:
         for fut in waiting.values():
             fut.cancel()
 
-    def on_image(self, view: ClusterView) -> None:
-        """Load the ``__consumer_offsets`` partitions this node now leads; drop the others."""
+    def on_image(self, view: ClusterView, configs: ConfigurationsImage) -> None:
+        """Load the ``__consumer_offsets`` partitions this node now leads; drop the others. Group configs
+        (KIP-848, the GROUP resources' ConfigRecords) go to the consumer group coordinator first, when
+        they changed (Kafka's DynamicConfigPublisher -> GroupCoordinator.updateGroupConfig)."""
+        if configs is not self._configs:
+            self._configs = configs
+            self.coordinator.consumer.set_group_configs(
+                {
+                    resource.resource_name: values
+                    for resource, values in configs.resources.items()
+                    if resource.resource_type == CONFIG_RESOURCE_TYPE_GROUP
+                }
+            )
         topic = view.topics.get(OFFSETS_TOPIC)
         led = {p.partition_index for p in topic.partitions if p.leader_id == self.node_id} if topic else set()
         known = self.coordinator.owned_partitions | self.coordinator.loading_partitions

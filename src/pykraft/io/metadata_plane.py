@@ -45,6 +45,7 @@ from pykraft.controller.replication import (
 from pykraft.controller.result import ControllerResult
 from pykraft.core.config import NodeConfig
 from pykraft.core.errors import ErrorCode, RemoteProtocolError
+from pykraft.core.group_configs import group_coordinator_settings
 from pykraft.io.file_store import FileSegmentStore
 from pykraft.io.meta_properties_files import ClusterIdConflictError, ClusterIdPublisher
 from pykraft.io.raft_log import METADATA_PARTITION_DIR, FileRaftLog
@@ -194,6 +195,7 @@ class MetadataPlane:
             default_num_partitions=self.config.num_partitions,
             default_replication_factor=self.config.default_replication_factor,
             unclean_leader_election_enable=self.config.unclean_leader_election_enable,
+            group_settings=group_coordinator_settings(self.config),
         )
         # ``storage format --add-scram``: written by the first controller, inside the bootstrap transaction.
         controller.bootstrap_extra_records = list(self._bootstrap_records)

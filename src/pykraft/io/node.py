@@ -47,7 +47,12 @@ from pykraft.io.txn_service import TxnService
 from pykraft.io.waiting import park, wait_shielded
 from pykraft.log.cleaner import CleanerConfig
 from pykraft.log.partition_log import LogConfig
-from pykraft.metadata.image import CONFIG_RESOURCE_TYPE_BROKER, CONFIG_RESOURCE_TYPE_TOPIC, ConfigResource
+from pykraft.metadata.image import (
+    CONFIG_RESOURCE_TYPE_BROKER,
+    CONFIG_RESOURCE_TYPE_GROUP,
+    CONFIG_RESOURCE_TYPE_TOPIC,
+    ConfigResource,
+)
 from pykraft.protocol import messages
 from pykraft.protocol.fetch import encode_fetch_response
 from pykraft.protocol.messages import ApiKey, RequestHeader
@@ -429,6 +434,11 @@ class Node:
         assert self.metadata is not None
         return self.metadata.image.configs.configs_for(ConfigResource(CONFIG_RESOURCE_TYPE_BROKER, name))
 
+    def _group_configs(self, group_id: str) -> Mapping[str, str]:
+        """The group's own configs (KIP-848 group configs) in the image, set whether or not it exists."""
+        assert self.metadata is not None
+        return self.metadata.image.configs.configs_for(ConfigResource(CONFIG_RESOURCE_TYPE_GROUP, group_id))
+
     def _dynamic_broker_configs(self) -> dict[str, str]:
         return {**self._broker_configs(""), **self._broker_configs(str(self.config.node_id))}
 
@@ -703,7 +713,7 @@ class Node:
         if self.fetchers is not None:
             self.fetchers.update(followed, {b.node_id: (b.host, b.port) for b in view.brokers})
         if self.groups is not None:
-            self.groups.on_image(view)
+            self.groups.on_image(view, self.metadata.image.configs)
         if self.txns is not None:
             self.txns.on_image()
 
@@ -1179,7 +1189,13 @@ class Node:
             ApiKey.DESCRIBE_PRODUCERS: sync(handle_describe_producers),
             ApiKey.DESCRIBE_CONFIGS: sync(
                 lambda request, version, ctx: handle_describe_configs(
-                    request, version, ctx, self.config, self._topic_configs, self._broker_configs
+                    request,
+                    version,
+                    ctx,
+                    self.config,
+                    self._topic_configs,
+                    self._broker_configs,
+                    self._group_configs,
                 )
             ),
             ApiKey.FIND_COORDINATOR: self._find_coordinator,

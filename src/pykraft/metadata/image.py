@@ -49,6 +49,7 @@ DIRECTORY_ID_UNASSIGNED: Final = uuid.UUID(int=1)
 # Kafka ConfigResource.Type ids as carried by ConfigRecord.ResourceType.
 CONFIG_RESOURCE_TYPE_TOPIC: Final = 2
 CONFIG_RESOURCE_TYPE_BROKER: Final = 4
+CONFIG_RESOURCE_TYPE_GROUP: Final = 32
 
 # SecurityProtocol ids as carried by RegisterBrokerRecord.EndPoints[].SecurityProtocol.
 SECURITY_PROTOCOL_PLAINTEXT: Final = 0
