@@ -444,3 +444,61 @@ def test_consumer_protocol_subscriptions_of_every_version_decode() -> None:
         s = group_migration.decode_subscription(_subscription([2, 3], version))
         assert (s.version, s.topics) == (version, ("t",))
         assert s.owned_partitions == ((("t", (2, 3)),) if version >= 1 else ())
+
+
+def test_static_members_swap_protocols_in_place_and_the_group_follows() -> None:
+    coord = _coordinator()
+
+    def classic_static(instance_id: str) -> JoinResult:
+        request = JoinRequest(
+            "g",
+            "",
+            instance_id,
+            SESSION_MS,
+            REBALANCE_MS,
+            "consumer",
+            (("range", _subscription()),),
+            "client",
+            "/h",
+        )
+        coord.join_group(request, 1, NOW_MS, TOPICS)
+        ((_, result),) = coord.take_completions()
+        assert isinstance(result, JoinResult) and result.error_code == ErrorCode.NONE, result
+        return result
+
+    def consumer_static(instance_id: str, member_id: str) -> None:
+        result = coord.consumer_group_heartbeat(
+            HeartbeatRequest(
+                "g",
+                member_id,
+                0,
+                instance_id=instance_id,
+                rebalance_timeout_ms=REBALANCE_MS,
+                subscribed_topic_names=("t",),
+                topic_partitions=(),
+            ),
+            TOPICS,
+            NOW_MS,
+        )
+        assert result.error_code == ErrorCode.NONE, result
+
+    consumer_static("i1", "c1")
+    classic_static("i2")
+    # A classic instance takes the place of the last consumer-protocol one (Kafka's
+    # validateOnlineDowngradeWithReplacedMemberId): the group is classic again, stable, no rebalance.
+    joined = classic_static("i1")
+    assert "g" not in coord.consumer.groups
+    classic = coord.groups["g"]
+    assert classic.state == GroupState.STABLE and set(classic.static_members) == {"i1", "i2"}
+    assert joined.member_id in classic.members and "c1" not in classic.members
+    coord.sync_group(
+        SyncRequest("g", joined.generation_id, joined.member_id, "i1", "consumer", "range", ()), 2, NOW_MS
+    )
+    ((_, synced),) = coord.take_completions()
+    assert isinstance(synced, SyncResult) and synced.error_code == ErrorCode.NONE
+    # And back: a consumer-protocol instance converts the group and takes the classic instance's place at
+    # once (a classic static member never sends the -2 epoch, so it is not UNRELEASED_INSTANCE_ID).
+    consumer_static("i2", "c2")
+    group = coord.consumer.groups["g"]
+    assert group.members[group.static_members["i2"]].member_id == "c2"
+    assert group.members["c2"].classic is None and len(group.members) == 2

@@ -500,7 +500,9 @@ class ConsumerGroupCoordinator:
                     member = ConsumerMember(member_id)
                     is_new = True
                 else:
-                    if existing.member_epoch != LEAVE_GROUP_STATIC_MEMBER_EPOCH:
+                    # A classic static member never sends the -2 epoch: its instance is taken over at
+                    # once (Kafka's getOrMaybeSubscribeStaticConsumerGroupMember, a rolling upgrade).
+                    if existing.member_epoch != LEAVE_GROUP_STATIC_MEMBER_EPOCH and existing.classic is None:
                         raise Refused(
                             ErrorCode.UNRELEASED_INSTANCE_ID,
                             f"Static member {member_id} with instance id {req.instance_id} cannot join the "

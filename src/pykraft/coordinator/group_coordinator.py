@@ -457,6 +457,11 @@ class GroupCoordinator:
                 # A consumer group (KIP-848) in use: the classic member joins it as Kafka 4's
                 # classicGroupJoinToConsumerGroup does, whatever the migration policy.
                 joined = group_migration.join(self.consumer, consumer_group, req, topics or {}, now_ms)
+                if joined.replaced_consumer_member:
+                    # The last consumer-protocol member was replaced: classic again, without a rebalance.
+                    records: list[tuple[bytes, bytes | None]] = []
+                    if self._downgrade(consumer_group, None, records, now_ms):
+                        self.consumer.queue_writes(consumer_group.partition, records)
                 self._completions.append(
                     (
                         token,
@@ -1243,15 +1248,16 @@ class GroupCoordinator:
     def _downgrade(
         self,
         group: ConsumerGroup,
-        leaving: ConsumerMember,
+        leaving: ConsumerMember | None,
         records: list[tuple[bytes, bytes | None]],
         now_ms: int,
     ) -> bool:
-        """The consumer group's last consumer-protocol member leaves: with the policy's leave, the group
-        becomes a classic group of the classic members (Kafka's convertToClassicGroup), which rebalances."""
+        """The consumer group's last consumer-protocol member leaves (or a classic static member took its
+        place): with the policy's leave, the group becomes a classic group of the classic members
+        (Kafka's convertToClassicGroup), which rebalances unless nobody left."""
         if not group_migration.downgrade_allowed(group, leaving, self.config.consumer.migration_policy):
             return False
-        value = group_migration.downgraded_group_value(group, leaving.member_id, now_ms)
+        value = group_migration.downgraded_group_value(group, leaving.member_id if leaving else "", now_ms)
         protocols = {m.member_id: m.classic.supported_protocols for m in group.members.values() if m.classic}
         records.extend(self.consumer.delete_records(group.group_id))
         records.append(group_migration.group_record(group.group_id, value))
@@ -1259,7 +1265,8 @@ class GroupCoordinator:
         self._load_group(group.group_id, group.partition, value, now_ms, classic)
         for m in classic.members.values():
             m.protocols = protocols[m.member_id]
-        self._prepare_rebalance(classic, now_ms)
+        if leaving is not None:
+            self._prepare_rebalance(classic, now_ms)
         return True
 
     def describe_consumer_group(self, group_id: str) -> ConsumerGroupDescription:

@@ -255,12 +255,14 @@ def upgrade(consumer: ConsumerGroupCoordinator, classic: ClassicGroup, topics: T
 # --- downgrade: consumer group -> classic group ---------------------------------------------------------
 
 
-def downgrade_allowed(group: ConsumerGroup, leaving: ConsumerMember, policy: MigrationPolicy) -> bool:
+def downgrade_allowed(group: ConsumerGroup, leaving: ConsumerMember | None, policy: MigrationPolicy) -> bool:
     """Kafka's validateOnlineDowngradeWithFencedMember: the leaving member was the last one speaking the
-    consumer protocol, some classic members stay, and the policy allows it."""
-    others = [m for m in group.members.values() if m.member_id != leaving.member_id]
+    consumer protocol, some classic members stay, and the policy allows it. With no leaving member
+    (validateOnlineDowngradeWithReplacedMemberId: a classic static member took the last one's place):
+    every member speaks the classic protocol."""
+    others = [m for m in group.members.values() if leaving is None or m.member_id != leaving.member_id]
     return (
-        leaving.classic is None
+        (leaving is None or leaving.classic is None)
         and bool(others)
         and all(m.classic is not None for m in others)
         and policy.downgrade_enabled
@@ -321,6 +323,8 @@ class ClassicJoin:
     generation_id: int = -1
     protocol_name: str | None = None
     error_message: str | None = None
+    # The join replaced a static member speaking the consumer protocol (a downgrade may follow).
+    replaced_consumer_member: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -435,6 +439,8 @@ def join(
             raise Refused(
                 ErrorCode.INCONSISTENT_GROUP_PROTOCOL, f"Malformed consumer protocol: {exc}."
             ) from None
+        static_id = group.static_members.get(req.group_instance_id or "")
+        replaced = group.members.get(static_id) if static_id is not None and static_id != member_id else None
         member, is_new = _join_member(consumer, group, req, member_id, is_unknown, records)
         old_metadata = None if is_new else member.metadata_value()
         old_subscription = (member.subscribed_topic_names, member.subscribed_topic_regex)
@@ -454,7 +460,13 @@ def join(
         )
         # The member must now send SyncGroup within its rebalance timeout (Kafka's sync timeout).
         member.classic_deadline_ms = now_ms + max(member.rebalance_timeout_ms, 0)
-        return ClassicJoin(ErrorCode.NONE, member.member_id, member.member_epoch, req.protocols[0][0])
+        return ClassicJoin(
+            ErrorCode.NONE,
+            member.member_id,
+            member.member_epoch,
+            req.protocols[0][0],
+            replaced_consumer_member=replaced is not None and replaced.classic is None,
+        )
     except Refused as refused:
         return ClassicJoin(refused.error_code, req.member_id, error_message=refused.message)
     finally:
