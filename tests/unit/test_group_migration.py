@@ -502,3 +502,22 @@ def test_static_members_swap_protocols_in_place_and_the_group_follows() -> None:
     group = coord.consumer.groups["g"]
     assert group.members[group.static_members["i2"]].member_id == "c2"
     assert group.members["c2"].classic is None and len(group.members) == 2
+
+
+def test_members_waiting_in_a_classic_rebalance_are_told_to_rejoin_the_converted_group() -> None:
+    coord = _coordinator()
+    ((_, first),) = _join(coord, "")
+    assert isinstance(first, JoinResult)
+    a = first.member_id
+    _sync(coord, a, first.generation_id, ((a, group_migration.encode_assignment([("t", [0, 1, 2, 3])])),))
+    assert _join(coord, "") == []  # B waits in JoinGroup for A to rejoin (PreparingRebalance)
+    assert coord.groups["g"].state == GroupState.PREPARING_REBALANCE
+    assert _consumer_join(coord).error_code == ErrorCode.NONE
+    ((_, told),) = coord.take_completions()
+    assert isinstance(told, JoinResult) and told.error_code == ErrorCode.REBALANCE_IN_PROGRESS
+    # B rejoins the consumer group under its id; A keeps what it owned until it rejoins.
+    group = coord.consumer.groups["g"]
+    assert _owned(coord, a) == {0, 1, 2, 3} and _owned(coord, told.member_id) == set()
+    ((_, joined),) = _join(coord, told.member_id)
+    assert isinstance(joined, JoinResult) and joined.error_code == ErrorCode.NONE
+    assert joined.generation_id == group.members[told.member_id].member_epoch

@@ -1253,8 +1253,8 @@ class GroupCoordinator:
         now_ms: int,
     ) -> bool:
         """The consumer group's last consumer-protocol member leaves (or a classic static member took its
-        place): with the policy's leave, the group becomes a classic group of the classic members
-        (Kafka's convertToClassicGroup), which rebalances unless nobody left."""
+        place): if the migration policy allows it, the group becomes a classic group of the classic
+        members (Kafka's convertToClassicGroup), which rebalances unless nobody left."""
         if not group_migration.downgrade_allowed(group, leaving, self.config.consumer.migration_policy):
             return False
         value = group_migration.downgraded_group_value(group, leaving.member_id if leaving else "", now_ms)

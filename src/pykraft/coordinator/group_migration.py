@@ -192,7 +192,8 @@ def upgrade(consumer: ConsumerGroupCoordinator, classic: ClassicGroup, topics: T
     )
     try:
         for m in classic.members.values():
-            subscription = decode_subscription(m.metadata_for(classic.protocol_name))
+            # A group still in its first rebalance has no protocol yet: the member's first one.
+            subscription = decode_subscription(m.metadata_for(classic.protocol_name or m.protocols[0][0]))
             assigned, user_data = decode_assignment(m.assignment)
             if user_data:
                 raise Refused(ErrorCode.UNSUPPORTED_VERSION, "userData from a custom assignor would be lost")
