@@ -429,14 +429,22 @@ def test_member_metadata_records_carry_classic_member_metadata_as_tag_0(
     encoded = rec.encode_member_metadata_value(value)
     assert rec.decode_member_metadata_value(encoded) == value
     if classic is not None:
-        # Kafka's layout: one tagged field (tag 0) holding SessionTimeoutMs then SupportedProtocols.
+        # Kafka's layout: one tagged field, tag 0, its size, then a nullable struct: presence varint 1,
+        # SessionTimeoutMs, SupportedProtocols, the struct's own (empty) tagged fields.
         plain = rec.encode_member_metadata_value(
             rec.MemberMetadataValue("i", None, "c", "/h", ("t",), None, 5000, None)
         )
-        assert (
-            encoded[: len(plain) - 1] == plain[:-1]
-            and encoded[len(plain) - 1 : len(plain) + 1] == b"\x01\x00"
+        head, tagged = encoded[: len(plain) - 1], encoded[len(plain) - 1 :]
+        assert head == plain[:-1]
+        body = (
+            b"\x01"
+            + struct.pack(">i", 6000)
+            + b"\x03"
+            + b"\x06range\x03\x00\x01\x00"
+            + b"\x03rr\x01\x00"
+            + b"\x00"
         )
+        assert tagged == b"\x01\x00" + bytes([len(body)]) + body
 
 
 def test_consumer_protocol_subscriptions_of_every_version_decode() -> None:

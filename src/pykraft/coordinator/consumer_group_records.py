@@ -282,7 +282,10 @@ def encode_member_metadata_value(value: MemberMetadataValue) -> bytes:
     if classic is None:
         _tags(out)  # ClassicMemberMetadata (tag 0) is absent: the member speaks the consumer protocol
         return bytes(out)
-    body = bytearray(_I32.pack(classic.session_timeout_ms))
+    # A nullable struct in a tagged field: a presence varint (1) before the struct (Kafka's generated
+    # writers; 0 would be null).
+    body = bytearray(b"\x01")
+    body += _I32.pack(classic.session_timeout_ms)
     wire.put_array_count(body, len(classic.supported_protocols), True)
     for name, metadata in classic.supported_protocols:
         wire.put_string(body, name, True)
@@ -311,6 +314,10 @@ def decode_member_metadata_value(data: bytes) -> MemberMetadataValue:
     span = r.tagged_field_spans().get(0)
     if span is not None:
         c = _Reader(data[: span[1]], span[0])
+        if c.uvarint() == 0:
+            return MemberMetadataValue(
+                instance_id, rack_id, client_id, client_host, names, regex, rebalance_timeout_ms, assignor
+            )
         session_timeout_ms = c.i32()
         protocols = []
         for _ in range(c.count()):
