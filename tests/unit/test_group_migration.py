@@ -193,6 +193,8 @@ def test_a_consumer_protocol_member_joining_a_classic_group_converts_it() -> Non
     loaded = _reload(coord, writes)
     assert loaded.describe_consumer_group("g") == coord.describe_consumer_group("g")
     assert loaded.consumer.groups["g"].members[a].classic == member_a.classic
+    # The loaded classic members go on heartbeating at their generation (told to rejoin: epoch passed).
+    assert loaded.heartbeat("g", generation, a, None, NOW_MS) == ErrorCode.REBALANCE_IN_PROGRESS
     assert "g" not in loaded.list_groups()
 
 
