@@ -1,7 +1,8 @@
 """KIP-848 consumer groups with a real client (issue 19): confluent-kafka consumers with
 ``group.protocol=consumer`` (ConsumerGroupHeartbeat, server-side assignment) share a topic 2/2/2,
 commit, hand a leaver's partitions over at its commits, let a fourth member in incrementally (nobody
-loses a partition it keeps), and resume at the commits after a broker restart."""
+loses a partition it keeps), and resume at the commits after a broker restart. A fleet of classic
+consumers upgrades to the consumer protocol one member at a time and back (issue 27: online migration)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import time
 from collections.abc import Callable
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
 
 from pykraft.cli import main
@@ -37,6 +38,7 @@ class Member:
         group: str = GROUP,
         topics: tuple[str, ...] = (TOPIC,),
         instance_id: str | None = None,
+        protocol: str = "consumer",
     ) -> None:
         self.owned: set[int] = set()
         self.revoked: list[set[int]] = []
@@ -44,10 +46,12 @@ class Member:
             {
                 "bootstrap.servers": bootstrap,
                 "group.id": group,
-                "group.protocol": "consumer",
+                "group.protocol": protocol,
                 "auto.offset.reset": "earliest",
                 "enable.auto.commit": False,
                 **({"group.instance.id": instance_id} if instance_id else {}),
+                # A classic member learns of a rebalance at its next heartbeat (default 3 s).
+                **({"heartbeat.interval.ms": 500} if protocol == "classic" else {}),
             }
         )
         self.consumer.subscribe(list(topics), on_assign=self._assigned, on_revoke=self._revoked)
@@ -216,35 +220,103 @@ def _first_error(joining: Consumer, member: Consumer) -> KafkaError:
     raise AssertionError("the joining consumer saw no error")
 
 
-def test_a_group_is_classic_or_consumer_and_the_other_kind_is_refused() -> None:
-    # As Kafka with group.consumer.migration.policy=disabled: the members in place keep their partitions.
-    with running_node(overrides={**OVERRIDES, "group.initial.rebalance.delay.ms": "0"}) as node:
+def test_with_the_migration_disabled_a_consumer_member_may_not_join_a_classic_group() -> None:
+    # group.consumer.migration.policy=disabled: the classic group keeps its id (GROUP_ID_NOT_FOUND, which
+    # librdkafka treats as fatal) and its members keep their partitions.
+    overrides = {
+        **OVERRIDES,
+        "group.initial.rebalance.delay.ms": "0",
+        "group.consumer.migration.policy": "disabled",
+    }
+    with running_node(overrides=overrides) as node:
         bootstrap = node.bootstrap_servers
         admin = AdminClient({"bootstrap.servers": bootstrap})
         for fut in admin.create_topics([NewTopic("mixed", num_partitions=2)]).values():
             fut.result(timeout=30)
-        consumers = []
-        for group, protocol, other in (
-            ("new-group", "consumer", "classic"),
-            ("old-group", "classic", "consumer"),
-        ):
-            member = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "group.protocol": protocol})
-            member.subscribe(["mixed"])
-            deadline = time.monotonic() + 10
-            while len(member.assignment()) < 2:
-                assert time.monotonic() < deadline
-                member.poll(0.05)
-            joining = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "group.protocol": other})
-            joining.subscribe(["mixed"])
-            consumers += [member, joining]
-            error = _first_error(joining, member)
-            if other == "classic":
-                assert error.code() == KafkaError.INCONSISTENT_GROUP_PROTOCOL, error
-            else:
-                assert "group id does not exist" in error.str(), error  # GROUP_ID_NOT_FOUND, fatal
-            assert len(member.assignment()) == 2
-        for c in consumers:
+        member = Consumer(
+            {"bootstrap.servers": bootstrap, "group.id": "old-group", "group.protocol": "classic"}
+        )
+        member.subscribe(["mixed"])
+        deadline = time.monotonic() + 10
+        while len(member.assignment()) < 2:
+            assert time.monotonic() < deadline
+            member.poll(0.05)
+        joining = Consumer(
+            {"bootstrap.servers": bootstrap, "group.id": "old-group", "group.protocol": "consumer"}
+        )
+        joining.subscribe(["mixed"])
+        error = _first_error(joining, member)
+        assert "group id does not exist" in error.str(), error  # GROUP_ID_NOT_FOUND, fatal
+        assert len(member.assignment()) == 2
+        for c in (member, joining):
             c.close()
+
+
+def test_a_rolling_upgrade_to_the_consumer_protocol_and_back_loses_no_record() -> None:
+    # KIP-848 online migration (group.consumer.migration.policy=bidirectional, Kafka 4's default): three
+    # classic consumers are replaced one at a time by consumer-protocol ones, then back. The first new
+    # member converts the classic group to a consumer group whose classic members keep speaking
+    # JoinGroup/SyncGroup/Heartbeat; the last one leaving converts it back. Records keep flowing: each is
+    # delivered, and none is delivered again once its offset was committed.
+    with running_node(overrides={**OVERRIDES, "group.initial.rebalance.delay.ms": "0"}) as node:
+        bootstrap = node.bootstrap_servers
+        admin = AdminClient({"bootstrap.servers": bootstrap})
+        topic, group = "rolling", "rolling-group"
+        for fut in admin.create_topics([NewTopic(topic, num_partitions=6)]).values():
+            fut.result(timeout=30)
+        producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
+        produced: set[tuple[int, int]] = set()
+        delivered: set[tuple[int, int]] = set()
+        committed: dict[int, int] = {}  # partition -> the offset its last successful commit stored
+
+        def produce(per_partition: int) -> None:
+            def on_delivery(err, msg) -> None:  # type: ignore[no-untyped-def]
+                assert err is None, err
+                produced.add((msg.partition(), msg.offset()))
+
+            for p in range(6):
+                for i in range(per_partition):
+                    producer.produce(topic, value=b"%d" % i, partition=p, on_delivery=on_delivery)
+            assert producer.flush(30) == 0
+
+        def consume(m: Member, msg) -> None:  # type: ignore[no-untyped-def]
+            p, offset = msg.partition(), msg.offset()
+            assert offset >= committed.get(p, 0), f"{topic}-{p} offset {offset} read again past its commit"
+            delivered.add((p, offset))
+            try:
+                (result,) = m.consumer.commit(message=msg, asynchronous=False)
+            except KafkaException:
+                return  # refused (a rebalance moved on): the record may be read again, its commit is not made
+            if result.error is None:
+                committed[p] = max(committed.get(p, 0), offset + 1)
+
+        def group_type() -> str:
+            listed = admin.list_consumer_groups().result(timeout=10)
+            return next(g.type.name for g in listed.valid if g.group_id == group)
+
+        members = [Member(bootstrap, group, (topic,), protocol="classic") for _ in range(3)]
+        produce(20)
+        _poll_until(members, lambda: delivered >= produced, consume, 30)
+        assert group_type() == "CLASSIC"
+        types = []
+        for protocol in ("consumer", "consumer", "consumer", "classic", "classic", "classic"):
+            members.pop(0).consumer.close()
+            members.append(Member(bootstrap, group, (topic,), protocol=protocol))
+            produce(20)
+            # Every member (whatever its protocol) gets its share: nobody was refused or fenced.
+            _poll_until(
+                members,
+                lambda: delivered >= produced and sorted(len(m.owned) for m in members) == [2, 2, 2],
+                consume,
+                30,
+            )
+            assert set().union(*(m.owned for m in members)) == set(range(6))
+            types.append(group_type())
+        # The first consumer-protocol member converted the group; the last one's leave converted it back.
+        assert types == ["CONSUMER"] * 5 + ["CLASSIC"]
+        assert delivered == produced and len(produced) == 6 * 20 * 7
+        for m in members:
+            m.consumer.close()
 
 
 def test_a_static_member_comes_back_to_its_partitions_without_a_rebalance() -> None:

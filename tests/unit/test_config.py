@@ -261,13 +261,14 @@ def test_metrics_endpoint_and_queued_max_requests() -> None:
         assert "\n" not in message
 
 
-def test_group_consumer_keys_are_known_and_the_migration_policy_is_disabled_only() -> None:
-    config = load_config(
-        DEFAULT_PROPERTIES,
-        {"group.consumer.heartbeat.interval.ms": "700", "group.consumer.migration.policy": "disabled"},
-    )
+def test_group_consumer_keys_are_known_and_the_migration_policy_takes_kafkas_four_values() -> None:
+    config = load_config(DEFAULT_PROPERTIES, {"group.consumer.heartbeat.interval.ms": "700"})
     assert config.group_consumer_heartbeat_interval_ms == 700
     assert "group.consumer.heartbeat.interval.ms" not in config.ignored
-    for value, why in (("bidirectional", "only disabled is supported"), ("sideways", "not one of")):
-        with pytest.raises(ConfigError, match=f"group.consumer.migration.policy: '{value}': {why}"):
-            load_config(DEFAULT_PROPERTIES, {"group.consumer.migration.policy": value})
+    # Kafka 4's default is bidirectional (KIP-848 online upgrade and downgrade).
+    assert config.group_consumer_migration_policy == "bidirectional"
+    for value in ("disabled", "upgrade", "Downgrade", "bidirectional"):
+        config = load_config(DEFAULT_PROPERTIES, {"group.consumer.migration.policy": value})
+        assert config.group_consumer_migration_policy == value.lower()
+    with pytest.raises(ConfigError, match="group.consumer.migration.policy: 'sideways': not one of"):
+        load_config(DEFAULT_PROPERTIES, {"group.consumer.migration.policy": "sideways"})

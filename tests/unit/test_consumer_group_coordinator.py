@@ -70,9 +70,11 @@ def _commit(
 def test_a_group_id_is_classic_or_consumer() -> None:
     coord = _coordinator()
     _join_consumer(coord, "consumer-group", "m")
-    # migration.policy=disabled: a classic member may not join a consumer group in use ...
+    # A classic member joins a consumer group in use only with a consumer protocol subscription (Kafka's
+    # classicGroupJoinToConsumerGroup; coordinator/group_migration.py) ...
     assert _classic_join(coord, "consumer-group").error_code == ErrorCode.INCONSISTENT_GROUP_PROTOCOL
-    # ... nor a KIP-848 member a classic group with members.
+    # ... and a KIP-848 member converts a classic group with members only when their subscriptions decode
+    # (tests/unit/test_group_migration.py covers the conversions).
     assert _classic_join(coord, "classic-group").error_code == ErrorCode.NONE
     result = coord.consumer_group_heartbeat(
         HeartbeatRequest(

@@ -70,6 +70,25 @@ class ConsumerGroupState(StrEnum):
     DEAD = "Dead"
 
 
+class MigrationPolicy(StrEnum):
+    """group.consumer.migration.policy (Kafka's ConsumerGroupMigrationPolicy, KIP-848): may a classic
+    group become a consumer group when a consumer-protocol member joins it (upgrade), and a consumer
+    group a classic one when its last consumer-protocol member leaves (downgrade)?"""
+
+    DISABLED = "disabled"
+    UPGRADE = "upgrade"
+    DOWNGRADE = "downgrade"
+    BIDIRECTIONAL = "bidirectional"
+
+    @property
+    def upgrade_enabled(self) -> bool:
+        return self in (MigrationPolicy.UPGRADE, MigrationPolicy.BIDIRECTIONAL)
+
+    @property
+    def downgrade_enabled(self) -> bool:
+        return self in (MigrationPolicy.DOWNGRADE, MigrationPolicy.BIDIRECTIONAL)
+
+
 @dataclass(frozen=True, slots=True)
 class ConsumerGroupConfig:
     """Kafka's group.consumer.* settings (GroupCoordinatorConfig), same names and defaults."""
@@ -79,6 +98,8 @@ class ConsumerGroupConfig:
     max_size: int = 2**31 - 1
     # The first is the default when members name none (group.consumer.assignors).
     assignors: tuple[str, ...] = DEFAULT_ASSIGNORS
+    # Kafka 4's default: classic and consumer groups convert into each other online.
+    migration_policy: MigrationPolicy = MigrationPolicy.BIDIRECTIONAL
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,9 +158,14 @@ class ConsumerMember:
     state: MemberState = MemberState.STABLE
     assigned: Partitions = field(default_factory=dict)
     pending_revocation: Partitions = field(default_factory=dict)
+    # Set when the member speaks the classic protocol (JoinGroup/SyncGroup/Heartbeat) inside this group.
+    classic: rec.ClassicMemberMetadata | None = None
     # Timers (not persisted; a loaded member gets a full session).
     session_deadline_ms: int = 0
     rebalance_deadline_ms: int | None = None
+    # A classic member must send SyncGroup after its JoinGroup, or JoinGroup after being told to
+    # rebalance, within its rebalance timeout (Kafka's consumer group sync and join timeouts).
+    classic_deadline_ms: int | None = None
 
     def metadata_value(self) -> rec.MemberMetadataValue:
         return rec.MemberMetadataValue(
@@ -151,6 +177,7 @@ class ConsumerMember:
             self.subscribed_topic_regex,
             self.rebalance_timeout_ms,
             self.server_assignor,
+            self.classic,
         )
 
     def assignment_value(self) -> rec.CurrentAssignmentValue:
@@ -221,7 +248,9 @@ class GroupDescription:
     members: tuple[MemberDescription, ...] = ()
 
 
-class _Refused(Exception):
+class Refused(Exception):
+    """A request answered with an error code and message (Kafka's ApiException)."""
+
     def __init__(self, error_code: ErrorCode, message: str) -> None:
         super().__init__(message)
         self.error_code = error_code
@@ -340,6 +369,9 @@ class ConsumerGroupCoordinator:
         self._writes: list[tuple[int, Writes]] = []
         # Group id -> its own group configs (the metadata image's GROUP resources), any group name.
         self.group_configs: Mapping[str, Mapping[str, str]] = {}
+        # Called when a member is fenced or leaves; True when it converted the group to a classic one
+        # instead (KIP-848 online downgrade, coordinator/group_migration.py), which also wrote the records.
+        self.on_fence: Callable[[ConsumerGroup, ConsumerMember, Writes, int], bool] | None = None
 
     def set_group_configs(self, configs: Mapping[str, Mapping[str, str]]) -> None:
         """The group configs changed: each group's new values apply from its members' next heartbeat."""
@@ -361,17 +393,28 @@ class ConsumerGroupCoordinator:
         out, self._writes = self._writes, []
         return out
 
+    def queue_writes(self, partition: int, records: Writes) -> None:
+        self._writes.append((partition, records))
+
     # --- the heartbeat ------------------------------------------------------------------------------
 
-    def heartbeat(self, req: HeartbeatRequest, topics: Topics, now_ms: int) -> HeartbeatResult:
-        """One ConsumerGroupHeartbeat (the coordinator checks and the group type are the caller's)."""
-        records: Writes = []
+    def heartbeat(
+        self, req: HeartbeatRequest, topics: Topics, now_ms: int, conversion: Writes | None = None
+    ) -> HeartbeatResult:
+        """One ConsumerGroupHeartbeat (the coordinator checks and the group type are the caller's).
+        ``conversion``: the records of a classic group just converted into this group (online upgrade);
+        written before the heartbeat's own, or dropped with the group when the heartbeat is refused."""
+        records: Writes = list(conversion or ())
         try:
             self._validate(req)
             if req.member_epoch in (LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH):
                 return self._leave(req, now_ms)
             return self._heartbeat(req, topics, now_ms, records)
-        except _Refused as refused:
+        except Refused as refused:
+            if conversion:
+                # Kafka writes nothing of a refused heartbeat: the classic group stays as it was.
+                self.groups.pop(req.group_id, None)
+                records.clear()
             return HeartbeatResult(refused.error_code, refused.message)
         finally:
             if records:
@@ -380,8 +423,8 @@ class ConsumerGroupCoordinator:
     def _validate(self, req: HeartbeatRequest) -> None:
         """Kafka's throwIfConsumerGroupHeartbeatRequestIsInvalid: INVALID_REQUEST with its messages."""
 
-        def invalid(message: str) -> _Refused:
-            return _Refused(ErrorCode.INVALID_REQUEST, message)
+        def invalid(message: str) -> Refused:
+            return Refused(ErrorCode.INVALID_REQUEST, message)
 
         if not req.group_id:
             raise invalid("GroupId can't be empty.")
@@ -408,7 +451,7 @@ class ConsumerGroupCoordinator:
         else:
             raise invalid("MemberEpoch is invalid.")
         if req.server_assignor is not None and req.server_assignor not in self.config.assignors:
-            raise _Refused(
+            raise Refused(
                 ErrorCode.UNSUPPORTED_ASSIGNOR,
                 f"ServerAssignor {req.server_assignor} is not supported. Supported assignors: "
                 f"{', '.join(self.config.assignors)}.",
@@ -416,7 +459,7 @@ class ConsumerGroupCoordinator:
         if req.subscribed_topic_regex:
             why = regex_refusal(req.subscribed_topic_regex)
             if why is not None:
-                raise _Refused(
+                raise Refused(
                     ErrorCode.INVALID_REGULAR_EXPRESSION,
                     f"SubscribedTopicRegex `{req.subscribed_topic_regex}` is not a valid regular expression: {why}.",
                 )
@@ -429,7 +472,7 @@ class ConsumerGroupCoordinator:
         if group is None:
             if not joining:
                 # The member's group is gone (expired, deleted, or lost): it must rejoin from epoch 0.
-                raise _Refused(
+                raise Refused(
                     ErrorCode.UNKNOWN_MEMBER_ID, f"Group {req.group_id} has no member {req.member_id}."
                 )
             group = ConsumerGroup(req.group_id, self.partition_for(req.group_id))
@@ -458,7 +501,7 @@ class ConsumerGroupCoordinator:
                 member = None
             if member is None:
                 if not joining:
-                    raise _Refused(
+                    raise Refused(
                         ErrorCode.UNKNOWN_MEMBER_ID,
                         f"Member {member_id} is not a member of group {group.group_id}.",
                     )
@@ -482,31 +525,30 @@ class ConsumerGroupCoordinator:
                     member = ConsumerMember(member_id)
                     is_new = True
                 else:
-                    if existing.member_epoch != LEAVE_GROUP_STATIC_MEMBER_EPOCH:
-                        raise _Refused(
+                    # A classic static member never sends the -2 epoch: its instance is taken over at
+                    # once (Kafka's getOrMaybeSubscribeStaticConsumerGroupMember, a rolling upgrade).
+                    if existing.member_epoch != LEAVE_GROUP_STATIC_MEMBER_EPOCH and existing.classic is None:
+                        raise Refused(
                             ErrorCode.UNRELEASED_INSTANCE_ID,
                             f"Static member {member_id} with instance id {req.instance_id} cannot join the "
                             f"group because the instance id is owned by {existing.member_id} member.",
                         )
                     # KIP-848 static membership: the new instance takes the old one's place and its
                     # partitions without a rebalance (epoch 0, so it reconciles to the same target).
-                    member = self._replace_static(group, existing, member_id, records)
+                    member = self.replace_static(group, existing, member_id, records)
             else:
                 if existing is None:
-                    raise _Refused(ErrorCode.UNKNOWN_MEMBER_ID, f"Instance id {req.instance_id} is unknown.")
+                    raise Refused(ErrorCode.UNKNOWN_MEMBER_ID, f"Instance id {req.instance_id} is unknown.")
                 if existing.member_id != member_id:
-                    raise _Refused(
+                    raise Refused(
                         ErrorCode.FENCED_INSTANCE_ID,
                         f"Static member {member_id} with instance id {req.instance_id} was fenced by member "
                         f"{existing.member_id}.",
                     )
                 self._check_epoch(existing, req)
                 member = existing
-        if is_new and len(group.members) >= self.config.max_size:
-            raise _Refused(
-                ErrorCode.GROUP_MAX_SIZE_REACHED,
-                f"The consumer group has reached its maximum capacity of {self.config.max_size} members.",
-            )
+        if is_new:
+            self.check_capacity(group)
         # 1. The member's subscription and metadata.
         old_metadata = None if is_new else member.metadata_value()
         old_subscription = (member.subscribed_topic_names, member.subscribed_topic_regex)
@@ -524,16 +566,65 @@ class ConsumerGroupCoordinator:
             member.subscribed_topic_regex = req.subscribed_topic_regex or None
         member.client_id = req.client_id
         member.client_host = req.client_host
+        # A classic member upgraded in place (same id) speaks the consumer protocol from now on.
+        member.classic = None
+        before = dict(member.assigned)
+        self.update_member(
+            group,
+            member,
+            is_new,
+            old_metadata,
+            old_subscription,
+            topics,
+            req.topic_partitions,
+            now_ms,
+            records,
+        )
+        full_request = joining or (
+            req.rebalance_timeout_ms != -1
+            and (req.subscribed_topic_names is not None or req.subscribed_topic_regex is not None)
+            and req.topic_partitions is not None
+        )
+        return HeartbeatResult(
+            ErrorCode.NONE,
+            member_id=member.member_id,
+            member_epoch=member.member_epoch,
+            heartbeat_interval_ms=self.heartbeat_interval_ms(group.group_id),
+            assignment=dict(member.assigned) if full_request or member.assigned != before else None,
+        )
+
+    def check_capacity(self, group: ConsumerGroup) -> None:
+        if len(group.members) >= self.config.max_size:
+            raise Refused(
+                ErrorCode.GROUP_MAX_SIZE_REACHED,
+                f"The consumer group has reached its maximum capacity of {self.config.max_size} members.",
+            )
+
+    def update_member(
+        self,
+        group: ConsumerGroup,
+        member: ConsumerMember,
+        is_new: bool,
+        old_metadata: rec.MemberMetadataValue | None,
+        old_subscription: tuple[tuple[str, ...], str | None],
+        topics: Topics,
+        owned: tuple[tuple[uuid.UUID, tuple[int, ...]], ...] | None,
+        now_ms: int,
+        records: Writes,
+    ) -> None:
+        """Kafka's consumerGroupHeartbeat steps 1-4 after the member's fields were updated (also run for
+        a classic member's JoinGroup, classicGroupJoinToConsumerGroup): its record, the subscription
+        metadata and group epoch, a new target assignment, and the member reconciled towards it."""
         if is_new:
             group.members[member.member_id] = member
             if member.instance_id is not None:
                 group.static_members[member.instance_id] = member.member_id
         bump = is_new or (member.subscribed_topic_names, member.subscribed_topic_regex) != old_subscription
         if member.metadata_value() != old_metadata:
-            records.append(self._member_record(group, member))
+            records.append(self.member_record(group, member))
         # 2. Metadata: the partitions of what the group subscribes to (KIP-848 rebalances on new
         # partitions and on new topics matching a regex, found here at the next heartbeat).
-        metadata = self._subscription_metadata(group, topics)
+        metadata = self.subscription_metadata(group, topics)
         if metadata != group.subscription_metadata:
             group.subscription_metadata = metadata
             records.append(
@@ -549,21 +640,18 @@ class ConsumerGroupCoordinator:
         if group.group_epoch > group.assignment_epoch:
             self._assign(group, records)
         # 4. Reconcile this member towards its target.
-        before = dict(member.assigned)
-        self._reconcile(group, member, req.topic_partitions, now_ms, records)
-        member.session_deadline_ms = now_ms + self.session_timeout_ms(group.group_id)
-        full_request = joining or (
-            req.rebalance_timeout_ms != -1
-            and (req.subscribed_topic_names is not None or req.subscribed_topic_regex is not None)
-            and req.topic_partitions is not None
+        self._reconcile(group, member, owned, now_ms, records)
+        self.touch(group, member, now_ms)
+
+    def touch(self, group: ConsumerGroup, member: ConsumerMember, now_ms: int) -> None:
+        """A new session for the member: the group's session timeout (its group config, else the
+        broker's); a classic member's is its JoinGroup session timeout."""
+        timeout_ms = (
+            self.session_timeout_ms(group.group_id)
+            if member.classic is None
+            else member.classic.session_timeout_ms
         )
-        return HeartbeatResult(
-            ErrorCode.NONE,
-            member_id=member.member_id,
-            member_epoch=member.member_epoch,
-            heartbeat_interval_ms=self.heartbeat_interval_ms(group.group_id),
-            assignment=dict(member.assigned) if full_request or member.assigned != before else None,
-        )
+        member.session_deadline_ms = now_ms + timeout_ms
 
     @staticmethod
     def _check_epoch(member: ConsumerMember, req: HeartbeatRequest) -> None:
@@ -571,7 +659,7 @@ class ConsumerGroupCoordinator:
         than by one lost response (its previous epoch, owning a subset of what it has now), is fenced."""
         received = req.member_epoch
         if received > member.member_epoch:
-            raise _Refused(
+            raise Refused(
                 ErrorCode.FENCED_MEMBER_EPOCH,
                 f"The consumer group member has a greater member epoch ({received}) than the one known by "
                 f"the group coordinator ({member.member_epoch}). The member must abandon all its partitions "
@@ -581,16 +669,14 @@ class ConsumerGroupCoordinator:
             owned = {(t, p) for t, ps in req.topic_partitions or () for p in ps}
             subset = req.topic_partitions is not None and owned <= _flat(member.assigned)
             if received != member.previous_member_epoch or not subset:
-                raise _Refused(
+                raise Refused(
                     ErrorCode.FENCED_MEMBER_EPOCH,
                     f"The consumer group member has a smaller member epoch ({received}) than the one known "
                     f"by the group coordinator ({member.member_epoch}). The member must abandon all its "
                     "partitions and rejoin.",
                 )
 
-    def _subscription_metadata(
-        self, group: ConsumerGroup, topics: Topics
-    ) -> dict[str, tuple[uuid.UUID, int]]:
+    def subscription_metadata(self, group: ConsumerGroup, topics: Topics) -> dict[str, tuple[uuid.UUID, int]]:
         names: set[str] = set()
         regexes: set[str] = set()
         for m in group.members.values():
@@ -695,10 +781,10 @@ class ConsumerGroupCoordinator:
             member.previous_member_epoch = member.member_epoch
             member.member_epoch = target_epoch
             new_assigned, new_pending = keep | gain, set()
-        self._set_assignment(group, member, new_assigned, new_pending)
+        self.set_assignment(group, member, new_assigned, new_pending)
         now = (member.member_epoch, member.previous_member_epoch, member.state, new_assigned, new_pending)
         if now != previous:
-            records.append(self._current_assignment_record(group, member))
+            records.append(self.current_assignment_record(group, member))
             if member.state == MemberState.UNREVOKED_PARTITIONS:
                 # KIP-848: a member gets its rebalance timeout to revoke, else it is fenced.
                 member.rebalance_deadline_ms = now_ms + max(member.rebalance_timeout_ms, 0)
@@ -706,7 +792,7 @@ class ConsumerGroupCoordinator:
                 member.rebalance_deadline_ms = None
 
     @staticmethod
-    def _set_assignment(
+    def set_assignment(
         group: ConsumerGroup,
         member: ConsumerMember,
         assigned: set[tuple[uuid.UUID, int]],
@@ -724,17 +810,15 @@ class ConsumerGroupCoordinator:
     def _leave(self, req: HeartbeatRequest, now_ms: int) -> HeartbeatResult:
         group = self.groups.get(req.group_id)
         if group is None:
-            raise _Refused(
-                ErrorCode.UNKNOWN_MEMBER_ID, f"Group {req.group_id} has no member {req.member_id}."
-            )
+            raise Refused(ErrorCode.UNKNOWN_MEMBER_ID, f"Group {req.group_id} has no member {req.member_id}.")
         member = group.members.get(req.member_id)
         if member is None:
-            raise _Refused(
+            raise Refused(
                 ErrorCode.UNKNOWN_MEMBER_ID,
                 f"Member {req.member_id} is not a member of group {req.group_id}.",
             )
         if req.instance_id is not None and member.instance_id != req.instance_id:
-            raise _Refused(
+            raise Refused(
                 ErrorCode.FENCED_INSTANCE_ID,
                 f"Instance id {req.instance_id} does not own member {member.member_id}.",
             )
@@ -744,9 +828,9 @@ class ConsumerGroupCoordinator:
             # not rebalance until its session expires or its next instance takes over.
             member.member_epoch = LEAVE_GROUP_STATIC_MEMBER_EPOCH
             member.rebalance_deadline_ms = None
-            records.append(self._current_assignment_record(group, member))
+            records.append(self.current_assignment_record(group, member))
         else:
-            self._remove_member(group, member, records)
+            self.fence(group, member, records, now_ms)
         self._writes.append((group.partition, records))
         return HeartbeatResult(
             ErrorCode.NONE,
@@ -755,7 +839,15 @@ class ConsumerGroupCoordinator:
             heartbeat_interval_ms=0,
         )
 
-    def _remove_member(self, group: ConsumerGroup, member: ConsumerMember, records: Writes) -> None:
+    def fence(self, group: ConsumerGroup, member: ConsumerMember, records: Writes, now_ms: int) -> None:
+        """Kafka's consumerGroupFenceMember: the group converts to a classic one when this was its last
+        consumer-protocol member (and the policy allows it), else the member is removed."""
+        if self.on_fence is None or not self.on_fence(group, member, records, now_ms):
+            self._remove_member(group, member, records)
+
+    def _remove_member(
+        self, group: ConsumerGroup, member: ConsumerMember, records: Writes, *, bump: bool = True
+    ) -> None:
         """Kafka's fencing: tombstones for the member's assignment, target and metadata, its partitions
         freed, and a new group epoch so the others are reassigned."""
         key = rec.ConsumerGroupKey
@@ -763,14 +855,22 @@ class ConsumerGroupCoordinator:
         records.append((rec.encode_key(key(rec.CURRENT_MEMBER_ASSIGNMENT_KEY, gid, mid)), None))
         records.append((rec.encode_key(key(rec.TARGET_ASSIGNMENT_MEMBER_KEY, gid, mid)), None))
         records.append((rec.encode_key(key(rec.MEMBER_METADATA_KEY, gid, mid)), None))
-        self._set_assignment(group, member, set(), set())
+        self.set_assignment(group, member, set(), set())
         del group.members[mid]
         group.target.pop(mid, None)
         if member.instance_id is not None and group.static_members.get(member.instance_id) == mid:
             del group.static_members[member.instance_id]
-        self._bump_group_epoch(group, records)
+        if bump:
+            self._bump_group_epoch(group, records)
 
-    def _replace_static(
+    def remove_members(self, group: ConsumerGroup, members: list[ConsumerMember], records: Writes) -> None:
+        """Several members leave at once (a classic LeaveGroup): one new group epoch for them all."""
+        for member in members:
+            self._remove_member(group, member, records, bump=False)
+        if members:
+            self._bump_group_epoch(group, records)
+
+    def replace_static(
         self, group: ConsumerGroup, old: ConsumerMember, member_id: str, records: Writes
     ) -> ConsumerMember:
         key = rec.ConsumerGroupKey
@@ -808,22 +908,26 @@ class ConsumerGroupCoordinator:
                 )
             )
         # The old instance's partitions stay owned (now by the new id) at epoch 0 until it reconciles.
-        self._set_assignment(group, new, _flat(new.assigned), _flat(new.pending_revocation))
-        records.append(self._member_record(group, new))
-        records.append(self._current_assignment_record(group, new))
+        self.set_assignment(group, new, _flat(new.assigned), _flat(new.pending_revocation))
+        records.append(self.member_record(group, new))
+        records.append(self.current_assignment_record(group, new))
         return new
 
     # --- timers -----------------------------------------------------------------------------------------
 
     def tick(self, now_ms: int) -> None:
-        """Fence members whose session expired, or who did not revoke within their rebalance timeout."""
+        """Fence members whose session expired, who did not revoke within their rebalance timeout, or
+        (classic members) who did not sync or rejoin in time."""
         for group in list(self.groups.values()):
             records: Writes = []
             for member in list(group.members.values()):
-                expired = now_ms >= member.session_deadline_ms
-                stuck = member.rebalance_deadline_ms is not None and now_ms >= member.rebalance_deadline_ms
-                if expired or stuck:
-                    self._remove_member(group, member, records)
+                if self.groups.get(group.group_id) is not group or member.member_id not in group.members:
+                    break  # converted to a classic group by the previous fencing
+                deadlines = (member.rebalance_deadline_ms, member.classic_deadline_ms)
+                if now_ms >= member.session_deadline_ms or any(
+                    d is not None and now_ms >= d for d in deadlines
+                ):
+                    self.fence(group, member, records, now_ms)
             if records:
                 self._writes.append((group.partition, records))
 
@@ -831,7 +935,7 @@ class ConsumerGroupCoordinator:
         best: int | None = None
         for group in self.groups.values():
             for m in group.members.values():
-                for c in (m.session_deadline_ms, m.rebalance_deadline_ms):
+                for c in (m.session_deadline_ms, m.rebalance_deadline_ms, m.classic_deadline_ms):
                     if c is not None and (best is None or c < best):
                         best = c
         return best
@@ -859,9 +963,11 @@ class ConsumerGroupCoordinator:
         if member is None:
             return ErrorCode.UNKNOWN_MEMBER_ID
         if member_epoch != member.member_epoch:
-            # TxnOffsetCommit answers a stale epoch as the classic generation error (Kafka's
+            # TxnOffsetCommit, and a classic member's commit, answer a stale epoch as the classic
+            # generation error (Kafka's ConsumerGroup.validateOffsetCommit and
             # OffsetMetadataManager.validateTransactionalOffsetCommit).
-            return ErrorCode.ILLEGAL_GENERATION if transactional else ErrorCode.STALE_MEMBER_EPOCH
+            classic = transactional or member.classic is not None
+            return ErrorCode.ILLEGAL_GENERATION if classic else ErrorCode.STALE_MEMBER_EPOCH
         return ErrorCode.NONE
 
     def validate_offset_fetch(self, group_id: str, member_id: str, member_epoch: int) -> ErrorCode:
@@ -933,12 +1039,12 @@ class ConsumerGroupCoordinator:
     # --- records ----------------------------------------------------------------------------------------
 
     @staticmethod
-    def _member_record(group: ConsumerGroup, member: ConsumerMember) -> tuple[bytes, bytes]:
+    def member_record(group: ConsumerGroup, member: ConsumerMember) -> tuple[bytes, bytes]:
         key = rec.ConsumerGroupKey(rec.MEMBER_METADATA_KEY, group.group_id, member.member_id)
         return rec.encode_key(key), rec.encode_member_metadata_value(member.metadata_value())
 
     @staticmethod
-    def _current_assignment_record(group: ConsumerGroup, member: ConsumerMember) -> tuple[bytes, bytes]:
+    def current_assignment_record(group: ConsumerGroup, member: ConsumerMember) -> tuple[bytes, bytes]:
         key = rec.ConsumerGroupKey(rec.CURRENT_MEMBER_ASSIGNMENT_KEY, group.group_id, member.member_id)
         return rec.encode_key(key), rec.encode_current_assignment_value(member.assignment_value())
 
@@ -960,7 +1066,7 @@ class ConsumerGroupCoordinator:
             elif key.version == rec.CURRENT_MEMBER_ASSIGNMENT_KEY:
                 member = group.members.get(key.member_id)
                 if member is not None:
-                    self._set_assignment(group, member, set(), set())
+                    self.set_assignment(group, member, set(), set())
             return
         if group is None:
             group = self.groups[gid] = ConsumerGroup(gid, partition)
@@ -976,8 +1082,6 @@ class ConsumerGroupCoordinator:
             member = group.members.get(key.member_id)
             if member is None:
                 member = group.members[key.member_id] = ConsumerMember(key.member_id)
-            # A loaded member gets a whole session to heartbeat to its new coordinator (as Kafka does).
-            member.session_deadline_ms = now_ms + self.session_timeout_ms(gid)
             if key.version == rec.MEMBER_METADATA_KEY:
                 v = rec.decode_member_metadata_value(value)
                 member.instance_id, member.rack_id = v.instance_id, v.rack_id
@@ -986,6 +1090,7 @@ class ConsumerGroupCoordinator:
                 member.subscribed_topic_regex = v.subscribed_topic_regex
                 member.rebalance_timeout_ms = v.rebalance_timeout_ms
                 member.server_assignor = v.server_assignor
+                member.classic = v.classic_member_metadata
                 if v.instance_id is not None:
                     group.static_members[v.instance_id] = member.member_id
             elif key.version == rec.CURRENT_MEMBER_ASSIGNMENT_KEY:
@@ -995,17 +1100,21 @@ class ConsumerGroupCoordinator:
                     member.state = MemberState(a.state)
                 except ValueError:
                     member.state = MemberState.UNKNOWN
-                self._set_assignment(
+                self.set_assignment(
                     group, member, _flat(a.assigned_partitions), _flat(a.partitions_pending_revocation)
                 )
             else:
                 raise RecordFormatError(f"unknown consumer group key version {key.version}")
+            # A loaded member gets a whole session to heartbeat to its new coordinator (as Kafka does).
+            self.touch(group, member, now_ms)
 
 
 __all__ = [
     "LEAVE_GROUP_MEMBER_EPOCH",
     "LEAVE_GROUP_STATIC_MEMBER_EPOCH",
     "ConsumerGroup",
+    "MigrationPolicy",
+    "Refused",
     "ConsumerGroupConfig",
     "ConsumerGroupCoordinator",
     "ConsumerGroupState",

@@ -12,7 +12,9 @@ key   record                                      value v0
                                                   PartitionMetadata [Partition int32, Racks [string]]]
 5     ConsumerGroupMemberMetadata (group, member) InstanceId?, RackId?, ClientId, ClientHost,
                                                   SubscribedTopicNames [string], SubscribedTopicRegex?,
-                                                  RebalanceTimeoutMs int32, ServerAssignor?
+                                                  RebalanceTimeoutMs int32, ServerAssignor?,
+                                                  tag 0: ClassicMemberMetadata? [SessionTimeoutMs int32,
+                                                  SupportedProtocols [Name, Metadata bytes]]
 6     ConsumerGroupTargetAssignmentMetadata       AssignmentEpoch int32
 7     ConsumerGroupTargetAssignmentMember         TopicPartitions [TopicId uuid, Partitions [int32]]
 8     ConsumerGroupCurrentMemberAssignment        MemberEpoch, PreviousMemberEpoch int32, State int8,
@@ -61,6 +63,15 @@ class ConsumerGroupKey:
 
 
 @dataclass(frozen=True, slots=True)
+class ClassicMemberMetadata:
+    """A member speaking the classic protocol inside a consumer group (KIP-848 online migration): its
+    session timeout and its JoinGroup protocols (name, ConsumerProtocolSubscription)."""
+
+    session_timeout_ms: int
+    supported_protocols: tuple[tuple[str, bytes], ...]
+
+
+@dataclass(frozen=True, slots=True)
 class MemberMetadataValue:
     instance_id: str | None
     rack_id: str | None
@@ -70,6 +81,7 @@ class MemberMetadataValue:
     subscribed_topic_regex: str | None
     rebalance_timeout_ms: int
     server_assignor: str | None
+    classic_member_metadata: ClassicMemberMetadata | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -153,6 +165,22 @@ class _Reader(RecordReader):
             self.pos = wire.skip_tagged_fields(self.buf, self.pos)
         except wire.WireFormatError as exc:
             raise RecordFormatError(str(exc)) from None
+
+    def tagged_field_spans(self) -> dict[int, tuple[int, int]]:
+        """The tagged fields at the reader's position: tag -> (start, end) of each one's bytes."""
+        out: dict[int, tuple[int, int]] = {}
+        for _ in range(self.uvarint()):
+            tag = self.uvarint()
+            size = self.uvarint()
+            out[tag] = (self.pos, self.pos + size)
+            self._take(size)
+        return out
+
+    def compact_bytes(self) -> bytes:
+        n = self.uvarint() - 1
+        if n < 0:
+            raise RecordFormatError("null where bytes are required")
+        return self._take(n)
 
     def value_version(self, name: str) -> None:
         version = self.i16()
@@ -250,8 +278,25 @@ def encode_member_metadata_value(value: MemberMetadataValue) -> bytes:
     wire.put_nullable_string(out, value.subscribed_topic_regex, True)
     out += _I32.pack(value.rebalance_timeout_ms)
     wire.put_nullable_string(out, value.server_assignor, True)
-    _tags(out)  # ClassicMemberMetadata (tag 0) is absent: the member speaks the consumer protocol
-    return bytes(out)
+    classic = value.classic_member_metadata
+    if classic is None:
+        _tags(out)  # ClassicMemberMetadata (tag 0) is absent: the member speaks the consumer protocol
+        return bytes(out)
+    # A nullable struct in a tagged field: a presence varint (1) before the struct (Kafka's generated
+    # writers; 0 would be null).
+    body = bytearray(b"\x01")
+    body += _I32.pack(classic.session_timeout_ms)
+    wire.put_array_count(body, len(classic.supported_protocols), True)
+    for name, metadata in classic.supported_protocols:
+        wire.put_string(body, name, True)
+        wire.put_uvarint(body, len(metadata) + 1)
+        body += metadata
+        _tags(body)
+    _tags(body)
+    wire.put_uvarint(out, 1)  # one tagged field: tag 0, its size, its bytes
+    wire.put_uvarint(out, 0)
+    wire.put_uvarint(out, len(body))
+    return bytes(out + body)
 
 
 def decode_member_metadata_value(data: bytes) -> MemberMetadataValue:
@@ -265,9 +310,23 @@ def decode_member_metadata_value(data: bytes) -> MemberMetadataValue:
     regex = r.compact_nullable_string()
     rebalance_timeout_ms = r.i32()
     assignor = r.compact_nullable_string()
-    r.tagged_fields()
+    classic = None
+    span = r.tagged_field_spans().get(0)
+    if span is not None:
+        c = _Reader(data[: span[1]], span[0])
+        if c.uvarint() == 0:
+            return MemberMetadataValue(
+                instance_id, rack_id, client_id, client_host, names, regex, rebalance_timeout_ms, assignor
+            )
+        session_timeout_ms = c.i32()
+        protocols = []
+        for _ in range(c.count()):
+            protocols.append((c.compact_string(), c.compact_bytes()))
+            c.tagged_fields()
+        c.tagged_fields()
+        classic = ClassicMemberMetadata(session_timeout_ms, tuple(protocols))
     return MemberMetadataValue(
-        instance_id, rack_id, client_id, client_host, names, regex, rebalance_timeout_ms, assignor
+        instance_id, rack_id, client_id, client_host, names, regex, rebalance_timeout_ms, assignor, classic
     )
 
 
@@ -312,6 +371,7 @@ def decode_current_assignment_value(data: bytes) -> CurrentAssignmentValue:
 __all__ = [
     "CONSUMER_GROUP_KEY_VERSIONS",
     "CURRENT_MEMBER_ASSIGNMENT_KEY",
+    "ClassicMemberMetadata",
     "MEMBER_METADATA_KEY",
     "METADATA_KEY",
     "PARTITION_METADATA_KEY",

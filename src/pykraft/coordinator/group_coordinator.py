@@ -25,12 +25,15 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from enum import StrEnum
 
-from pykraft.coordinator import consumer_group_records
+from pykraft.coordinator import consumer_group_records, group_migration
 from pykraft.coordinator.consumer_group import (
+    ConsumerGroup,
     ConsumerGroupConfig,
     ConsumerGroupCoordinator,
+    ConsumerMember,
     HeartbeatRequest,
     HeartbeatResult,
+    Refused,
     Topics,
 )
 from pykraft.coordinator.consumer_group import GroupDescription as ConsumerGroupDescription
@@ -261,14 +264,7 @@ class ClassicGroup:
         return not self.pending_members and all(m.join_token is not None for m in self.members.values())
 
     def candidate_protocols(self) -> list[str]:
-        members = list(self.members.values())
-        if not members:
-            return []
-        common = [name for name, _ in members[0].protocols]
-        for m in members[1:]:
-            names = {name for name, _ in m.protocols}
-            common = [n for n in common if n in names]
-        return common
+        return group_migration.common_protocols([m.protocols for m in self.members.values()])
 
     def supports(self, protocol_type: str, protocols: tuple[tuple[str, bytes], ...]) -> bool:
         if not self.members:
@@ -279,14 +275,7 @@ class ClassicGroup:
         return any(c in names for c in self.candidate_protocols())
 
     def select_protocol(self) -> str:
-        candidates = self.candidate_protocols()
-        assert candidates, f"group {self.group_id} has no protocol every member supports"
-        votes = dict.fromkeys(candidates, 0)
-        for m in self.members.values():
-            first = next(name for name, _ in m.protocols if name in votes)
-            votes[first] += 1
-        # Most votes wins; ties go to the earliest candidate (the first member's preference order).
-        return max(candidates, key=lambda c: (votes[c], -candidates.index(c)))
+        return group_migration.select_protocol([m.protocols for m in self.members.values()])
 
     def subscribed_topics(self) -> set[str] | None:
         """Topics the members subscribe to, or None when the group is not a consumer group."""
@@ -314,12 +303,14 @@ class GroupCoordinator:
         self.loading_partitions: set[int] = set()
         self._completions: list[Completion] = []
         self._writes: list[tuple[int, list[tuple[bytes, bytes | None]]]] = []
-        # KIP-848 consumer groups live beside the classic ones; a group id is one or the other.
+        # KIP-848 consumer groups live beside the classic ones; a group id is one or the other, and
+        # converts into the other online (coordinator/group_migration.py).
         self.consumer = ConsumerGroupCoordinator(config.consumer, self.partition_for, rng)
         # OffsetCommits appended and not yet replicated, per group (Kafka's pendingOffsetCommits): not
         # visible to OffsetFetch until the ISR has them, and require_stable answers UNSTABLE_OFFSET_COMMIT
         # for their partitions meanwhile (issue 32).
         self.pending_offset_commits: dict[str, Counter[tuple[str, int]]] = {}
+        self.consumer.on_fence = self._downgrade
 
     # --- outputs for the shell ------------------------------------------------------------------------
 
@@ -376,7 +367,10 @@ class GroupCoordinator:
             return
         assert isinstance(decoded, GroupKey)
         if value is None:
-            if group is not None:
+            if group is not None and (group.offsets or group.pending_txn_offsets):
+                # The group's metadata goes (deleted, or converted to a consumer group); not its offsets.
+                self._reset_membership(group, now_ms)
+            elif group is not None:
                 group.state = GroupState.DEAD
                 del self.groups[decoded.group_id]
             return
@@ -432,6 +426,11 @@ class GroupCoordinator:
                 group.static_members[mv.group_instance_id] = mv.member_id
         group.state = GroupState.STABLE if group.members else GroupState.EMPTY
 
+    def _reset_membership(self, group: ClassicGroup, now_ms: int) -> None:
+        """An empty group in place of ``group``, with its offsets (after its GroupMetadata tombstone)."""
+        fresh = self._new_group(group.group_id, now_ms)
+        fresh.offsets, fresh.pending_txn_offsets = group.offsets, group.pending_txn_offsets
+
     def _new_group(self, group_id: str, now_ms: int) -> ClassicGroup:
         group = ClassicGroup(group_id, self.partition_for(group_id), state_timestamp_ms=now_ms)
         self.groups[group_id] = group
@@ -439,8 +438,9 @@ class GroupCoordinator:
 
     # --- JoinGroup --------------------------------------------------------------------------------------
 
-    def join_group(self, req: JoinRequest, token: int, now_ms: int) -> None:
-        """Always yields exactly one completion for ``token``, now or when the rebalance moves on."""
+    def join_group(self, req: JoinRequest, token: int, now_ms: int, topics: Topics | None = None) -> None:
+        """Always yields exactly one completion for ``token``, now or when the rebalance moves on.
+        ``topics``: the metadata image, for a member joining a consumer group."""
 
         def fail(error: ErrorCode, member_id: str = "") -> None:
             self._completions.append((token, JoinResult(error, member_id=member_id)))
@@ -459,9 +459,27 @@ class GroupCoordinator:
         consumer_group = self.consumer.groups.get(req.group_id)
         if consumer_group is not None:
             if consumer_group.members:
-                # A consumer group (KIP-848) in use: with group.consumer.migration.policy=disabled a
-                # classic member may not join it.
-                return fail(ErrorCode.INCONSISTENT_GROUP_PROTOCOL)
+                # A consumer group (KIP-848) in use: the classic member joins it as Kafka 4's
+                # classicGroupJoinToConsumerGroup does, whatever the migration policy.
+                joined = group_migration.join(self.consumer, consumer_group, req, topics or {}, now_ms)
+                if joined.replaced_consumer_member:
+                    # The last consumer-protocol member was replaced: classic again, without a rebalance.
+                    records: list[tuple[bytes, bytes | None]] = []
+                    if self._downgrade(consumer_group, None, records, now_ms):
+                        self.consumer.queue_writes(consumer_group.partition, records)
+                self._completions.append(
+                    (
+                        token,
+                        JoinResult(
+                            joined.error_code,
+                            generation_id=joined.generation_id,
+                            protocol_type=CONSUMER_PROTOCOL_TYPE if joined.protocol_name else None,
+                            protocol_name=joined.protocol_name,
+                            member_id=joined.member_id,
+                        ),
+                    )
+                )
+                return None
             # An empty consumer group gives its id over to the classic protocol (Kafka deletes it).
             self._writes.append((consumer_group.partition, self.consumer.delete_records(req.group_id)))
         group = self.groups.get(req.group_id)
@@ -770,6 +788,18 @@ class GroupCoordinator:
         error = self.coordinator_error(req.group_id) if req.group_id else ErrorCode.INVALID_GROUP_ID
         if error != ErrorCode.NONE:
             return answer(error)
+        consumer_group = self.consumer.groups.get(req.group_id)
+        if consumer_group is not None:
+            synced = group_migration.sync(consumer_group, req, self.consumer, now_ms)
+            self._completions.append(
+                (
+                    token,
+                    SyncResult(
+                        synced.error_code, synced.protocol_type, synced.protocol_name, synced.assignment
+                    ),
+                )
+            )
+            return None
         group = self.groups.get(req.group_id)
         if group is None:
             return answer(ErrorCode.UNKNOWN_MEMBER_ID)
@@ -820,6 +850,11 @@ class GroupCoordinator:
         error = self.coordinator_error(group_id) if group_id else ErrorCode.INVALID_GROUP_ID
         if error != ErrorCode.NONE:
             return error
+        consumer_group = self.consumer.groups.get(group_id)
+        if consumer_group is not None:
+            return group_migration.heartbeat(
+                consumer_group, member_id, group_instance_id, generation_id, self.consumer, now_ms
+            )
         group = self.groups.get(group_id)
         if group is None or group.state == GroupState.EMPTY:
             return ErrorCode.UNKNOWN_MEMBER_ID
@@ -840,6 +875,12 @@ class GroupCoordinator:
         error = self.coordinator_error(group_id) if group_id else ErrorCode.INVALID_GROUP_ID
         if error != ErrorCode.NONE:
             return error, []
+        consumer_group = self.consumer.groups.get(group_id)
+        if consumer_group is not None:
+            named = list(members)
+            return ErrorCode.NONE, list(
+                zip(named, group_migration.leave(consumer_group, named, self.consumer), strict=True)
+            )
         group = self.groups.get(group_id)
         results: list[tuple[LeaveMember, ErrorCode]] = []
         for leaving in members:
@@ -1200,23 +1241,69 @@ class GroupCoordinator:
     # --- KIP-848 consumer groups: the group-type checks around coordinator/consumer_group.py ---------
 
     def consumer_group_heartbeat(self, req: HeartbeatRequest, topics: Topics, now_ms: int) -> HeartbeatResult:
-        """ConsumerGroupHeartbeat: the coordinator checks, then a classic group with members keeps its
-        id (Kafka with group.consumer.migration.policy=disabled: GROUP_ID_NOT_FOUND)."""
+        """ConsumerGroupHeartbeat: the coordinator checks, then a classic group with members becomes a
+        consumer group when the member joins and group.consumer.migration.policy allows it (Kafka's
+        getOrMaybeCreateConsumerGroup), else keeps its id (GROUP_ID_NOT_FOUND)."""
         error = self.coordinator_error(req.group_id) if req.group_id else ErrorCode.NONE
         if error != ErrorCode.NONE:
             return HeartbeatResult(error)
         classic = self.groups.get(req.group_id)
+        conversion = None
         if (
             req.group_id not in self.consumer.groups
             and classic is not None
             and (classic.members or classic.state not in (GroupState.EMPTY, GroupState.DEAD))
         ):
-            return HeartbeatResult(
-                ErrorCode.GROUP_ID_NOT_FOUND, f"Group {req.group_id} is not a consumer group."
-            )
+            config = self.config.consumer
+            why = "the member is not joining" if req.member_epoch != 0 else None
+            why = why or group_migration.upgrade_refusal(classic, config.migration_policy, config.max_size)
+            if why is not None:
+                return HeartbeatResult(
+                    ErrorCode.GROUP_ID_NOT_FOUND, f"Group {req.group_id} is not a consumer group: {why}."
+                )
+            try:
+                conversion = group_migration.upgrade(self.consumer, classic, topics, now_ms)
+            except Refused as refused:
+                return HeartbeatResult(refused.error_code, refused.message)
         # An empty classic group (perhaps only committed offsets) becomes a consumer group: its offsets
         # stay where they are, the consumer group's records take the id over.
-        return self.consumer.heartbeat(req, topics, now_ms)
+        result = self.consumer.heartbeat(req, topics, now_ms, conversion)
+        if classic is not None and conversion and result.error_code == ErrorCode.NONE:
+            # Converted (Kafka's convertToConsumerGroup): whoever waited in a rebalance is told to rejoin,
+            # now into the consumer group; the classic group keeps only the offsets.
+            for m in classic.members.values():
+                if m.join_token is not None:
+                    self._completions.append(
+                        (m.join_token, JoinResult(ErrorCode.REBALANCE_IN_PROGRESS, member_id=m.member_id))
+                    )
+                if m.sync_token is not None:
+                    self._completions.append((m.sync_token, SyncResult(ErrorCode.REBALANCE_IN_PROGRESS)))
+            self._reset_membership(classic, now_ms)
+        return result
+
+    def _downgrade(
+        self,
+        group: ConsumerGroup,
+        leaving: ConsumerMember | None,
+        records: list[tuple[bytes, bytes | None]],
+        now_ms: int,
+    ) -> bool:
+        """The consumer group's last consumer-protocol member leaves (or a classic static member took its
+        place): if the migration policy allows it, the group becomes a classic group of the classic
+        members (Kafka's convertToClassicGroup), which rebalances unless nobody left."""
+        if not group_migration.downgrade_allowed(group, leaving, self.config.consumer.migration_policy):
+            return False
+        value = group_migration.downgraded_group_value(group, leaving.member_id if leaving else "", now_ms)
+        protocols = {m.member_id: m.classic.supported_protocols for m in group.members.values() if m.classic}
+        records.extend(self.consumer.delete_records(group.group_id))
+        records.append(group_migration.group_record(group.group_id, value))
+        classic = self.groups.get(group.group_id) or self._new_group(group.group_id, now_ms)
+        self._load_group(group.group_id, group.partition, value, now_ms, classic)
+        for m in classic.members.values():
+            m.protocols = protocols[m.member_id]
+        if leaving is not None:
+            self._prepare_rebalance(classic, now_ms)
+        return True
 
     def describe_consumer_group(self, group_id: str) -> ConsumerGroupDescription:
         """ConsumerGroupDescribe: GROUP_ID_NOT_FOUND for an unknown or classic group, as Kafka."""
@@ -1261,7 +1348,7 @@ class GroupCoordinator:
                 m.client_id,
                 m.client_host,
                 _consumer_subscription(sorted(m.subscribed_topic_names)),
-                _consumer_assignment(
+                group_migration.encode_assignment(
                     sorted((names[t], sorted(ps)) for t, ps in m.assignment.items() if t in names)
                 ),
             )
@@ -1278,17 +1365,6 @@ def _consumer_subscription(topics: list[str]) -> bytes:
     for t in topics:
         raw = t.encode("utf-8")
         out += len(raw).to_bytes(2, "big") + raw
-    return bytes(out + b"\xff\xff\xff\xff")
-
-
-def _consumer_assignment(partitions: list[tuple[str, list[int]]]) -> bytes:
-    """ConsumerProtocolAssignment v0: partitions per topic, null user data."""
-    out = bytearray(b"\x00\x00") + len(partitions).to_bytes(4, "big")
-    for topic, parts in partitions:
-        raw = topic.encode("utf-8")
-        out += len(raw).to_bytes(2, "big") + raw + len(parts).to_bytes(4, "big")
-        for p in parts:
-            out += p.to_bytes(4, "big", signed=True)
     return bytes(out + b"\xff\xff\xff\xff")
 
 

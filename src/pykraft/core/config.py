@@ -179,6 +179,8 @@ class NodeConfig:
     group_consumer_max_heartbeat_interval_ms: int = 15000
     group_consumer_max_size: int = 2**31 - 1
     group_consumer_assignors: tuple[str, ...] = ("uniform", "range")
+    # KIP-848 online migration between classic and consumer groups (Kafka 4's default).
+    group_consumer_migration_policy: str = "bidirectional"
     # KRaft quorum timeouts, Kafka's names and defaults (QuorumConfig; kafka-facts §7.3).
     controller_quorum_election_timeout_ms: int = 1000
     controller_quorum_fetch_timeout_ms: int = 2000
@@ -312,19 +314,14 @@ def _int(props: dict[str, str], key: str, default: int, minimum: int | None = No
     return value
 
 
-def _check_migration_policy(props: dict[str, str]) -> None:
-    """group.consumer.migration.policy: pykraft serves ``disabled`` only (a group id is classic or
-    consumer; KIP-848's online upgrade and downgrade are not implemented), so a Kafka value asking for
-    more is refused rather than silently not honoured."""
-    raw = (props.get("group.consumer.migration.policy") or "disabled").strip().lower()
-    if raw != "disabled":
-        allowed = ("upgrade", "downgrade", "bidirectional")
-        why = (
-            "only disabled is supported"
-            if raw in allowed
-            else "not one of disabled, upgrade, downgrade, bidirectional"
+def _migration_policy(props: dict[str, str]) -> str:
+    """group.consumer.migration.policy: Kafka's ConsumerGroupMigrationPolicy values (case-insensitive)."""
+    raw = (props.get("group.consumer.migration.policy") or "bidirectional").strip().lower()
+    if raw not in ("disabled", "upgrade", "downgrade", "bidirectional"):
+        raise ConfigError(
+            f"group.consumer.migration.policy: {raw!r}: not one of disabled, upgrade, downgrade, bidirectional"
         )
-        raise ConfigError(f"group.consumer.migration.policy: {raw!r}: {why}")
+    return raw
 
 
 def _consumer_assignors(props: dict[str, str]) -> tuple[str, ...]:
@@ -696,7 +693,6 @@ def load_config(text: str, overrides: dict[str, str] | None = None) -> NodeConfi
             raise ConfigError(f"process.roles: {role!r} is not broker or controller")
     if not roles:
         raise ConfigError("process.roles: empty; use broker, controller or broker,controller")
-    _check_migration_policy(props)
     listeners = _endpoints("listeners", props.get("listeners", "PLAINTEXT://127.0.0.1:9092"))
     if not listeners:
         raise ConfigError("listeners: empty")
@@ -915,6 +911,7 @@ def load_config(text: str, overrides: dict[str, str] | None = None) -> NodeConfi
         ),
         group_consumer_max_size=_int(props, "group.consumer.max.size", 2**31 - 1, minimum=1),
         group_consumer_assignors=_consumer_assignors(props),
+        group_consumer_migration_policy=_migration_policy(props),
         controller_quorum_election_timeout_ms=election_timeout_ms,
         controller_quorum_fetch_timeout_ms=fetch_timeout_ms,
         controller_quorum_election_backoff_max_ms=_int(

@@ -23,7 +23,7 @@ from typing import Any
 
 from pykraft.broker.handlers import BrokerContext, ClusterView
 from pykraft.coordinator import consumer_group_api, group_api
-from pykraft.coordinator.consumer_group import ConsumerGroupConfig
+from pykraft.coordinator.consumer_group import ConsumerGroupConfig, MigrationPolicy
 from pykraft.coordinator.group_coordinator import (
     GroupConfig,
     GroupCoordinator,
@@ -100,6 +100,7 @@ class GroupService:
                     session_timeout_ms=config.group_consumer_session_timeout_ms,
                     max_size=config.group_consumer_max_size,
                     assignors=config.group_consumer_assignors,
+                    migration_policy=MigrationPolicy(config.group_consumer_migration_policy),
                 ),
             ),
             rng,
@@ -318,7 +319,11 @@ class GroupService:
         client_id, peer = CURRENT_CLIENT.get()
         token, fut = self._park()
         self.coordinator.join_group(
-            group_api.join_request(request, version, client_id, client_host_of(peer)), token, now_ms()
+            group_api.join_request(request, version, client_id, client_host_of(peer)),
+            token,
+            now_ms(),
+            # A classic member may join a consumer group (KIP-848 online migration): its topics' ids.
+            consumer_group_api.topics_by_name(self.ctx.cluster.topics),
         )
         self._after()
         park()  # waits for the other members (Kafka's DelayedJoin): its queued.max.requests slot goes back
