@@ -20,7 +20,15 @@ import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
-from pykraft.broker import authorization, cluster_admin, configs_api, handlers, partitions_api, security_api
+from pykraft.broker import (
+    authorization,
+    cluster_admin,
+    configs_api,
+    handlers,
+    partitions_api,
+    quotas_api,
+    security_api,
+)
 from pykraft.broker.configs_api import handle_describe_configs
 from pykraft.broker.lifecycle import BrokerState
 from pykraft.broker.producer_admin import handle_describe_producers
@@ -31,12 +39,13 @@ from pykraft.coordinator.offsets_records import OFFSETS_TOPIC
 from pykraft.core.config import NodeConfig
 from pykraft.core.errors import ErrorCode, KafkaError, RemoteProtocolError
 from pykraft.core.topic_configs import topic_names_of_broker_configs
-from pykraft.io.controller_link import ControllerLink
+from pykraft.io.controller_link import ControllerLink, create_topics_error, delete_topics_error
 from pykraft.io.group_service import CURRENT_CLIENT, GroupService
 from pykraft.io.log_dirs import FileLogOpener
 from pykraft.io.meta_properties_files import prepare_log_dirs
 from pykraft.io.metadata_plane import MetadataPlane, NotControllerError
 from pykraft.io.metrics import EventLoopMonitor, MetricsServer, node_registry
+from pykraft.io.quota_service import QuotaService
 from pykraft.io.replica_fetcher import ReplicaFetchers
 from pykraft.io.request_metrics import RequestMetrics
 from pykraft.io.rpc_channel import ChannelSecurity, PeerUnavailable
@@ -49,7 +58,7 @@ from pykraft.log.cleaner import CleanerConfig
 from pykraft.log.partition_log import LogConfig
 from pykraft.metadata.image import CONFIG_RESOURCE_TYPE_BROKER, CONFIG_RESOURCE_TYPE_TOPIC, ConfigResource
 from pykraft.protocol import messages
-from pykraft.protocol.fetch import encode_fetch_response
+from pykraft.protocol.fetch import FetchResponseData, encode_fetch_response
 from pykraft.protocol.messages import ApiKey, RequestHeader
 from pykraft.protocol.produce import ProduceRequestData, decode_produce_request, encode_produce_response
 from pykraft.protocol.records import BATCH_HEADER_SIZE, read_batch_header
@@ -133,6 +142,8 @@ class Node:
         )
         self.producer_ids = ProducerIdManager(config.node_id)
         self.ctx: handlers.BrokerContext | None = None
+        # Client quotas (KIP-546): rates per user/client-id, throttle times, muted connections.
+        self.quotas = QuotaService(config)
         self.groups: GroupService | None = None
         self.txns: TxnService | None = None
         # Each SASL listener's PLAIN users and SCRAM lookup, by listener name.
@@ -700,6 +711,7 @@ class Node:
                     ),
                 )
         self.ctx.cluster = view
+        self.quotas.on_image(self.metadata.image.client_quotas.entities)
         if self.fetchers is not None:
             self.fetchers.update(followed, {b.node_id: (b.host, b.port) for b in view.brokers})
         if self.groups is not None:
@@ -884,6 +896,7 @@ class Node:
     ) -> Sequence[bytes | bytearray | memoryview] | None:
         if conn.sasl is not None and conn.sasl.raw_tokens:
             return self._raw_sasl_token(frame, conn)
+        started = time.perf_counter()
         view = memoryview(frame)
         header = messages.parse_request_header(view)
         key, version = header.api_key, header.api_version
@@ -910,7 +923,10 @@ class Node:
         authorizing = self._authorizer is not None
         if authorizing:
             self._authorize(conn)
+        quotas = self.quotas
         if key == ApiKey.PRODUCE:
+            # KafkaApis.handleProduceRequest: the request's bytes against producer_byte_rate.
+            produce_throttle_ms = quotas.record(quotas.quotas.produce, conn, header.client_id, len(frame) + 4)
             produce = decode_produce_request(view[header.body_offset :], version)
             verification = None
             if produce.transactional_id is not None and allowed(
@@ -923,23 +939,51 @@ class Node:
             )
             self._notify_data()
             if produce.acks == 0:
+                # No answer to carry it, but the connection is muted all the same (KafkaApis).
+                quotas.finish(conn, header.client_id, started, produce_throttle_ms, quotas.quotas.produce)
                 return None
             if waits:
                 await self._wait_for_replication(results, waits, produce.timeout_ms)
-            return [encode_produce_response(header.correlation_id, version, results)]
+            throttle_ms = quotas.finish(
+                conn, header.client_id, started, produce_throttle_ms, quotas.quotas.produce
+            )
+            return [encode_produce_response(header.correlation_id, version, results, throttle_ms)]
         request = messages.decode_request(header, view)
         if key in (ApiKey.JOIN_GROUP, ApiKey.CONSUMER_GROUP_HEARTBEAT):
             CURRENT_CLIENT.set((header.client_id or "", conn.peer))
         if key == ApiKey.FETCH:
-            return await self._fetch(header, request)
+            return await self._fetch(header, request, conn, started)
         handler = self._request_handlers.get(key)
         if handler is None:
             raise RemoteProtocolError(f"api key {key} is advertised but has no handler")
+        mutation_throttle_ms = 0
+        topics_before = ctx.cluster.topics
+        if key in _MUTATION_APIS:
+            mutation_throttle_ms = quotas.exceeded(quotas.quotas.controller_mutation, conn, header.client_id)
+            if mutation_throttle_ms and version >= _MUTATION_APIS[key]:
+                # ControllerMutationQuotaManager's strict mode (KIP-599): refused, nothing recorded.
+                response = _mutation_refusal(key, request, version)
+                response.throttle_time_ms = quotas.finish(
+                    conn, header.client_id, started, mutation_throttle_ms, quotas.quotas.controller_mutation
+                )
+                return [messages.encode_response(header, response)]
         if not authorizing:
-            return [messages.encode_response(header, await handler(request, version))]
-        return [
-            messages.encode_response(header, await self._serve_authorized(key, request, version, handler))
-        ]
+            response = await handler(request, version)
+        else:
+            response = await self._serve_authorized(key, request, version, handler)
+        if key in _MUTATION_APIS:
+            mutations = quotas_api.partition_mutations(
+                key, request, response, topics_before, self.config.num_partitions
+            )
+            mutation_throttle_ms = quotas.record(
+                quotas.quotas.controller_mutation, conn, header.client_id, mutations
+            )
+        throttle_ms = quotas.finish(
+            conn, header.client_id, started, mutation_throttle_ms, quotas.quotas.controller_mutation
+        )
+        if throttle_ms and hasattr(response, "throttle_time_ms"):
+            response.throttle_time_ms = throttle_ms
+        return [messages.encode_response(header, response)]
 
     @staticmethod
     async def _serve_authorized(key: int, request: Any, version: int, handler: RequestHandler) -> Any:
@@ -1098,6 +1142,7 @@ class Node:
             ApiKey.DELETE_ACLS: metadata.handle_delete_acls,
             ApiKey.INCREMENTAL_ALTER_CONFIGS: metadata.handle_incremental_alter_configs,
             ApiKey.ALTER_CONFIGS: metadata.handle_alter_configs,
+            ApiKey.ALTER_CLIENT_QUOTAS: metadata.handle_alter_client_quotas,
         }
         handler = handlers_by_key.get(key)
         if handler is None:
@@ -1184,8 +1229,9 @@ class Node:
         }
 
     def _config_handlers(self) -> dict[int, RequestHandler]:
-        """IncrementalAlterConfigs and AlterConfigs: the active controller writes the ConfigRecords (this
-        node's own, or forwarded), every broker applies them from its image."""
+        """IncrementalAlterConfigs, AlterConfigs and AlterClientQuotas: the active controller writes the
+        ConfigRecords / ClientQuotaRecords (this node's own, or forwarded), every broker applies them
+        from its image."""
         metadata = self.metadata
         assert metadata is not None
         link = self.link
@@ -1203,9 +1249,25 @@ class Node:
 
             return call
 
+        async def describe_client_quotas(request: Any, version: int) -> Any:
+            return quotas_api.describe_client_quotas(request, version, metadata.image.client_quotas.entities)
+
+        async def alter_client_quotas(request: Any, version: int) -> Any:
+            if link is None:
+                return await metadata.handle_alter_client_quotas(request, version)
+            return await link.forward_or_refuse(
+                request,
+                version,
+                lambda r: [x.error_code for x in r.entries],
+                quotas_api.alter_client_quotas_error,
+            )
+
         return {
             ApiKey.INCREMENTAL_ALTER_CONFIGS: to_controller(metadata.handle_incremental_alter_configs, True),
             ApiKey.ALTER_CONFIGS: to_controller(metadata.handle_alter_configs, False),
+            # Client quotas (KIP-546): described from the image, altered by the active controller.
+            ApiKey.DESCRIBE_CLIENT_QUOTAS: describe_client_quotas,
+            ApiKey.ALTER_CLIENT_QUOTAS: alter_client_quotas,
         }
 
     def _security_handlers(self) -> dict[int, RequestHandler]:
@@ -1398,7 +1460,9 @@ class Node:
         await self.metadata.wait_for_image(lambda image: partitions_api.has_partitions(image, grown))
         return response
 
-    async def _fetch(self, header: RequestHeader, request: Any) -> list[bytes | bytearray | memoryview]:
+    async def _fetch(
+        self, header: RequestHeader, request: Any, conn: ConnectionInfo, started: float
+    ) -> list[bytes | bytearray | memoryview]:
         ctx = self.ctx
         assert ctx is not None
         deadline = time.monotonic() + max(request.max_wait_ms, 0) / 1000
@@ -1420,8 +1484,24 @@ class Node:
             if outcome.bytes_read >= request.min_bytes or outcome.has_error or remaining_s <= 0:
                 break
             await self._wait_for_data(remaining_s)
+        parts = encode_fetch_response(header.correlation_id, header.api_version, outcome.response)
+        if replica_id < 0:
+            # KafkaApis.handleFetchRequest: a consumer's response bytes against consumer_byte_rate; any
+            # throttle takes them back and answers with no partitions (getThrottledResponse).
+            quotas, client_id = self.quotas, header.client_id
+            fetch_quota = quotas.quotas.fetch
+            throttle_ms = response_bytes = 0
+            if fetch_quota.enabled:
+                response_bytes = sum(len(part) for part in parts)
+                throttle_ms = quotas.record(fetch_quota, conn, client_id, response_bytes)
+            throttle_ms = quotas.finish(conn, client_id, started, throttle_ms, fetch_quota)
+            if throttle_ms:
+                if response_bytes:
+                    quotas.unrecord(fetch_quota, conn, client_id, response_bytes)
+                throttled = FetchResponseData(throttle_ms, ErrorCode.NONE, outcome.response.session_id)
+                return encode_fetch_response(header.correlation_id, header.api_version, throttled)
         ctx.topic_stats.record_fetch(outcome.response, replica_id >= 0, ctx.cluster.topics)
-        return encode_fetch_response(header.correlation_id, header.api_version, outcome.response)
+        return parts
 
 
 # What the controller listener serves (Kafka's ControllerApis subset): the raft RPCs at the versions
@@ -1463,6 +1543,7 @@ CONTROLLER_API_VERSIONS: dict[ApiKey, tuple[int, int]] = {
             ApiKey.DELETE_ACLS,
             ApiKey.INCREMENTAL_ALTER_CONFIGS,
             ApiKey.ALTER_CONFIGS,
+            ApiKey.ALTER_CLIENT_QUOTAS,
         )
     },
 }
@@ -1477,3 +1558,22 @@ def _connections_left(server: KafkaServer) -> str:
 
 
 __all__ = ["ErrorCode", "Node", "StartupError", "now_ms"]
+
+
+# KIP-599: the APIs whose partitions count against controller_mutation_rate, and the first version that
+# is refused with THROTTLING_QUOTA_EXCEEDED when over it (older ones are served and throttled).
+_MUTATION_APIS: dict[int, int] = {
+    ApiKey.CREATE_TOPICS: 6,
+    ApiKey.CREATE_PARTITIONS: 3,
+    ApiKey.DELETE_TOPICS: 5,
+}
+
+
+def _mutation_refusal(key: int, request: Any, version: int) -> Any:
+    """Every topic of the request refused with THROTTLING_QUOTA_EXCEEDED (KIP-599)."""
+    error, message = ErrorCode.THROTTLING_QUOTA_EXCEEDED, "The throttling quota has been exceeded."
+    if key == ApiKey.CREATE_TOPICS:
+        return create_topics_error(request, version, error, message)
+    if key == ApiKey.CREATE_PARTITIONS:
+        return partitions_api.create_partitions_error(request, version, error, message)
+    return delete_topics_error(request, version, error, message)

@@ -169,6 +169,9 @@ SUPPORTED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     # Topic configs altered through the active controller (issue 17, KIP-339).
     ApiKey.ALTER_CONFIGS: (0, 2),
     ApiKey.INCREMENTAL_ALTER_CONFIGS: (0, 1),
+    # Client quotas (KIP-546), enforced with throttle times and muted connections (KIP-219).
+    ApiKey.DESCRIBE_CLIENT_QUOTAS: (0, 1),
+    ApiKey.ALTER_CLIENT_QUOTAS: (0, 1),
     ApiKey.DESCRIBE_PRODUCERS: (0, 0),
     # SASL (issue 16): SaslHandshake v1 then SaslAuthenticate (KIP-152), and v0's bare tokens, which
     # older librdkafka (2.0) needs advertised to use SASL at all.
