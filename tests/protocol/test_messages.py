@@ -158,6 +158,8 @@ def test_supported_versions_table() -> None:
         ApiKey.DESCRIBE_CONFIGS: (1, 4),
         ApiKey.ALTER_CONFIGS: (0, 2),
         ApiKey.INCREMENTAL_ALTER_CONFIGS: (0, 1),
+        ApiKey.DESCRIBE_CLIENT_QUOTAS: (0, 1),
+        ApiKey.ALTER_CLIENT_QUOTAS: (0, 1),
         ApiKey.DESCRIBE_PRODUCERS: (0, 0),
         ApiKey.FIND_COORDINATOR: (0, 4),
         ApiKey.OFFSET_FETCH: (1, 9),
