@@ -20,6 +20,10 @@ its connection reads nothing meanwhile; nothing is refused. A request that parks
 long-polling Fetch, an acks=all produce, a controller write, a group join; ``io/waiting.park``) gives
 its slot back, as Kafka's purgatory holds no request-queue slot, so parked requests never keep out the
 one they wait for (a follower's Fetch, the next member's JoinGroup).
+
+Client quotas (KIP-219): a handler that finds its client over a quota sets ``throttle_time_ms`` on the
+connection; the response (which carries it) goes out at once, then nothing more is read from that
+connection for that long, as Kafka mutes a throttled channel (io/quota_service.py).
 """
 
 from __future__ import annotations
