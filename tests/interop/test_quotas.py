@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-from confluent_kafka import Producer
+from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 from kafka.protocol.admin import CreateTopicsRequest, CreateTopicsResponse
 from kafka.protocol.admin.client_quotas import AlterClientQuotasRequest, AlterClientQuotasResponse
 from prometheus_client.parser import text_string_to_metric_families
@@ -208,3 +208,54 @@ def test_controller_mutation_rate_refuses_create_topics_v6_over_it(
     assert first_error == ErrorCode.NONE and first_throttle_ms > 0
     second_error, second_throttle_ms = create("mutation-b")
     assert second_error == ErrorCode.THROTTLING_QUOTA_EXCEEDED and second_throttle_ms > 0
+
+
+def test_consumer_byte_rate_throttles_fetches_of_one_client_only(
+    node: tuple[RunningNode, str], configs: Callable[..., str]
+) -> None:
+    running, metrics_url = node
+    configs(
+        "--entity-type",
+        "clients",
+        "--entity-name",
+        "quota-reader",
+        "--alter",
+        "--add-config",
+        "consumer_byte_rate=32768",
+    )
+    # Batches smaller than the quota window's bytes: a batch is never split, and one larger than the
+    # window would be throttled and dropped on every fetch (as in Kafka).
+    producer = Producer(
+        {"bootstrap.servers": running.bootstrap_servers, "client.id": "quota-fast", "batch.size": 16384}
+    )
+    for _ in range(400):
+        producer.produce("quota-fetch", b"f" * 1024)
+    assert producer.flush(30) == 0  # no quota for this client id: not throttled
+
+    throttles_ms: list[int] = []
+
+    def on_stats(text: str) -> None:
+        for broker in json.loads(text)["brokers"].values():
+            if broker["nodeid"] >= 0 and broker["throttle"]["cnt"]:
+                throttles_ms.append(broker["throttle"]["max"])
+
+    consumer = Consumer(
+        {
+            "bootstrap.servers": running.bootstrap_servers,
+            "client.id": "quota-reader",
+            "group.id": "quota-reader",
+            "auto.offset.reset": "earliest",
+            "statistics.interval.ms": 500,
+            "stats_cb": on_stats,
+        }
+    )
+    consumer.assign([TopicPartition("quota-fetch", 0, OFFSET_BEGINNING)])
+    read = 0
+    deadline = time.monotonic() + 30
+    try:
+        while not throttles_ms and time.monotonic() < deadline:
+            read += len(consumer.consume(num_messages=1000, timeout=0.2))
+    finally:
+        consumer.close()
+    assert throttles_ms and max(throttles_ms) > 0 and read > 0
+    assert _metric(metrics_url, "kafka_server_fetch_throttle_time", user="", client_id="quota-reader") > 0

@@ -147,6 +147,7 @@ def test_alter_sets_and_removes_keys_and_checks_entities_and_keys_as_kafka_does(
         ClientQuotaAlteration(((U, "a"), (U, "b")), [("producer_byte_rate", 1.0)]),
         ClientQuotaAlteration(((U, "x"),), [("bogus_rate", 1.0)]),
         ClientQuotaAlteration(((U, "y"),), [("producer_byte_rate", 1.5)]),
+        ClientQuotaAlteration(((U, "n"),), [("request_percentage", float("nan"))]),
         ClientQuotaAlteration(((U, "z"),), [("request_percentage", 1.0), ("request_percentage", 2.0)]),
         ClientQuotaAlteration(((C, "app"), (U, "alice")), [("consumer_byte_rate", 5.0)]),  # a duplicate
     ]
@@ -157,6 +158,7 @@ def test_alter_sets_and_removes_keys_and_checks_entities_and_keys_as_kafka_does(
         (ErrorCode.INVALID_REQUEST, "Invalid empty client quota entity, duplicate entity entry user"),
         (ErrorCode.INVALID_REQUEST, "Invalid configuration key bogus_rate"),
         (ErrorCode.INVALID_REQUEST, "Configuration producer_byte_rate must be a Long value"),
+        (ErrorCode.INVALID_REQUEST, "Configuration request_percentage must be a number, not NaN"),
         (
             ErrorCode.INVALID_REQUEST,
             "Duplicate quota key request_percentage not updating quota for this entity user z",

@@ -248,6 +248,15 @@ class ClientQuotaManager:
         throttle_ms = (observed - limit) / limit * rate.window_size_ms(now_ms)
         return min(int(throttle_ms), self.max_throttle_time_ms)
 
+    def max_value_in_quota_window(self, user: str, client_id: str) -> float | None:
+        """ClientQuotaManager.maxValueInQuotaWindow: the most that can be recorded at once without a
+        certain throttle, limit * (samples - 1) windows (a consumer's fetch size is capped to it);
+        None without a quota."""
+        if not self._overridden:
+            return None
+        limit = self.quota_limit(self.metric_tags(user, client_id))
+        return None if limit is None else limit * (self.samples - 1) * self.window_ms / 1000
+
     def unrecord(self, user: str, client_id: str, value: float, now_ms: int) -> None:
         """ClientQuotaManager.unrecordQuotaSensor: take back what a throttled fetch did not send."""
         if self._overridden:

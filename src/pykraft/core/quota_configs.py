@@ -82,6 +82,9 @@ def check_quota(key: str, value: float) -> tuple[ErrorCode, str | None]:
     is_long = QUOTA_KEYS.get(key)
     if is_long is None:
         return ErrorCode.INVALID_REQUEST, f"Invalid configuration key {key}"
+    if math.isnan(value):
+        # Not in Kafka's checks; a NaN quota would make every rate comparison false.
+        return ErrorCode.INVALID_REQUEST, f"Configuration {key} must be a number, not NaN"
     if is_long:
         epsilon = 1e-6
         if not math.isfinite(value) or abs(float(int(value + epsilon)) - value) > epsilon:

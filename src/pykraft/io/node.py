@@ -1467,6 +1467,8 @@ class Node:
         assert ctx is not None
         deadline = time.monotonic() + max(request.max_wait_ms, 0) / 1000
         replica_id = request.replica_id if request.replica_id is not None else -1
+        if replica_id < 0:
+            self.quotas.cap_fetch(request, conn, header.client_id)
         while True:
             if replica_id >= 0:
                 # A follower (issue 14): its log end moves the high watermark; it reads to the log end.

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping
+from typing import Any
 
 from pykraft.broker.quotas import MILLIS_TO_PERCENTAGE, ClientQuotaManager, ClientQuotas, quota_user
 from pykraft.core.config import NodeConfig
@@ -56,6 +57,14 @@ class QuotaService:
         if not manager.exceeded(user, client_id or "", now):
             return 0
         return max(1, manager.throttle_time(user, client_id or "", now))
+
+    def cap_fetch(self, request: Any, conn: ConnectionInfo, client_id: str | None) -> None:
+        """KafkaApis.handleFetchRequest: a consumer's max_bytes (and min_bytes) at most what its
+        consumer_byte_rate allows in one quota window, so a fetch is not certain to be throttled."""
+        cap = self.quotas.fetch.max_value_in_quota_window(quota_user(conn.principal), client_id or "")
+        if cap is not None:
+            request.max_bytes = max(1, min(request.max_bytes, int(cap)))
+            request.min_bytes = min(request.min_bytes, request.max_bytes)
 
     def unrecord(
         self, manager: ClientQuotaManager, conn: ConnectionInfo, client_id: str | None, value: float
