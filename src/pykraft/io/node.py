@@ -39,7 +39,7 @@ from pykraft.coordinator.offsets_records import OFFSETS_TOPIC
 from pykraft.core.config import NodeConfig
 from pykraft.core.errors import ErrorCode, KafkaError, RemoteProtocolError
 from pykraft.core.topic_configs import topic_names_of_broker_configs
-from pykraft.io.controller_link import ControllerLink, create_topics_error, delete_topics_error
+from pykraft.io.controller_link import ControllerLink
 from pykraft.io.group_service import CURRENT_CLIENT, GroupService
 from pykraft.io.log_dirs import FileLogOpener
 from pykraft.io.meta_properties_files import prepare_log_dirs
@@ -58,7 +58,7 @@ from pykraft.log.cleaner import CleanerConfig
 from pykraft.log.partition_log import LogConfig
 from pykraft.metadata.image import CONFIG_RESOURCE_TYPE_BROKER, CONFIG_RESOURCE_TYPE_TOPIC, ConfigResource
 from pykraft.protocol import messages
-from pykraft.protocol.fetch import FetchResponseData, encode_fetch_response
+from pykraft.protocol.fetch import encode_fetch_response
 from pykraft.protocol.messages import ApiKey, RequestHeader
 from pykraft.protocol.produce import ProduceRequestData, decode_produce_request, encode_produce_response
 from pykraft.protocol.records import BATCH_HEADER_SIZE, read_batch_header
@@ -956,33 +956,23 @@ class Node:
         handler = self._request_handlers.get(key)
         if handler is None:
             raise RemoteProtocolError(f"api key {key} is advertised but has no handler")
-        mutation_throttle_ms = 0
         topics_before = ctx.cluster.topics
-        if key in _MUTATION_APIS:
-            mutation_throttle_ms = quotas.exceeded(quotas.quotas.controller_mutation, conn, header.client_id)
-            if mutation_throttle_ms and version >= _MUTATION_APIS[key]:
-                # ControllerMutationQuotaManager's strict mode (KIP-599): refused, nothing recorded.
-                response = _mutation_refusal(key, request, version)
-                response.throttle_time_ms = quotas.finish(
-                    conn, header.client_id, started, mutation_throttle_ms, quotas.quotas.controller_mutation
-                )
-                return [messages.encode_response(header, response)]
-        if not authorizing:
-            response = await handler(request, version)
-        else:
-            response = await self._serve_authorized(key, request, version, handler)
-        if key in _MUTATION_APIS:
-            mutations = quotas_api.partition_mutations(
-                key, request, response, topics_before, self.config.num_partitions
+        response = quotas.refuse_mutation(key, request, version, conn, header.client_id, started)
+        if response is None:
+            if not authorizing:
+                response = await handler(request, version)
+            else:
+                response = await self._serve_authorized(key, request, version, handler)
+            quotas.answer(
+                key,
+                request,
+                response,
+                conn,
+                header.client_id,
+                started,
+                topics_before,
+                self.config.num_partitions,
             )
-            mutation_throttle_ms = quotas.record(
-                quotas.quotas.controller_mutation, conn, header.client_id, mutations
-            )
-        throttle_ms = quotas.finish(
-            conn, header.client_id, started, mutation_throttle_ms, quotas.quotas.controller_mutation
-        )
-        if throttle_ms and hasattr(response, "throttle_time_ms"):
-            response.throttle_time_ms = throttle_ms
         return [messages.encode_response(header, response)]
 
     @staticmethod
@@ -1488,20 +1478,10 @@ class Node:
             await self._wait_for_data(remaining_s)
         parts = encode_fetch_response(header.correlation_id, header.api_version, outcome.response)
         if replica_id < 0:
-            # KafkaApis.handleFetchRequest: a consumer's response bytes against consumer_byte_rate; any
-            # throttle takes them back and answers with no partitions (getThrottledResponse).
-            quotas, client_id = self.quotas, header.client_id
-            fetch_quota = quotas.quotas.fetch
-            throttle_ms = response_bytes = 0
-            if fetch_quota.enabled:
-                response_bytes = sum(len(part) for part in parts)
-                throttle_ms = quotas.record(fetch_quota, conn, client_id, response_bytes)
-            throttle_ms = quotas.finish(conn, client_id, started, throttle_ms, fetch_quota)
-            if throttle_ms:
-                if response_bytes:
-                    quotas.unrecord(fetch_quota, conn, client_id, response_bytes)
-                throttled = FetchResponseData(throttle_ms, ErrorCode.NONE, outcome.response.session_id)
-                return encode_fetch_response(header.correlation_id, header.api_version, throttled)
+            # Client quotas: a throttled consumer gets an empty answer (io/quota_service.py).
+            throttled = self.quotas.fetch_response(header, conn, started, outcome.response, parts)
+            if throttled is not None:
+                return throttled
         ctx.topic_stats.record_fetch(outcome.response, replica_id >= 0, ctx.cluster.topics)
         return parts
 
@@ -1560,22 +1540,3 @@ def _connections_left(server: KafkaServer) -> str:
 
 
 __all__ = ["ErrorCode", "Node", "StartupError", "now_ms"]
-
-
-# KIP-599: the APIs whose partitions count against controller_mutation_rate, and the first version that
-# is refused with THROTTLING_QUOTA_EXCEEDED when over it (older ones are served and throttled).
-_MUTATION_APIS: dict[int, int] = {
-    ApiKey.CREATE_TOPICS: 6,
-    ApiKey.CREATE_PARTITIONS: 3,
-    ApiKey.DELETE_TOPICS: 5,
-}
-
-
-def _mutation_refusal(key: int, request: Any, version: int) -> Any:
-    """Every topic of the request refused with THROTTLING_QUOTA_EXCEEDED (KIP-599)."""
-    error, message = ErrorCode.THROTTLING_QUOTA_EXCEEDED, "The throttling quota has been exceeded."
-    if key == ApiKey.CREATE_TOPICS:
-        return create_topics_error(request, version, error, message)
-    if key == ApiKey.CREATE_PARTITIONS:
-        return partitions_api.create_partitions_error(request, version, error, message)
-    return delete_topics_error(request, version, error, message)
