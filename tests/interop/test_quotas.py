@@ -1,8 +1,9 @@
 """Client quotas through real clients (issue 27 item 7, KIP-546/KIP-219/KIP-599): set with
 ``pykraft configs --entity-type clients|users``, a flat-out confluent-kafka producer is slowed to its
 ``producer_byte_rate`` and reports the broker's throttle times, the metrics show them per client id,
-AlterClientQuotas refuses bad input with Kafka's errors, and ``controller_mutation_rate`` refuses a
-CreateTopics v6 over it with THROTTLING_QUOTA_EXCEEDED.
+AlterClientQuotas refuses bad input with Kafka's errors, ``consumer_byte_rate`` throttles a
+confluent-kafka consumer, ``request_percentage`` a client's requests, and ``controller_mutation_rate``
+refuses a CreateTopics v6 over it with THROTTLING_QUOTA_EXCEEDED.
 
 The node measures rates over 2 samples of 1 s (``quota.window.num=2``): with Kafka's 11 a client may
 first send about ten seconds' worth at once (the rate's window is never shorter than 10 s), which a
@@ -21,10 +22,12 @@ import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 from kafka.protocol.admin import CreateTopicsRequest, CreateTopicsResponse
 from kafka.protocol.admin.client_quotas import AlterClientQuotasRequest, AlterClientQuotasResponse
+from kafka.protocol.metadata import MetadataRequest, MetadataResponse
 from prometheus_client.parser import text_string_to_metric_families
 
 from pykraft.cli import main
 from pykraft.core.errors import ErrorCode
+from pykraft.io.kafka_connection import BrokerConnection
 from pykraft.testing import RunningNode, free_port, running_node
 from tests.raw_client import RawClient
 
@@ -259,3 +262,26 @@ def test_consumer_byte_rate_throttles_fetches_of_one_client_only(
         consumer.close()
     assert throttles_ms and max(throttles_ms) > 0 and read > 0
     assert _metric(metrics_url, "kafka_server_fetch_throttle_time", user="", client_id="quota-reader") > 0
+
+
+def test_request_percentage_throttles_a_client_that_keeps_the_broker_busy(
+    node: tuple[RunningNode, str], configs: Callable[..., str]
+) -> None:
+    running, metrics_url = node
+    # 0.001 % of a second is 10 microseconds: any request's handling goes over it.
+    configs(
+        "--entity-type",
+        "clients",
+        "--entity-name",
+        "quota-busy",
+        "--alter",
+        "--add-config",
+        "request_percentage=0.001",
+    )
+    host, port = running.bootstrap_servers.split(":")
+    with BrokerConnection(host, int(port), client_id="quota-busy") as conn:
+        response = conn.request(MetadataRequest(topics=None), MetadataResponse, 12)
+    # ClientRequestQuotaManager caps the throttle at one quota window (1 s here).
+    assert 0 < response.throttle_time_ms <= 1000
+    assert _metric(metrics_url, "kafka_server_request_throttle_time", user="", client_id="quota-busy") > 0
+    assert _metric(metrics_url, "kafka_server_request_request_time", user="", client_id="quota-busy") > 0
