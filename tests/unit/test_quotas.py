@@ -143,6 +143,7 @@ def test_alter_sets_and_removes_keys_and_checks_entities_and_keys_as_kafka_does(
     bad = [
         ClientQuotaAlteration((), [("producer_byte_rate", 1.0)]),
         ClientQuotaAlteration((("group", "g"),), [("producer_byte_rate", 1.0)]),
+        ClientQuotaAlteration((("ip", "10.0.0.1"),), [("connection_creation_rate", 1.0)]),
         ClientQuotaAlteration(((U, ""),), [("producer_byte_rate", 1.0)]),
         ClientQuotaAlteration(((U, "a"), (U, "b")), [("producer_byte_rate", 1.0)]),
         ClientQuotaAlteration(((U, "x"),), [("bogus_rate", 1.0)]),
@@ -154,6 +155,7 @@ def test_alter_sets_and_removes_keys_and_checks_entities_and_keys_as_kafka_does(
     assert _alter(manager, *bad) == [
         (ErrorCode.INVALID_REQUEST, "Invalid empty client quota entity"),
         (ErrorCode.INVALID_REQUEST, "Unhandled client quota entity type: group"),
+        (ErrorCode.INVALID_REQUEST, "ip quotas (connection_creation_rate) are not supported by pykraft"),
         (ErrorCode.INVALID_REQUEST, "Empty user not supported"),
         (ErrorCode.INVALID_REQUEST, "Invalid empty client quota entity, duplicate entity entry user"),
         (ErrorCode.INVALID_REQUEST, "Invalid configuration key bogus_rate"),
