@@ -269,6 +269,39 @@ def test_partitions_are_added_through_any_broker(cluster: ProcessCluster) -> Non
     assert "currently has 5 partition(s); 3 would not be an increase" in excinfo.value.args[0].str()
 
 
+def test_client_quotas_are_altered_through_any_broker_and_every_broker_describes_them(
+    cluster: ProcessCluster, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """AlterClientQuotas on a broker process goes to the active controller (issue 27 item 7); the
+    ClientQuotaRecord reaches every broker's image."""
+    from pykraft.cli import main
+
+    first, second = (cluster.nodes[b].address for b in BROKERS[:2])
+    user = ["--entity-type", "users", "--entity-name", "carol"]
+    assert (
+        main(
+            [
+                "configs",
+                "--bootstrap-server",
+                first,
+                *user,
+                "--alter",
+                "--add-config",
+                "consumer_byte_rate=4096",
+            ]
+        )
+        == 0
+    )
+    expected = "Quota configs for user-principal 'carol' are consumer_byte_rate=4096.0"
+
+    def described() -> bool:
+        capsys.readouterr()
+        assert main(["configs", "--bootstrap-server", second, *user, "--describe"]) == 0
+        return capsys.readouterr().out.strip() == expected
+
+    wait_until(described, 30, "the quota to reach the other broker")
+
+
 # --- AllocateProducerIds (KIP-730) ---------------------------------------------------------------------
 
 

@@ -245,7 +245,7 @@ def test_describe_log_dirs_sizes_grow_after_producing(node: RunningNode, admin: 
     assert after >= before + 200 * 200
 
     # Topics=null: every partition this broker hosts, read raw at the oldest and newest versions.
-    for version in (1, 4):
+    for version in (1, 4, 5):
         with RawClient(node.bootstrap_servers) as client:
             response = client.request(DescribeLogDirsRequest(topics=None), DescribeLogDirsResponse, version)
         (result,) = response.results
@@ -253,6 +253,7 @@ def test_describe_log_dirs_sizes_grow_after_producing(node: RunningNode, admin: 
         assert sizes[("sized", 0)] >= after
         if version >= 4:
             assert result.total_bytes == log_dir["total_bytes"]
+        assert not result.is_cordoned  # v5 (KIP-1066): pykraft never cordons a log dir
 
 
 # --- with an authorizer ------------------------------------------------------------------------------------------

@@ -35,3 +35,16 @@ def test_idempotent_produce_and_assign_consume(pykraft_node) -> None:
     consumer.close()
     assert got[0] == [b"v%06d" % i for i in range(0, count, 2)]
     assert got[1] == [b"v%06d" % i for i in range(1, count, 2)]
+
+
+def test_check_version_reads_pykraft_as_the_newest_kafka_it_knows(pykraft_node) -> None:
+    """kafka-python infers the broker's version from the highest ApiVersions entry it recognises
+    (kafka/protocol/broker_version_data.py: 4.3 needs DescribeLogDirs v5, 3.8 Produce v11; 2.2's table
+    tops out at 2.6 on DescribeClientQuotas v0); pykraft serves each of those for real."""
+    from kafka.protocol.broker_version_data import BROKER_API_VERSIONS
+
+    admin = KafkaAdminClient(bootstrap_servers=pykraft_node.bootstrap_servers)
+    try:
+        assert admin._client.check_version() == max(BROKER_API_VERSIONS) == (4, 3)
+    finally:
+        admin.close()

@@ -158,6 +158,8 @@ def test_supported_versions_table() -> None:
         ApiKey.DESCRIBE_CONFIGS: (1, 4),
         ApiKey.ALTER_CONFIGS: (0, 2),
         ApiKey.INCREMENTAL_ALTER_CONFIGS: (0, 1),
+        ApiKey.DESCRIBE_CLIENT_QUOTAS: (0, 1),
+        ApiKey.ALTER_CLIENT_QUOTAS: (0, 1),
         ApiKey.DESCRIBE_PRODUCERS: (0, 0),
         ApiKey.FIND_COORDINATOR: (0, 4),
         ApiKey.OFFSET_FETCH: (1, 9),
@@ -179,7 +181,7 @@ def test_supported_versions_table() -> None:
         ApiKey.DELETE_ACLS: (1, 3),
         ApiKey.DESCRIBE_CLUSTER: (0, 2),
         ApiKey.DESCRIBE_TOPIC_PARTITIONS: (0, 0),
-        ApiKey.DESCRIBE_LOG_DIRS: (1, 4),
+        ApiKey.DESCRIBE_LOG_DIRS: (1, 5),
         # KIP-848 consumer groups (issue 19).
         ApiKey.CONSUMER_GROUP_HEARTBEAT: (0, 1),
         ApiKey.CONSUMER_GROUP_DESCRIBE: (0, 0),

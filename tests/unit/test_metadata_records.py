@@ -69,6 +69,9 @@ def _value(field: dict[str, Any], version: int, owner: Any) -> st.SearchStrategy
         values = st.integers(*_INT_RANGES[type_])
     elif type_ == "bool":
         values = st.booleans()
+    elif type_ == "float64":
+        # NaN is never equal to itself: round trips compare records.
+        values = st.floats(allow_nan=False)
     elif type_ == "uuid":
         values = _UUIDS
     elif type_ == "string":
@@ -120,6 +123,7 @@ def test_record_table__covers_the_brief() -> None:
         9,
         11,
         12,
+        14,
         15,
         17,
         18,

@@ -289,7 +289,7 @@ def _cluster(
 
 
 def _security_refusals() -> dict[int, Callable[[Any, int], Any | None]]:
-    from pykraft.broker import security_api
+    from pykraft.broker import quotas_api, security_api
 
     def describe_acls(request: Any, version: int, error: ErrorCode, message: str) -> Any:
         return _answer(ApiKey.DESCRIBE_ACLS, version, error_code=error, error_message=message, resources=[])
@@ -310,6 +310,13 @@ def _security_refusals() -> dict[int, Callable[[Any, int], Any | None]]:
         ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: _cluster(AclOperation.DESCRIBE, describe_scram),
         ApiKey.ALTER_USER_SCRAM_CREDENTIALS: _cluster(
             AclOperation.ALTER, security_api.alter_user_scram_credentials_error
+        ),
+        # KafkaApis: DESCRIBE_CONFIGS / ALTER_CONFIGS on the cluster for client quotas.
+        ApiKey.DESCRIBE_CLIENT_QUOTAS: _cluster(
+            AclOperation.DESCRIBE_CONFIGS, quotas_api.describe_client_quotas_error
+        ),
+        ApiKey.ALTER_CLIENT_QUOTAS: _cluster(
+            AclOperation.ALTER_CONFIGS, quotas_api.alter_client_quotas_error
         ),
     }
 

@@ -10,6 +10,7 @@ and synonyms as kafka-configs prints them. ``--entity-type brokers`` describes a
 alters its dynamic ones (``--entity-name ID`` for one broker, ``--entity-default`` for every broker);
 ``--entity-type groups --entity-name G`` describes and alters group G's group configs (KIP-848:
 ``consumer.session.timeout.ms``, ``consumer.heartbeat.interval.ms``, ...), whether or not G exists.
+``--entity-type users|clients`` describes and alters client quotas (cli/quotas.py).
 ``--command-config`` takes Kafka's client properties (TLS, SASL). Exit status 1 with one line naming
 what failed.
 """
@@ -27,6 +28,7 @@ from kafka.protocol.admin import (
     IncrementalAlterConfigsResponse,
 )
 
+from pykraft.cli.quotas import QUOTA_ENTITY_TYPES, alter_quotas, describe_quotas, quota_entity_of
 from pykraft.core.errors import ErrorCode
 from pykraft.io.kafka_connection import BrokerConnection, BrokerConnectionError, ClientSecurity
 
@@ -137,17 +139,6 @@ def alter(
 
 def _run(args: argparse.Namespace) -> int:
     try:
-        resource_type, entity = ENTITY_TYPES[args.entity_type]
-        if args.entity_default:
-            if args.entity_type != "brokers" or args.entity_name is not None:
-                raise BrokerConnectionError(
-                    "--entity-default goes with --entity-type brokers, not --entity-name"
-                )
-            args.entity_name = ""
-        elif args.entity_name is None:
-            raise BrokerConnectionError(
-                "name the entity: --entity-name NAME (or --entity-default for brokers)"
-            )
         if args.alter == args.describe:
             raise BrokerConnectionError("name one of --describe or --alter")
         add = parse_add_config(args.add_config) if args.add_config else {}
@@ -155,12 +146,42 @@ def _run(args: argparse.Namespace) -> int:
         if args.alter and not add and not delete:
             raise BrokerConnectionError("--alter needs --add-config and/or --delete-config")
         security = ClientSecurity.from_file(args.command_config) if args.command_config else None
+        if all(t in QUOTA_ENTITY_TYPES for t in args.entity_type):
+            entity = quota_entity_of(args.entity_type, args.entity_names)
+            with BrokerConnection.to(
+                args.bootstrap_server, client_id="pykraft-configs", security=security
+            ) as conn:
+                lines = (
+                    describe_quotas(conn, entity)
+                    if args.describe
+                    else [alter_quotas(conn, entity, add, delete)]
+                )
+            for line in lines:
+                print(line)
+            return 0
+        if len(args.entity_type) != 1:
+            raise BrokerConnectionError("--entity-type twice only for users and clients (client quotas)")
+        resource_type, entity_name = ENTITY_TYPES[args.entity_type[0]]
+        names = args.entity_names
+        if len(names) > 1:
+            raise BrokerConnectionError(f"one --entity-name for {args.entity_type[0]}")
+        if names == [None]:
+            if args.entity_type[0] != "brokers":
+                raise BrokerConnectionError("--entity-default goes with --entity-type brokers, not topics")
+            args.entity_name = ""
+        elif not names:
+            raise BrokerConnectionError(
+                "name the entity: --entity-name NAME (or --entity-default for brokers)"
+            )
+        else:
+            args.entity_name = names[0]
+        args.entity_default = names == [None]
         with BrokerConnection.to(
             args.bootstrap_server, client_id="pykraft-configs", security=security
         ) as conn:
             if args.describe:
                 for line in describe_lines(
-                    entity, args.entity_name, describe(conn, resource_type, args.entity_name), args.all
+                    entity_name, args.entity_name, describe(conn, resource_type, args.entity_name), args.all
                 ):
                     print(line)
             else:
@@ -168,7 +189,7 @@ def _run(args: argparse.Namespace) -> int:
                 if args.entity_default:
                     print("Completed updating default config for brokers in the cluster.")
                 else:
-                    print(f"Completed updating config for {entity} {args.entity_name}.")
+                    print(f"Completed updating config for {entity_name} {args.entity_name}.")
     except BrokerConnectionError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
@@ -177,16 +198,30 @@ def _run(args: argparse.Namespace) -> int:
 
 def add_subcommands(subparsers: Any) -> None:
     configs = subparsers.add_parser(
-        "configs", help="describe and alter topic, broker and group configs (kafka-configs)"
+        "configs", help="describe and alter topic, broker and group configs and client quotas (kafka-configs)"
     )
     configs.add_argument("--bootstrap-server", required=True, metavar="HOST:PORT[,HOST:PORT]")
     configs.add_argument("--command-config", help="client properties: security.protocol, sasl.*, ssl.*")
-    configs.add_argument("--entity-type", required=True, choices=sorted(ENTITY_TYPES))
-    configs.add_argument("--entity-name", help="the topic name, the broker id or the group id")
+    configs.add_argument(
+        "--entity-type",
+        required=True,
+        action="append",
+        choices=sorted([*ENTITY_TYPES, *QUOTA_ENTITY_TYPES]),
+        help="users and clients may both be given (a user's quota for one client id)",
+    )
+    configs.add_argument(
+        "--entity-name",
+        dest="entity_names",
+        action="append",
+        default=[],
+        help="the topic name, the broker id, the group id, the user or the client id",
+    )
     configs.add_argument(
         "--entity-default",
-        action="store_true",
-        help="the cluster-wide default of every broker's dynamic configs",
+        dest="entity_names",
+        action="append_const",
+        const=None,
+        help="every broker's dynamic configs, or the default user / client id quota",
     )
     configs.add_argument("--describe", action="store_true")
     configs.add_argument(

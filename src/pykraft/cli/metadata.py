@@ -63,7 +63,6 @@ _KNOWN_NAMES = {key: record_type.__name__ for key, record_type in RECORD_TYPES_B
 _KAFKA_ONLY_NAMES = {
     10: "DelegationTokenRecord",
     11: "UserScramCredentialRecord",
-    14: "ClientQuotaRecord",
     18: "AccessControlEntryRecord",
     19: "RemoveAccessControlEntryRecord",
     21: "ZkMigrationStateRecord",

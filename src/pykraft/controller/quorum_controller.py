@@ -36,6 +36,11 @@ from pykraft.controller.producer_ids import (
     ProducerIdControlManager,
     ProducerIdsBlock,
 )
+from pykraft.controller.quotas import (
+    ClientQuotaAlteration,
+    ClientQuotaAlterationResult,
+    ClientQuotaControlManager,
+)
 from pykraft.controller.replication import (
     CreatableReplicaAssignment,
     CreatableTopic,
@@ -61,6 +66,7 @@ from pykraft.controller.security import (
 )
 from pykraft.core.errors import ErrorCode
 from pykraft.core.group_configs import KAFKA_GROUP_COORDINATOR_SETTINGS
+from pykraft.core.quota_configs import QuotaEntity
 from pykraft.metadata.delta import FENCING_CHANGE_FENCE, FENCING_CHANGE_UNFENCE
 from pykraft.metadata.image import (
     SECURITY_PROTOCOL_PLAINTEXT,
@@ -76,6 +82,7 @@ from pykraft.metadata.records import (
     ApiMessageAndVersion,
     BeginTransactionRecord,
     BrokerRegistrationChangeRecord,
+    ClientQuotaRecord,
     ClusterIdRecord,
     ConfigRecord,
     EndTransactionRecord,
@@ -134,6 +141,7 @@ class ControllerState:
     producer_ids_broker_epoch: int
     scram_credentials: dict[tuple[str, int], ScramCredential]
     acls: dict[uuid.UUID, StandardAcl]
+    client_quotas: dict[QuotaEntity, dict[str, float]]
 
 
 class QuorumController:
@@ -170,6 +178,7 @@ class QuorumController:
         self.producer_id_control = ProducerIdControlManager(self.cluster_control)
         self.scram_control = ScramControlManager()
         self.acl_control = AclControlManager(rng)
+        self.client_quota_control = ClientQuotaControlManager()
         # Records the first controller writes after metadata.version (``storage format --add-scram``).
         self.bootstrap_extra_records: list[ApiMessageAndVersion] = []
         # The offset the next appended record will take in the metadata log.
@@ -411,6 +420,13 @@ class QuorumController:
         )
         return self._write(ControllerResult(records, results))
 
+    def alter_client_quotas(
+        self, alterations: Sequence[ClientQuotaAlteration], validate_only: bool = False
+    ) -> ControllerResult[list[ClientQuotaAlterationResult]]:
+        """AlterClientQuotas (49, KIP-546)."""
+        records, results = self.client_quota_control.alter(alterations, validate_only)
+        return self._write(ControllerResult(records, results))
+
     def create_acls(self, acls: Sequence[StandardAcl]) -> ControllerResult[list[AclCreationResult]]:
         """CreateAcls (30)."""
         records, results = self.acl_control.create(acls)
@@ -476,6 +492,9 @@ class QuorumController:
         )
         self.scram_control.restore(dict(image.scram.credentials))
         self.acl_control.restore(dict(image.acls.acls))
+        self.client_quota_control.restore(
+            {entity: dict(values) for entity, values in image.client_quotas.entities.items()}
+        )
         if image.producer_ids.next_producer_id >= 0:
             # What replaying the snapshot's one ProducerIdsRecord (BrokerId -1, BrokerEpoch -1) gives.
             self.producer_id_control.replay(
@@ -533,6 +552,8 @@ class QuorumController:
                 self.scram_control.replay(message)
             case AccessControlEntryRecord() | RemoveAccessControlEntryRecord():
                 self.acl_control.replay(message)
+            case ClientQuotaRecord():
+                self.client_quota_control.replay(message)
             case BeginTransactionRecord():
                 if self._transaction_start_offset != -1:
                     raise MetadataReplayError(
@@ -567,6 +588,7 @@ class QuorumController:
         self.producer_id_control.restore(state.next_producer_block, state.producer_ids_broker_epoch)
         self.scram_control.restore(state.scram_credentials)
         self.acl_control.restore(state.acls)
+        self.client_quota_control.restore(state.client_quotas)
 
     def state(self) -> ControllerState:
         return ControllerState(
@@ -581,4 +603,5 @@ class QuorumController:
             producer_ids_broker_epoch=self.producer_id_control.broker_epoch,
             scram_credentials=self.scram_control.credentials(),
             acls=self.acl_control.acls(),
+            client_quotas=self.client_quota_control.quotas(),
         )

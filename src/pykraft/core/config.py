@@ -226,6 +226,10 @@ class NodeConfig:
     # Kafka's queued.max.requests: requests read and not yet answered per listener (timed waits such as a
     # long-polling Fetch or an acks=all produce give their slot back, as Kafka's purgatory does).
     queued_max_requests: int = 500
+    # Client quotas (KIP-13/KIP-546): rates are measured over quota.window.num samples of
+    # quota.window.size.seconds each (Kafka's ClientQuotaManagerConfig, defaults 11 and 1).
+    quota_window_num: int = 11
+    quota_window_size_seconds: int = 1
     # The Prometheus endpoint (pykraft's own keys): -1 = off; bound on metrics.host.
     metrics_port: int = -1
     metrics_host: str = "127.0.0.1"
@@ -456,6 +460,8 @@ USED_PROPERTIES: Final[frozenset[str]] = frozenset(
         "max.connections.per.ip.overrides",
         "connections.max.idle.ms",
         "queued.max.requests",
+        "quota.window.num",
+        "quota.window.size.seconds",
         "metrics.port",
         "metrics.host",
         "authorizer.class.name",
@@ -974,6 +980,8 @@ def load_config(text: str, overrides: dict[str, str] | None = None) -> NodeConfi
         max_connections_per_ip_overrides=_per_ip_overrides(props.get("max.connections.per.ip.overrides", "")),
         connections_max_idle_ms=_int(props, "connections.max.idle.ms", 600000, minimum=1),
         queued_max_requests=_int(props, "queued.max.requests", 500, minimum=1),
+        quota_window_num=_int(props, "quota.window.num", 11, minimum=1),
+        quota_window_size_seconds=_int(props, "quota.window.size.seconds", 1, minimum=1),
         metrics_port=metrics_port,
         metrics_host=metrics_host,
         ignored=ignored,

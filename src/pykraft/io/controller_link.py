@@ -319,7 +319,7 @@ class ControllerLink:
         try:
             return await self.forward(request, version, topic_errors=_create_topics_errors)
         except PeerUnavailable as exc:
-            return _not_controller_create_topics(request, version, str(exc))
+            return create_topics_error(request, version, ErrorCode.NOT_CONTROLLER, str(exc))
 
     async def forward_elect_leaders(self, request: Any, version: int) -> Any:
         """ElectLeaders, answered by the active controller (NOT_CONTROLLER when none answers in time)."""
@@ -362,7 +362,7 @@ class ControllerLink:
         try:
             return await self.forward(request, version, topic_errors=_delete_topics_errors)
         except PeerUnavailable as exc:
-            return _not_controller_delete_topics(request, version, str(exc))
+            return delete_topics_error(request, version, ErrorCode.NOT_CONTROLLER, str(exc))
 
     async def create_topics_by_name(
         self,
@@ -413,8 +413,9 @@ def _delete_topics_errors(response: Any) -> list[int]:
     return [t.error_code for t in response.responses]
 
 
-def _not_controller_create_topics(request: Any, version: int, message: str) -> Any:
-    """The answer when no controller could be reached: NOT_CONTROLLER (retriable) for every topic."""
+def create_topics_error(request: Any, version: int, error: ErrorCode, message: str) -> Any:
+    """The same error for every topic: NOT_CONTROLLER (retriable) when no controller could be reached,
+    THROTTLING_QUOTA_EXCEEDED over controller_mutation_rate."""
     return CreateTopicsResponse(
         version=version,
         throttle_time_ms=0,
@@ -422,7 +423,7 @@ def _not_controller_create_topics(request: Any, version: int, message: str) -> A
             CreateTopicsResponse.CreatableTopicResult(
                 name=t.name,
                 topic_id=uuid.UUID(int=0),
-                error_code=ErrorCode.NOT_CONTROLLER,
+                error_code=error,
                 error_message=message,
                 num_partitions=-1,
                 replication_factor=-1,
@@ -433,7 +434,7 @@ def _not_controller_create_topics(request: Any, version: int, message: str) -> A
     )
 
 
-def _not_controller_delete_topics(request: Any, version: int, message: str) -> Any:
+def delete_topics_error(request: Any, version: int, error: ErrorCode, message: str) -> Any:
     names = [t.name for t in request.topics] if version >= 6 else list(request.topic_names)
     ids = [t.topic_id for t in request.topics] if version >= 6 else [uuid.UUID(int=0)] * len(names)
     return DeleteTopicsResponse(
@@ -441,7 +442,7 @@ def _not_controller_delete_topics(request: Any, version: int, message: str) -> A
         throttle_time_ms=0,
         responses=[
             DeleteTopicsResponse.DeletableTopicResult(
-                name=name, topic_id=topic_id, error_code=ErrorCode.NOT_CONTROLLER, error_message=message
+                name=name, topic_id=topic_id, error_code=error, error_message=message
             )
             for name, topic_id in zip(names, ids, strict=True)
         ],

@@ -28,7 +28,7 @@ from kafka.protocol.admin import (
     ElectLeadersResponse,
 )
 
-from pykraft.broker import cluster_admin, configs_api, partitions_api, security_api
+from pykraft.broker import cluster_admin, configs_api, partitions_api, quotas_api, security_api
 from pykraft.broker.handlers import BrokerView, ClusterView, PartitionView, TopicView
 from pykraft.broker.producer_id_manager import AllocateProducerIdsResponseData
 from pykraft.controller.cluster import BrokerHeartbeatReply, BrokerHeartbeatTracker
@@ -1058,6 +1058,15 @@ class MetadataPlane:
             self.controller.alter_user_scram_credentials(deletions, upsertions)
         )
         return security_api.alter_user_scram_credentials_response(version, results)
+
+    async def handle_alter_client_quotas(self, request: Any, version: int) -> Any:
+        """AlterClientQuotas (49, KIP-546): ClientQuotaRecords from the active controller."""
+        results = await self._write_or_not_controller(
+            self.controller.alter_client_quotas(
+                quotas_api.client_quota_alterations(request), bool(request.validate_only)
+            )
+        )
+        return quotas_api.alter_client_quotas_response(request, version, results)
 
     async def handle_incremental_alter_configs(self, request: Any, version: int) -> Any:
         """IncrementalAlterConfigs (44, KIP-339): ConfigRecords from the active controller."""

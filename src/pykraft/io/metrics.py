@@ -144,6 +144,16 @@ _GROUP_STATES: tuple[tuple[str, GroupState], ...] = (
 )
 
 
+# The rate attribute of each quota type's sensor (Kafka's ClientQuotaManager / ClientRequestQuotaManager /
+# ControllerMutationQuotaManager metric names).
+_QUOTA_RATE_NAMES = {
+    "Produce": "byte_rate",
+    "Fetch": "byte_rate",
+    "Request": "request_time",
+    "ControllerMutation": "mutation_rate",
+}
+
+
 class NodeCollector(Collector):
     """Everything one node exports, read from its state at scrape time (on its event loop)."""
 
@@ -162,6 +172,7 @@ class NodeCollector(Collector):
         yield from self._event_loop()
         if node.ctx is not None:
             yield from self._broker()
+            yield from self._quotas()
         if node.groups is not None:
             yield from self._groups()
         if node.metadata is not None and node.metadata.raft is not None:
@@ -274,6 +285,31 @@ class NodeCollector(Collector):
         yield lag
 
     # --- the broker ---------------------------------------------------------------------------------
+
+    def _quotas(self) -> Iterator[Metric]:
+        """Kafka's per quota entity sensors (ClientQuotaManager), as the JMX exporter names
+        kafka.server:type=Produce|Fetch|Request|ControllerMutation,user=U,client-id=C: the measured
+        rate (byte-rate, request-time in percent, mutation-rate) and the average throttle time in ms over
+        the quota window. Clients sharing a quota share a series; none while no quota of the type is set."""
+        now = int(time.time() * 1000)
+        for manager in self.node.quotas.quotas.managers():
+            group = manager.quota_type.group.lower()
+            rate_name = _QUOTA_RATE_NAMES[manager.quota_type.group]
+            rate = GaugeMetricFamily(
+                f"kafka_server_{group}_{rate_name}",
+                f"{manager.quota_type.group} quota: measured {rate_name.replace('_', '-')} per user/client-id",
+                labels=["user", "client_id"],
+            )
+            throttle = GaugeMetricFamily(
+                f"kafka_server_{group}_throttle_time",
+                f"{manager.quota_type.group} quota: average throttle time (ms) per user/client-id",
+                labels=["user", "client_id"],
+            )
+            for (user, client_id), measured, throttle_avg_ms in manager.sensors(now):
+                rate.add_metric([user, client_id], measured)
+                throttle.add_metric([user, client_id], throttle_avg_ms)
+            yield rate
+            yield throttle
 
     def _broker(self) -> Iterator[Metric]:
         node = self.node

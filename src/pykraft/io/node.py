@@ -20,7 +20,15 @@ import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
-from pykraft.broker import authorization, cluster_admin, configs_api, handlers, partitions_api, security_api
+from pykraft.broker import (
+    authorization,
+    cluster_admin,
+    configs_api,
+    handlers,
+    partitions_api,
+    quotas_api,
+    security_api,
+)
 from pykraft.broker.configs_api import handle_describe_configs
 from pykraft.broker.lifecycle import BrokerState
 from pykraft.broker.producer_admin import handle_describe_producers
@@ -37,6 +45,7 @@ from pykraft.io.log_dirs import FileLogOpener
 from pykraft.io.meta_properties_files import prepare_log_dirs
 from pykraft.io.metadata_plane import MetadataPlane, NotControllerError
 from pykraft.io.metrics import EventLoopMonitor, MetricsServer, node_registry
+from pykraft.io.quota_service import QuotaService
 from pykraft.io.replica_fetcher import ReplicaFetchers
 from pykraft.io.request_metrics import RequestMetrics
 from pykraft.io.rpc_channel import ChannelSecurity, PeerUnavailable
@@ -138,6 +147,8 @@ class Node:
         )
         self.producer_ids = ProducerIdManager(config.node_id)
         self.ctx: handlers.BrokerContext | None = None
+        # Client quotas (KIP-546): rates per user/client-id, throttle times, muted connections.
+        self.quotas = QuotaService(config)
         self.groups: GroupService | None = None
         self.txns: TxnService | None = None
         # Each SASL listener's PLAIN users and SCRAM lookup, by listener name.
@@ -710,6 +721,7 @@ class Node:
                     ),
                 )
         self.ctx.cluster = view
+        self.quotas.on_image(self.metadata.image.client_quotas.entities)
         if self.fetchers is not None:
             self.fetchers.update(followed, {b.node_id: (b.host, b.port) for b in view.brokers})
         if self.groups is not None:
@@ -900,6 +912,7 @@ class Node:
     ) -> Sequence[bytes | bytearray | memoryview] | None:
         if conn.sasl is not None and conn.sasl.raw_tokens:
             return self._raw_sasl_token(frame, conn)
+        started = time.perf_counter()
         view = memoryview(frame)
         header = messages.parse_request_header(view)
         key, version = header.api_key, header.api_version
@@ -926,7 +939,10 @@ class Node:
         authorizing = self._authorizer is not None
         if authorizing:
             self._authorize(conn)
+        quotas = self.quotas
         if key == ApiKey.PRODUCE:
+            # KafkaApis.handleProduceRequest: the request's bytes against producer_byte_rate.
+            produce_throttle_ms = quotas.record(quotas.quotas.produce, conn, header.client_id, len(frame) + 4)
             produce = decode_produce_request(view[header.body_offset :], version)
             verification = None
             if produce.transactional_id is not None and allowed(
@@ -939,23 +955,41 @@ class Node:
             )
             self._notify_data()
             if produce.acks == 0:
+                # No answer to carry it, but the connection is muted all the same (KafkaApis).
+                quotas.finish(conn, header.client_id, started, produce_throttle_ms, quotas.quotas.produce)
                 return None
             if waits:
                 await self._wait_for_replication(results, waits, produce.timeout_ms)
-            return [encode_produce_response(header.correlation_id, version, results)]
+            throttle_ms = quotas.finish(
+                conn, header.client_id, started, produce_throttle_ms, quotas.quotas.produce
+            )
+            return [encode_produce_response(header.correlation_id, version, results, throttle_ms)]
         request = messages.decode_request(header, view)
         if key in (ApiKey.JOIN_GROUP, ApiKey.CONSUMER_GROUP_HEARTBEAT):
             CURRENT_CLIENT.set((header.client_id or "", conn.peer))
         if key == ApiKey.FETCH:
-            return await self._fetch(header, request)
+            return await self._fetch(header, request, conn, started)
         handler = self._request_handlers.get(key)
         if handler is None:
             raise RemoteProtocolError(f"api key {key} is advertised but has no handler")
-        if not authorizing:
-            return [messages.encode_response(header, await handler(request, version))]
-        return [
-            messages.encode_response(header, await self._serve_authorized(key, request, version, handler))
-        ]
+        topics_before = ctx.cluster.topics
+        response = quotas.refuse_mutation(key, request, version, conn, header.client_id, started)
+        if response is None:
+            if not authorizing:
+                response = await handler(request, version)
+            else:
+                response = await self._serve_authorized(key, request, version, handler)
+            quotas.answer(
+                key,
+                request,
+                response,
+                conn,
+                header.client_id,
+                started,
+                topics_before,
+                self.config.num_partitions,
+            )
+        return [messages.encode_response(header, response)]
 
     @staticmethod
     async def _serve_authorized(key: int, request: Any, version: int, handler: RequestHandler) -> Any:
@@ -1114,6 +1148,7 @@ class Node:
             ApiKey.DELETE_ACLS: metadata.handle_delete_acls,
             ApiKey.INCREMENTAL_ALTER_CONFIGS: metadata.handle_incremental_alter_configs,
             ApiKey.ALTER_CONFIGS: metadata.handle_alter_configs,
+            ApiKey.ALTER_CLIENT_QUOTAS: metadata.handle_alter_client_quotas,
         }
         handler = handlers_by_key.get(key)
         if handler is None:
@@ -1206,8 +1241,9 @@ class Node:
         }
 
     def _config_handlers(self) -> dict[int, RequestHandler]:
-        """IncrementalAlterConfigs and AlterConfigs: the active controller writes the ConfigRecords (this
-        node's own, or forwarded), every broker applies them from its image."""
+        """IncrementalAlterConfigs, AlterConfigs and AlterClientQuotas: the active controller writes the
+        ConfigRecords / ClientQuotaRecords (this node's own, or forwarded), every broker applies them
+        from its image."""
         metadata = self.metadata
         assert metadata is not None
         link = self.link
@@ -1225,9 +1261,25 @@ class Node:
 
             return call
 
+        async def describe_client_quotas(request: Any, version: int) -> Any:
+            return quotas_api.describe_client_quotas(request, version, metadata.image.client_quotas.entities)
+
+        async def alter_client_quotas(request: Any, version: int) -> Any:
+            if link is None:
+                return await metadata.handle_alter_client_quotas(request, version)
+            return await link.forward_or_refuse(
+                request,
+                version,
+                lambda r: [x.error_code for x in r.entries],
+                quotas_api.alter_client_quotas_error,
+            )
+
         return {
             ApiKey.INCREMENTAL_ALTER_CONFIGS: to_controller(metadata.handle_incremental_alter_configs, True),
             ApiKey.ALTER_CONFIGS: to_controller(metadata.handle_alter_configs, False),
+            # Client quotas (KIP-546): described from the image, altered by the active controller.
+            ApiKey.DESCRIBE_CLIENT_QUOTAS: describe_client_quotas,
+            ApiKey.ALTER_CLIENT_QUOTAS: alter_client_quotas,
         }
 
     def _security_handlers(self) -> dict[int, RequestHandler]:
@@ -1420,11 +1472,15 @@ class Node:
         await self.metadata.wait_for_image(lambda image: partitions_api.has_partitions(image, grown))
         return response
 
-    async def _fetch(self, header: RequestHeader, request: Any) -> list[bytes | bytearray | memoryview]:
+    async def _fetch(
+        self, header: RequestHeader, request: Any, conn: ConnectionInfo, started: float
+    ) -> list[bytes | bytearray | memoryview]:
         ctx = self.ctx
         assert ctx is not None
         deadline = time.monotonic() + max(request.max_wait_ms, 0) / 1000
         replica_id = request.replica_id if request.replica_id is not None else -1
+        if replica_id < 0:
+            self.quotas.cap_fetch(request, conn, header.client_id)
         while True:
             if replica_id >= 0:
                 # A follower (issue 14): its log end moves the high watermark; it reads to the log end.
@@ -1442,8 +1498,14 @@ class Node:
             if outcome.bytes_read >= request.min_bytes or outcome.has_error or remaining_s <= 0:
                 break
             await self._wait_for_data(remaining_s)
+        parts = encode_fetch_response(header.correlation_id, header.api_version, outcome.response)
+        if replica_id < 0:
+            # Client quotas: a throttled consumer gets an empty answer (io/quota_service.py).
+            throttled = self.quotas.fetch_response(header, conn, started, outcome.response, parts)
+            if throttled is not None:
+                return throttled
         ctx.topic_stats.record_fetch(outcome.response, replica_id >= 0, ctx.cluster.topics)
-        return encode_fetch_response(header.correlation_id, header.api_version, outcome.response)
+        return parts
 
 
 # What the controller listener serves (Kafka's ControllerApis subset): the raft RPCs at the versions
@@ -1485,6 +1547,7 @@ CONTROLLER_API_VERSIONS: dict[ApiKey, tuple[int, int]] = {
             ApiKey.DELETE_ACLS,
             ApiKey.INCREMENTAL_ALTER_CONFIGS,
             ApiKey.ALTER_CONFIGS,
+            ApiKey.ALTER_CLIENT_QUOTAS,
         )
     },
 }

@@ -20,6 +20,10 @@ its connection reads nothing meanwhile; nothing is refused. A request that parks
 long-polling Fetch, an acks=all produce, a controller write, a group join; ``io/waiting.park``) gives
 its slot back, as Kafka's purgatory holds no request-queue slot, so parked requests never keep out the
 one they wait for (a follower's Fetch, the next member's JoinGroup).
+
+Client quotas (KIP-219): a handler that finds its client over a quota sets ``throttle_time_ms`` on the
+connection; the response (which carries it) goes out at once, then nothing more is read from that
+connection for that long, as Kafka mutes a throttled channel (io/quota_service.py).
 """
 
 from __future__ import annotations
@@ -76,6 +80,8 @@ class ConnectionInfo:
         "last_active",
         "busy",
         "holds_slot",
+        "parked_at",
+        "throttle_time_ms",
     )
 
     def __init__(self, peer: str, listener_name: str, principal: str = ANONYMOUS) -> None:
@@ -95,6 +101,12 @@ class ConnectionInfo:
         # Its request in progress holds one of the listener's queued.max.requests slots (until it is
         # answered or parks).
         self.holds_slot = False
+        # When the request in progress first parked (perf_counter), None while it has not: the time it
+        # spent being handled, for the request_percentage quota, ends there.
+        self.parked_at: float | None = None
+        # KIP-219: set by the handler when the client is over a quota; the response goes out at once
+        # and the connection is not read again for this long (Kafka mutes the channel).
+        self.throttle_time_ms = 0
 
 
 class KafkaServer:
@@ -212,6 +224,8 @@ class KafkaServer:
     def _park(self, info: ConnectionInfo, task: asyncio.Task[None]) -> None:
         """The connection's request started a timed wait: its slot goes back (only the connection's own
         task parks it; tasks it spawned inherit the hook and must not)."""
+        if asyncio.current_task() is task and info.parked_at is None:
+            info.parked_at = time.perf_counter()
         if info.holds_slot and asyncio.current_task() is task:
             info.holds_slot = False
             self._release_slot()
@@ -288,6 +302,7 @@ class KafkaServer:
                 except (asyncio.IncompleteReadError, ConnectionError):
                     return
                 info.busy = True
+                info.parked_at = None
                 started = perf_counter() if metrics is not None else 0.0
                 queue_ms = 0.0
                 try:
@@ -317,6 +332,14 @@ class KafkaServer:
                 if metrics is not None and size >= 4:
                     api_key, api_version = _API_KEY_VERSION.unpack_from(frame)
                     metrics.record(api_key, api_version, (perf_counter() - started) * 1000, queue_ms)
+                if info.throttle_time_ms > 0:
+                    # KIP-219: the answer (carrying throttle_time_ms) is out; read nothing more of this
+                    # client until its throttle time has passed (busy: the idle reaper leaves it alone).
+                    throttle_s, info.throttle_time_ms = info.throttle_time_ms / 1000, 0
+                    info.busy = True
+                    await asyncio.sleep(throttle_s)
+                    info.busy = False
+                    info.last_active = loop.time()
                 if info.close_after_response:
                     await writer.drain()
                     return

@@ -20,10 +20,12 @@ import uuid
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
+from pykraft.core.quota_configs import QuotaEntity
 from pykraft.metadata.image import (
     CONFIG_RESOURCE_TYPE_TOPIC,
     AclsImage,
     BrokerRegistration,
+    ClientQuotasImage,
     ClusterImage,
     ConfigResource,
     ConfigurationsImage,
@@ -34,6 +36,7 @@ from pykraft.metadata.image import (
     ScramImage,
     TopicImage,
     TopicsImage,
+    entity_of_record,
     frozen_map,
 )
 from pykraft.metadata.records import (
@@ -42,6 +45,7 @@ from pykraft.metadata.records import (
     ApiMessageAndVersion,
     BeginTransactionRecord,
     BrokerRegistrationChangeRecord,
+    ClientQuotaRecord,
     ClusterIdRecord,
     ConfigRecord,
     EndTransactionRecord,
@@ -89,6 +93,7 @@ class MetadataDelta:
         self._next_producer_id: int | None = None
         self._scram: dict[tuple[str, int], ScramCredential] | None = None
         self._acls: dict[uuid.UUID, StandardAcl] | None = None
+        self._client_quotas: dict[QuotaEntity, Mapping[str, float]] | None = None
         self._cluster_id: str | None = image.cluster_id
 
     # --- entry points ---------------------------------------------------------------------------
@@ -129,6 +134,11 @@ class MetadataDelta:
             producer_ids = ProducerIdsImage(self._next_producer_id)
         scram = base.scram if self._scram is None else ScramImage(frozen_map(self._scram))
         acls = base.acls if self._acls is None else AclsImage(frozen_map(self._acls))
+        client_quotas = base.client_quotas
+        if self._client_quotas is not None:
+            client_quotas = ClientQuotasImage(
+                frozen_map({k: frozen_map(dict(v)) for k, v in self._client_quotas.items()})
+            )
         return MetadataImage(
             offset=self._offset,
             epoch=self._epoch,
@@ -139,6 +149,7 @@ class MetadataDelta:
             producer_ids=producer_ids,
             scram=scram,
             acls=acls,
+            client_quotas=client_quotas,
             cluster_id=self._cluster_id,
         )
 
@@ -328,6 +339,21 @@ class MetadataDelta:
         if self._acls.pop(uuid_or_zero(record.id), None) is None:
             raise MetadataReplayError(f"no ACL with id {record.id}")
 
+    def _replay_client_quota(self, record: Any) -> None:
+        # Kafka ClientQuotaDelta: set or remove one key; an entity with no key left is gone.
+        if self._client_quotas is None:
+            self._client_quotas = dict(self.image.client_quotas.entities)
+        entity = entity_of_record(record)
+        quotas = dict(self._client_quotas.get(entity, {}))
+        if record.remove:
+            quotas.pop(record.key, None)
+        else:
+            quotas[record.key] = record.value
+        if quotas:
+            self._client_quotas[entity] = quotas
+        else:
+            self._client_quotas.pop(entity, None)
+
     # --- copy on first write --------------------------------------------------------------------
 
     def _mutable_features(self) -> dict[str, int]:
@@ -376,6 +402,7 @@ _HANDLERS: dict[type[Any], Callable[[MetadataDelta, Any], None]] = {
     RemoveUserScramCredentialRecord: MetadataDelta._replay_remove_user_scram_credential,
     AccessControlEntryRecord: MetadataDelta._replay_access_control_entry,
     RemoveAccessControlEntryRecord: MetadataDelta._replay_remove_access_control_entry,
+    ClientQuotaRecord: MetadataDelta._replay_client_quota,
     NoOpRecord: _ignore,
     BeginTransactionRecord: _ignore,
     EndTransactionRecord: _ignore,

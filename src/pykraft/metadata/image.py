@@ -23,10 +23,12 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, ClassVar, Final, NamedTuple, TypeVar
 
+from pykraft.core.quota_configs import QuotaEntity, entity_pair_order, quota_entity
 from pykraft.core.uuid import ZERO_UUID
 from pykraft.metadata.records import (
     AccessControlEntryRecord,
     ApiMessageAndVersion,
+    ClientQuotaRecord,
     ClusterIdRecord,
     ConfigRecord,
     FeatureLevelRecord,
@@ -389,6 +391,14 @@ class AclsImage:
 
 
 @dataclass(frozen=True, slots=True)
+class ClientQuotasImage:
+    """Client quotas by entity (KIP-546, Kafka ClientQuotasImage): a ClientQuotaRecord sets or removes
+    one key of one entity; an entity with no key left is gone."""
+
+    entities: Mapping[QuotaEntity, Mapping[str, float]] = field(default_factory=lambda: _EMPTY_MAP)
+
+
+@dataclass(frozen=True, slots=True)
 class ProducerIdsImage:
     """KIP-730: the first id of the next block, -1 when no block was ever handed out (§1.5)."""
 
@@ -413,6 +423,7 @@ class MetadataImage:
     producer_ids: ProducerIdsImage = field(default_factory=ProducerIdsImage)
     scram: ScramImage = field(default_factory=ScramImage)
     acls: AclsImage = field(default_factory=AclsImage)
+    client_quotas: ClientQuotasImage = field(default_factory=ClientQuotasImage)
     # KIP-1262: set by the ClusterIdRecord; None until the log carries one.
     cluster_id: str | None = None
 
@@ -472,7 +483,30 @@ def image_records(image: MetadataImage) -> list[ApiMessageAndVersion]:
         records.append(scram_record(user, mechanism, credential))
     for acl_id, acl in sorted(image.acls.acls.items()):
         records.append(acl_record(acl_id, acl))
+    for entity, quotas in sorted(image.client_quotas.entities.items(), key=_entity_order):
+        records.extend(client_quota_record(entity, key, quotas[key]) for key in sorted(quotas))
     return records
+
+
+def _entity_order(item: tuple[QuotaEntity, object]) -> list[tuple[str, bool, str]]:
+    return [entity_pair_order(pair) for pair in item[0]]
+
+
+def client_quota_record(entity: QuotaEntity, key: str, value: float | None) -> ApiMessageAndVersion:
+    """A ClientQuotaRecord setting ``key`` of ``entity`` to ``value``, or removing it (None)."""
+    entity_data = ClientQuotaRecord.EntityData
+    return ApiMessageAndVersion.of(
+        ClientQuotaRecord(
+            entity=[entity_data(entity_type=kind, entity_name=name) for kind, name in entity],
+            key=key,
+            value=0.0 if value is None else value,
+            remove=value is None,
+        )
+    )
+
+
+def entity_of_record(record: ClientQuotaRecord) -> QuotaEntity:
+    return quota_entity((e.entity_type, e.entity_name) for e in record.entity)
 
 
 def scram_record(user: str, mechanism: int, credential: ScramCredential) -> ApiMessageAndVersion:

@@ -183,6 +183,10 @@ class ClusterIdRecord(ApiData, load_json=_SCHEMAS):  # type: ignore[call-arg]
     pass
 
 
+class ClientQuotaRecord(ApiData, load_json=_SCHEMAS):  # type: ignore[call-arg]
+    pass
+
+
 class _EmptyRecord:
     """A record type with no fields: only a tagged-field section on the wire.
 
@@ -227,6 +231,7 @@ RECORD_TYPES_BY_API_KEY: Final[dict[int, type[Any]]] = {
     9: RemoveTopicRecord,
     11: UserScramCredentialRecord,
     12: FeatureLevelRecord,
+    14: ClientQuotaRecord,
     15: ProducerIdsRecord,
     17: BrokerRegistrationChangeRecord,
     18: AccessControlEntryRecord,

@@ -169,6 +169,9 @@ SUPPORTED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     # Topic configs altered through the active controller (issue 17, KIP-339).
     ApiKey.ALTER_CONFIGS: (0, 2),
     ApiKey.INCREMENTAL_ALTER_CONFIGS: (0, 1),
+    # Client quotas (KIP-546), enforced with throttle times and muted connections (KIP-219).
+    ApiKey.DESCRIBE_CLIENT_QUOTAS: (0, 1),
+    ApiKey.ALTER_CLIENT_QUOTAS: (0, 1),
     ApiKey.DESCRIBE_PRODUCERS: (0, 0),
     # SASL (issue 16): SaslHandshake v1 then SaslAuthenticate (KIP-152), and v0's bare tokens, which
     # older librdkafka (2.0) needs advertised to use SASL at all.
@@ -182,10 +185,11 @@ SUPPORTED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     ApiKey.DELETE_ACLS: (1, 3),
     # Admin describes answered from the broker's own state (broker/cluster_admin.py). DescribeCluster v2
     # lists fenced brokers on request (KIP-1073); DescribeLogDirs starts at v1 as Kafka 4.0's does
-    # (KIP-896) and stops before v5's IsCordoned (KIP-1066, log dir cordoning, which pykraft lacks).
+    # (KIP-896); v5 adds IsCordoned (KIP-1066), always false: pykraft has no cordoned.log.dirs, so no
+    # dir is ever cordoned. (kafka-python 3.0.12 reads a broker serving v5 as Kafka 4.3.)
     ApiKey.DESCRIBE_CLUSTER: (0, 2),
     ApiKey.DESCRIBE_TOPIC_PARTITIONS: (0, 0),
-    ApiKey.DESCRIBE_LOG_DIRS: (1, 4),
+    ApiKey.DESCRIBE_LOG_DIRS: (1, 5),
     # The consumer group protocol (KIP-848, issue 19): v1 adds the server-side regex subscription.
     ApiKey.CONSUMER_GROUP_HEARTBEAT: (0, 1),
     ApiKey.CONSUMER_GROUP_DESCRIBE: (0, 0),
