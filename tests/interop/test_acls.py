@@ -96,6 +96,8 @@ from pykraft.protocol.messages import (
     ConsumerGroupDescribeResponse,
     ConsumerGroupHeartbeatRequest,
     ConsumerGroupHeartbeatResponse,
+    DescribeQuorumRequest,
+    DescribeQuorumResponse,
 )
 from pykraft.testing import free_port
 from tests.interop.test_restart import _start_server, _stop_server
@@ -693,6 +695,14 @@ def test_cluster_apis_are_for_super_users_and_cluster_acls(acl_node: AclNode) ->
         == 0
     )
     assert acl_node.call("bob", describe, DescribeAclsResponse, 3).error_code == 0
+    # DescribeQuorum on the client listener: DESCRIBE on the cluster, as Kafka's controller checks it.
+    quorum = build(
+        DescribeQuorumRequest,
+        topics=[{"topic_name": "__cluster_metadata", "partitions": [{"partition_index": 0}]}],
+    )
+    assert acl_node.call("alice", quorum, DescribeQuorumResponse, 1).error_code == CLUSTER_DENIED
+    answered = acl_node.call("bob", quorum, DescribeQuorumResponse, 1)
+    assert answered.error_code == 0 and answered.topics[0].partitions[0].leader_id == 1
     listing = acl_node.acls("list", "--topic", "m-", "--resource-pattern-type", "prefixed")
     assert "principal=User:bob, host=*, operation=ALL, permissionType=ALLOW" in listing.stdout
     assert "ResourcePattern(resourceType=TOPIC, name=m-, patternType=PREFIXED)" in listing.stdout

@@ -302,6 +302,31 @@ def test_client_quotas_are_altered_through_any_broker_and_every_broker_describes
     wait_until(described, 30, "the quota to reach the other broker")
 
 
+# --- DescribeQuorum through a broker ------------------------------------------------------------------
+
+
+def test_metadata_quorum_describe_through_a_broker_is_forwarded_to_the_active_controller(
+    cluster: ProcessCluster, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from pykraft.cli import main
+
+    leader = _active_controller(cluster)
+    voters = sorted(cluster.controllers)
+    broker = cluster.nodes[BROKERS[1]].address
+    # kafka-metadata-quorum --bootstrap-server: the broker forwards DescribeQuorum to the active
+    # controller (Kafka's KafkaApis), whose answer names every voter and every broker as an observer.
+    assert main(["metadata-quorum", "--bootstrap-server", broker, "describe", "--status"]) == 0
+    status = {k: v.strip() for k, v in (line.split(":", 1) for line in capsys.readouterr().out.splitlines())}
+    assert status["LeaderId"] == str(leader)
+    assert status["CurrentVoters"] == "[" + ",".join(map(str, voters)) + "]"
+    assert set(status["CurrentObservers"].strip("[]").split(",")) >= {str(b) for b in BROKERS}
+    assert main(["metadata-quorum", "--bootstrap-server", broker, "describe", "--replication"]) == 0
+    rows = [line.split() for line in capsys.readouterr().out.splitlines()[1:]]
+    assert rows[0][0] == str(leader) and rows[0][-1] == "Leader"
+    assert sorted(int(r[0]) for r in rows if r[-1] == "Follower") == [v for v in voters if v != leader]
+    assert {int(r[0]) for r in rows if r[-1] == "Observer"} >= set(BROKERS)
+
+
 # --- AllocateProducerIds (KIP-730) ---------------------------------------------------------------------
 
 

@@ -217,6 +217,57 @@ def test_min_insync_replicas_refuses_acks_all_set_at_creation_at_runtime_and_aft
         assert _acks_all_error(node, "isr") == ErrorCode.NOT_ENOUGH_REPLICAS
 
 
+SEGMENT_BYTES = 1048576  # Kafka 4's smallest segment.bytes (KIP-1030)
+
+
+def test_an_append_larger_than_segment_bytes_is_refused_and_nothing_of_it_is_stored(node_dir: str) -> None:
+    # Kafka's UnifiedLog.append: what one produce brings to a partition goes into one segment, so more
+    # than segment.bytes of it is RECORD_LIST_TOO_LARGE (max.message.bytes is larger here, so it is the
+    # segment's limit that refuses it), never an oversized segment the cleaner cannot work on.
+    with running_node(node_dir) as node:
+        admin = _admin(node)
+        configs = {"segment.bytes": str(SEGMENT_BYTES), "max.message.bytes": str(4 * SEGMENT_BYTES)}
+        admin.create_topics([NewTopic("seg", 1, 1, config=configs)])["seg"].result(30)
+        producer = Producer(
+            {"bootstrap.servers": node.bootstrap_servers, "message.max.bytes": 8 * SEGMENT_BYTES}
+        )
+        outcomes: list[KafkaError | None] = []
+        producer.produce(
+            "seg", os.urandom(SEGMENT_BYTES + 1000), on_delivery=lambda err, _m: outcomes.append(err)
+        )
+        producer.flush(30)
+        assert len(outcomes) == 1 and outcomes[0] is not None, outcomes
+        assert outcomes[0].code() == KafkaError.RECORD_LIST_TOO_LARGE, outcomes[0]
+        # Two batches in one request, each under segment.bytes, more than it together: refused whole.
+        half = build_batch(
+            [Record(None, os.urandom(SEGMENT_BYTES // 2 + 100))], timestamp_ms=int(time.time() * 1000)
+        )
+        with RawClient(node.bootstrap_servers) as client:
+            response = client.request(produce_request("seg", bytes(half) * 2), ProduceResponse, 9)
+        partition = response.responses[0].partition_responses[0]
+        assert partition.error_code == ErrorCode.RECORD_LIST_TOO_LARGE
+        assert partition.error_message == (
+            f"Message batch size is {2 * len(half)} bytes in append to partition seg-0, which exceeds the "
+            f"maximum configured segment size of {SEGMENT_BYTES}."
+        )
+        consumer = Consumer({"bootstrap.servers": node.bootstrap_servers, "group.id": "seg"})
+        try:
+            assert consumer.get_watermark_offsets(TopicPartition("seg", 0), 10) == (0, 0)
+        finally:
+            consumer.close()
+        directory = os.path.join(node.data_dir, "seg-0")
+        assert [
+            os.path.getsize(os.path.join(directory, n)) for n in os.listdir(directory) if n.endswith(".log")
+        ] == [0]
+        # What fits is stored as usual.
+        outcomes.clear()
+        producer.produce(
+            "seg", os.urandom(SEGMENT_BYTES // 2), on_delivery=lambda err, _m: outcomes.append(err)
+        )
+        producer.flush(30)
+        assert outcomes == [None]
+
+
 def _alter_broker(admin: AdminClient, name: str, key: str, value: str | None) -> None:
     op = AlterConfigOpType.SET if value is not None else AlterConfigOpType.DELETE
     resource = ConfigResource(

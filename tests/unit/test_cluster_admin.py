@@ -49,7 +49,8 @@ CLUSTER_OPS = {int(op) for op in SUPPORTED_OPERATIONS[ResourceType.CLUSTER]}
 
 
 def _replicas() -> ReplicaManager:
-    config = LogConfig(segment_bytes=300, retention_ms=-1, retention_bytes=-1)
+    # Two appends of three records (~230 bytes each) take two segments; one of five (~350) still fits.
+    config = LogConfig(segment_bytes=400, retention_ms=-1, retention_bytes=-1)
     return ReplicaManager(MemoryOpener(), config, producer_id_expiration_ms=60_000)
 
 
@@ -409,7 +410,7 @@ def _sizes(result: Any) -> dict[tuple[str, int], int]:
 def test_describe_log_dirs__every_partition_with_the_bytes_of_its_segments(version: int) -> None:
     rm = _hosting(("a", 0), ("a", 1), ("b", 0))
     _append(rm, "a", 0, 3)
-    _append(rm, "a", 0, 3)  # segment.bytes=300: a second segment
+    _append(rm, "a", 0, 3)  # segment.bytes=400: a second segment
     _append(rm, "b", 0, 1)
     response = _log_dirs(rm, None, version)
     assert response.error_code == ErrorCode.NONE

@@ -113,6 +113,27 @@ def test_empty_segment_takes_an_oversized_append() -> None:
     assert log.roll() == 2 and log.roll() == 2  # rolling an empty active segment is a no-op
 
 
+def test_an_append_longer_than_segment_bytes_is_split_between_batches() -> None:
+    # A follower's fetched chunk (the leader's offsets, with a compaction gap) goes into segments of at
+    # most segment.bytes, cut between batches, as the leader's own appends did.
+    leader, stored = filled_log(MemorySegmentStore(), LogConfig(segment_bytes=100_000), 12)
+    chunk = bytearray(b"".join(stored[:5] + stored[6:]))
+    batch_bytes = len(stored[0])
+    follower = PartitionLog.open(MemorySegmentStore(), LogConfig(segment_bytes=3 * batch_bytes + 10))
+    info = follower.append(chunk, validate_batches(chunk), assign_offsets=False)
+    assert (info.first_offset, info.last_offset) == (0, 35)
+    assert (info.max_timestamp, info.offset_of_max_timestamp) == (1011, 35)
+    assert [s.base_offset for s in follower.segments] == [0, 9, 21, 30]
+    assert all(s.size_bytes <= 3 * batch_bytes for s in follower.segments)
+    assert read_all(follower) == bytes(chunk)
+    # A leader's append is split the same way (offsets assigned across the segments).
+    log = PartitionLog.open(MemorySegmentStore(), LogConfig(segment_bytes=2 * batch_bytes))
+    batches = make_batch(3, 50) + make_batch(3, 50) + make_batch(3, 50)
+    assert log.append(batches, validate_batches(batches))[:2] == (0, 8)
+    assert [s.base_offset for s in log.segments] == [0, 6]
+    assert bases(read_all(log)) == [0, 3, 6]
+
+
 def test_read_from_middle_of_batch_returns_whole_batch() -> None:
     log, stored = filled_log(MemorySegmentStore(), SMALL, 10, records=5)
     result = log.read(12, 1)

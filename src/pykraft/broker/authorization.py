@@ -22,8 +22,8 @@ to add partitions to it (CreatePartitions),
 DESCRIBE_CONFIGS for its configs, ALTER_CONFIGS to alter them (the same on a group for its group
 configs). On the cluster: IDEMPOTENT_WRITE (or WRITE on some topic) for an idempotent producer id,
 CLUSTER_ACTION for inter-broker requests, ALTER for elections, ACLs and SCRAM credentials, DESCRIBE
-for describing ACLs, credentials and log dirs (DescribeLogDirs). DescribeCluster and
-DescribeTopicPartitions check inside their handlers (cluster_admin.py).
+for describing ACLs, credentials, log dirs (DescribeLogDirs) and the quorum (DescribeQuorum).
+DescribeCluster and DescribeTopicPartitions check inside their handlers (cluster_admin.py).
 """
 
 from __future__ import annotations
@@ -331,6 +331,20 @@ def _describe_log_dirs(request: Any, version: int) -> Any | None:
     )
 
 
+def _describe_quorum(request: Any, version: int) -> Any | None:
+    """DESCRIBE on the cluster, as Kafka's controller checks it (ControllerApis.handleDescribeQuorum): a
+    pykraft broker forwards with its own identity, so it checks the client's first."""
+    if allowed_on_cluster(AclOperation.DESCRIBE):
+        return None
+    return _answer(
+        ApiKey.DESCRIBE_QUORUM,
+        version,
+        error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+        topics=[],
+        nodes=[],
+    )
+
+
 _REFUSALS: dict[int, Callable[[Any, int], Any | None]] = {
     **{key: _group_read(key) for key in GROUP_READ_APIS},
     ApiKey.OFFSET_COMMIT: _offset_commit,
@@ -344,6 +358,7 @@ _REFUSALS: dict[int, Callable[[Any, int], Any | None]] = {
     ApiKey.WRITE_TXN_MARKERS: _write_txn_markers,
     ApiKey.ELECT_LEADERS: _elect_leaders,
     ApiKey.DESCRIBE_LOG_DIRS: _describe_log_dirs,
+    ApiKey.DESCRIBE_QUORUM: _describe_quorum,
     **_security_refusals(),
 }
 

@@ -439,6 +439,15 @@ class ReplicaManager:
                 error_message=f"Compacted topic cannot accept message without key in topic partition "
                 f"{part.topic}-{part.partition_index}.",
             )
+        if len(records) > config.segment_bytes:
+            # UnifiedLog.append: the records of one append go into one segment, so more than segment.bytes
+            # of them is refused (RecordBatchTooLargeException) rather than stored in an oversized segment.
+            return AppendResult(
+                ErrorCode.RECORD_LIST_TOO_LARGE,
+                error_message=f"Message batch size is {len(records)} bytes in append to partition "
+                f"{part.topic}-{part.partition_index}, which exceeds the maximum configured segment size "
+                f"of {config.segment_bytes}.",
+            )
         state = part.producer_state
         for header in headers:
             if (

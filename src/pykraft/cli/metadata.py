@@ -376,8 +376,8 @@ def _image(args: argparse.Namespace) -> int:
 
 
 def describe_quorum(address: str, timeout_s: float = 10.0, security: ClientSecurity | None = None) -> Any:
-    """DescribeQuorum (api key 55) of ``__cluster_metadata-0`` from the controller at ``address``; the
-    partition's answer (leader, epoch, high watermark, voters, observers)."""
+    """DescribeQuorum (api key 55) of ``__cluster_metadata-0`` from the controller or broker at
+    ``address``; the partition's answer (leader, epoch, high watermark, voters, observers)."""
     request = DescribeQuorumRequest(
         topics=[
             DescribeQuorumRequest.TopicData(
@@ -391,7 +391,8 @@ def describe_quorum(address: str, timeout_s: float = 10.0, security: ClientSecur
     ) as conn:
         response = conn.request(request, DescribeQuorumResponse, DESCRIBE_QUORUM_VERSION)
     if response.error_code != 0:
-        raise QuorumToolError(f"DescribeQuorum failed: {ErrorCode(response.error_code).name}")
+        detail = f" ({response.error_message})" if response.error_message else ""
+        raise QuorumToolError(f"DescribeQuorum failed: {ErrorCode(response.error_code).name}{detail}")
     partition = response.topics[0].partitions[0]
     if partition.error_code != 0:
         raise QuorumToolError(
@@ -474,7 +475,7 @@ def _now_ms() -> int:
 
 def _metadata_quorum(args: argparse.Namespace) -> int:
     """kafka-metadata-quorum: ``--bootstrap-controller`` asks a controller; ``--bootstrap-server`` asks
-    a broker (a combined node answers on its client listener only if it serves DescribeQuorum there)."""
+    a broker, which forwards it to the active controller (Kafka's KafkaApis)."""
     from pykraft.cli.common import (
         ToolError,
         UsageError,
@@ -493,12 +494,7 @@ def _metadata_quorum(args: argparse.Namespace) -> int:
     except QuorumToolError as exc:
         raise ToolError(f"{flag} {address}: {exc}") from None
     except BrokerConnectionError as exc:
-        hint = (
-            " (pykraft brokers do not forward DescribeQuorum: try --bootstrap-controller)"
-            if (args.bootstrap_server is not None)
-            else ""
-        )
-        raise ToolError(f"{flag} {address}: {exc}{hint}") from None
+        raise ToolError(f"{flag} {address}: {exc}") from None
     if args.json:
         print_json(_jsonable(partition.to_dict(json=False)) if hasattr(partition, "to_dict") else {})
         return 0

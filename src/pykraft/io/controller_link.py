@@ -46,6 +46,7 @@ from pykraft.protocol.messages import (
     BrokerRegistrationRequest,
     BrokerRegistrationResponse,
 )
+from pykraft.raft import wire
 
 log = logging.getLogger("pykraft.broker")
 
@@ -358,6 +359,16 @@ class ControllerLink:
         except PeerUnavailable as exc:
             return refusal(request, version, ErrorCode.NOT_CONTROLLER, str(exc))
 
+    async def forward_describe_quorum(self, request: Any, version: int) -> Any:
+        """DescribeQuorum, answered by the raft leader (Kafka's KafkaApis forwards it to the active
+        controller); NOT_CONTROLLER as a whole when none answers in time."""
+        return await self.forward_or_refuse(
+            request,
+            version,
+            _describe_quorum_errors,
+            lambda _request, _version, error, message: wire.describe_quorum_error_response(error, message),
+        )
+
     async def forward_delete_topics(self, request: Any, version: int) -> Any:
         try:
             return await self.forward(request, version, topic_errors=_delete_topics_errors)
@@ -407,6 +418,18 @@ def _elect_leaders_errors(response: Any) -> list[int]:
     if response.error_code:  # v1+: a top-level error (NOT_CONTROLLER) covers the whole request
         return [response.error_code]
     return [p.error_code for t in response.replica_election_results for p in t.partition_result]
+
+
+def _describe_quorum_errors(response: Any) -> list[int]:
+    """A voter that does not lead (the leader moved since this broker last heard) answers
+    NOT_LEADER_OR_FOLLOWER: asked again, as NOT_CONTROLLER is, of the leader this broker knows now."""
+    if response.error_code or not response.topics:
+        return [response.error_code]
+    return [
+        ErrorCode.NOT_CONTROLLER if p.error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER else p.error_code
+        for t in response.topics
+        for p in t.partitions
+    ]
 
 
 def _delete_topics_errors(response: Any) -> list[int]:

@@ -1221,6 +1221,7 @@ class Node:
             ),
             ApiKey.DESCRIBE_TOPIC_PARTITIONS: sync(cluster_admin.handle_describe_topic_partitions),
             ApiKey.DESCRIBE_LOG_DIRS: self._describe_log_dirs,
+            ApiKey.DESCRIBE_QUORUM: self._describe_quorum,
             ApiKey.DESCRIBE_PRODUCERS: sync(handle_describe_producers),
             ApiKey.DESCRIBE_CONFIGS: sync(
                 lambda request, version, ctx: handle_describe_configs(
@@ -1336,6 +1337,16 @@ class Node:
                 True,
             ),
         }
+
+    async def _describe_quorum(self, request: Any, version: int) -> Any:
+        """DescribeQuorum on the client listener: Kafka's KafkaApis forwards it to the active controller,
+        and so does a broker process; a combined node is the quorum's only voter and answers itself."""
+        if not wire.describes_the_metadata_partition(request):
+            return wire.describe_quorum_error_response(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+        if self.link is not None:
+            return await self.link.forward_describe_quorum(request, version)
+        assert self.metadata is not None
+        return wire.describe_quorum_response(*self.metadata.describe_quorum())
 
     async def _describe_log_dirs(self, request: Any, version: int) -> Any:
         """DescribeLogDirs (35): each of log.dirs by its absolute path with its volume's total and usable

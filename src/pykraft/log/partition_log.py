@@ -498,8 +498,39 @@ class PartitionLog:
         consecutive offsets from the log end by rewriting each ``baseOffset`` in place (and the
         partitionLeaderEpoch when given), then write them with one store append. Without
         ``assign_offsets`` (a follower) the batches keep their offsets, which must start at or past
-        the log end and increase (a compacted leader's have gaps)."""
+        the log end and increase (a compacted leader's have gaps).
+
+        Batches longer together than ``segment_bytes`` (a follower's fetched chunk; a leader refuses
+        such a produce, as Kafka's UnifiedLog.append does) are split between batches, one store append
+        per segment, so no segment passes ``segment_bytes`` unless a single batch does."""
         assert headers, "append needs at least one batch"
+        view = memoryview(records)
+        info: AppendInfo | None = None
+        start = 0
+        for first, end in _runs(headers, self._config.segment_bytes):
+            size = sum(header.size_in_bytes for header in headers[first:end])
+            run = self._append_run(
+                view[start : start + size], headers[first:end], leader_epoch, assign_offsets
+            )
+            start += size
+            if info is None:
+                info = run
+            elif run.max_timestamp > info.max_timestamp:
+                info = AppendInfo(
+                    info.first_offset, run.last_offset, run.max_timestamp, run.offset_of_max_timestamp
+                )
+            else:
+                info = info._replace(last_offset=run.last_offset)
+        assert info is not None and start == len(view), f"headers cover {start} of {len(view)} bytes"
+        return info
+
+    def _append_run(
+        self,
+        records: memoryview,
+        headers: list[BatchHeader],
+        leader_epoch: int | None,
+        assign_offsets: bool,
+    ) -> AppendInfo:
         if assign_offsets:
             offset_count = sum(header.last_offset_delta + 1 for header in headers)
         else:
@@ -510,7 +541,7 @@ class PartitionLog:
                 expected = header.next_offset
         newest = max(header.max_timestamp for header in headers)
         active = self._maybe_roll(len(records), offset_count, len(headers), newest)
-        view = memoryview(records)
+        view = records
         first_offset = offset = active.next_offset if assign_offsets else headers[0].base_offset
         position = 0
         for header in headers:
@@ -971,3 +1002,17 @@ class PartitionLog:
         headers = [header for _, header in scan_batches(buf, check_crc=False)]
         assert sum(header.size_in_bytes for header in headers) == len(buf), "torn batch in append_bytes"
         return self.append(buf, headers)
+
+
+def _runs(headers: list[BatchHeader], segment_bytes: int) -> list[tuple[int, int]]:
+    """``headers`` cut into runs (first index, end index) of at most ``segment_bytes`` each, a run
+    always holding at least one batch."""
+    runs = []
+    first = size = 0
+    for index, header in enumerate(headers):
+        if size and size + header.size_in_bytes > segment_bytes:
+            runs.append((first, index))
+            first, size = index, 0
+        size += header.size_in_bytes
+    runs.append((first, len(headers)))
+    return runs

@@ -190,6 +190,10 @@ SUPPORTED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     ApiKey.DESCRIBE_CLUSTER: (0, 2),
     ApiKey.DESCRIBE_TOPIC_PARTITIONS: (0, 0),
     ApiKey.DESCRIBE_LOG_DIRS: (1, 5),
+    # KRaft's quorum (kafka-metadata-quorum --bootstrap-server): a broker forwards it to the active
+    # controller (KafkaApis), so it advertises what the controller listener serves (raft.wire.VERSIONS),
+    # as Kafka's broker intersects a forwardable API with its controller's ApiVersions.
+    ApiKey.DESCRIBE_QUORUM: (1, 1),
     # The consumer group protocol (KIP-848, issue 19): v1 adds the server-side regex subscription.
     ApiKey.CONSUMER_GROUP_HEARTBEAT: (0, 1),
     ApiKey.CONSUMER_GROUP_DESCRIBE: (0, 0),

@@ -480,11 +480,21 @@ def decode_describe_quorum_request(header: RequestHeader, frame: memoryview) -> 
     _expect_metadata_partition("DescribeQuorum", topic.topic_name, p.partition_index)
 
 
-def encode_describe_quorum_response(
-    header: RequestHeader, description: QuorumDescription | None, leader_id: int, leader_epoch: int
-) -> bytearray:
-    """The framed DescribeQuorum response: the leader's description, or NOT_LEADER_OR_FOLLOWER with
-    the leader this node knows (``description`` None)."""
+def describes_the_metadata_partition(request: Any) -> bool:
+    """A decoded DescribeQuorum asks for ``__cluster_metadata-0`` alone (RaftUtil.hasValidTopicPartition);
+    Kafka answers any other UNKNOWN_TOPIC_OR_PARTITION."""
+    topics = request.topics or []
+    if len(topics) != 1 or len(topics[0].partitions or []) != 1:
+        return False
+    return bool(
+        topics[0].topic_name == METADATA_TOPIC_NAME
+        and topics[0].partitions[0].partition_index == METADATA_PARTITION
+    )
+
+
+def describe_quorum_response(description: QuorumDescription | None, leader_id: int, leader_epoch: int) -> Any:
+    """The DescribeQuorum response (its version set when encoded): the leader's description, or
+    NOT_LEADER_OR_FOLLOWER with the leader this node knows (``description`` None)."""
     cls: Any = messages.response_class(ApiKey.DESCRIBE_QUORUM)
     part_cls = cls.TopicData.PartitionData
     replica_cls = part_cls.ReplicaState
@@ -523,19 +533,30 @@ def encode_describe_quorum_response(
             current_voters=replicas(description.current_voters),
             observers=replicas(description.observers),
         )
-    body = cls(
+    return cls(
         error_code=ErrorCode.NONE,
         error_message=None,
         topics=[cls.TopicData(topic_name=METADATA_TOPIC_NAME, partitions=[partition])],
         nodes=[],
     )
-    return messages.encode_response(header, body)
+
+
+def describe_quorum_error_response(error: ErrorCode, message: str | None = None) -> Any:
+    """DescribeQuorum refused as a whole (DescribeQuorumRequest.getErrorResponse): the error, no topics."""
+    cls: Any = messages.response_class(ApiKey.DESCRIBE_QUORUM)
+    return cls(error_code=error, error_message=message, topics=[], nodes=[])
+
+
+def encode_describe_quorum_response(
+    header: RequestHeader, description: QuorumDescription | None, leader_id: int, leader_epoch: int
+) -> bytearray:
+    """The framed :func:`describe_quorum_response`."""
+    return messages.encode_response(header, describe_quorum_response(description, leader_id, leader_epoch))
 
 
 def encode_describe_quorum_error(header: RequestHeader, error: ErrorCode) -> bytearray:
     """DescribeQuorum refused as a whole (CLUSTER_AUTHORIZATION_FAILED): the error and no topics."""
-    cls: Any = messages.response_class(ApiKey.DESCRIBE_QUORUM)
-    return messages.encode_response(header, cls(error_code=error, error_message=None, topics=[], nodes=[]))
+    return messages.encode_response(header, describe_quorum_error_response(error))
 
 
 # --- DescribeQuorum, the tool's side (pykraft metadata quorum, like kafka-metadata-quorum) --------------
