@@ -64,15 +64,45 @@ class BrokerView:
 
 @dataclass(slots=True)
 class ClusterView:
-    """What the handlers need from the metadata image, rebuilt by the shell on every image change."""
+    """What the handlers need from the metadata image, rebuilt by the shell on every image change.
+
+    ``brokers`` are the unfenced brokers' endpoints on one listener: the inter-broker listener in the
+    node's view (replica fetch, transaction markers), the client's own listener in the view
+    ``on_listener`` gives the handlers that name brokers to clients (issue 27)."""
 
     cluster_id: str | None
     controller_id: int
     brokers: tuple[BrokerView, ...] = ()
     topics: dict[str, TopicView] = field(default_factory=dict)
-    # Registered but fenced brokers with the client listener: DescribeCluster v2 lists them when asked
+    # Registered but fenced brokers with the listener: DescribeCluster v2 lists them when asked
     # (include_fenced_brokers, KIP-1073); Metadata never does.
     fenced_brokers: tuple[BrokerView, ...] = ()
+    # Every listener's (unfenced, fenced) brokers, by listener name.
+    listeners: dict[str, tuple[tuple[BrokerView, ...], tuple[BrokerView, ...]]] = field(default_factory=dict)
+
+    def on_listener(self, listener_name: str) -> ClusterView:
+        """The view a client connected to ``listener_name`` gets: the brokers' endpoints of that
+        listener, as Kafka's KRaftMetadataCache answers with the request's listener on every broker (a
+        broker without that listener is left out)."""
+        brokers, fenced = self.listeners.get(listener_name, ((), ()))
+        return ClusterView(self.cluster_id, self.controller_id, brokers, self.topics, fenced, self.listeners)
+
+    def fence(self, node_id: int) -> ClusterView:
+        """The view with ``node_id`` moved to the fenced brokers on every listener."""
+
+        def moved(
+            pair: tuple[tuple[BrokerView, ...], tuple[BrokerView, ...]],
+        ) -> tuple[tuple[BrokerView, ...], tuple[BrokerView, ...]]:
+            brokers, fenced = pair
+            own = [b for b in brokers if b.node_id == node_id]
+            return (
+                tuple(b for b in brokers if b.node_id != node_id),
+                tuple(sorted((*fenced, *own), key=lambda b: b.node_id)),
+            )
+
+        brokers, fenced = moved((self.brokers, self.fenced_brokers))
+        listeners = {name: moved(pair) for name, pair in self.listeners.items()}
+        return ClusterView(self.cluster_id, self.controller_id, brokers, self.topics, fenced, listeners)
 
 
 @dataclass(slots=True)
