@@ -1,18 +1,37 @@
 """Per-listener settings (issue 27): every client listener is a listener of its own, with Kafka's
 listener.name.<lowercase name>.<config> keys over the unprefixed ones; the inter-broker listener is
-picked as Kafka's KafkaConfig picks it. And the connection limits of several listeners: each its own
-max.connections, the broker-wide one across them, the inter-broker listener exempt."""
+picked as Kafka's KafkaConfig picks it. The connection limits of several listeners: each its own
+max.connections, the broker-wide one across them, the inter-broker listener exempt. And the brokers a
+client is told of: those of its own listener."""
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import socket
+import uuid
 from collections.abc import Sequence
+from typing import Any
 
 import pytest
+from kafka.protocol.metadata import MetadataRequest
 
+from pykraft.broker.handlers import (
+    BrokerContext,
+    BrokerView,
+    ClusterView,
+    PartitionView,
+    TopicView,
+    handle_metadata,
+)
+from pykraft.broker.producer_id_manager import ProducerIdManager
+from pykraft.broker.replica_manager import ReplicaManager
 from pykraft.core.config import ConfigError, load_config
+from pykraft.core.errors import ErrorCode
 from pykraft.io.server import ConnectionCounts, ConnectionInfo, ConnectionLimits, KafkaServer
+from pykraft.log.partition_log import LogConfig
+from tests.unit.test_cluster_admin import _exchange
+from tests.unit.test_producer_snapshot import MemoryOpener
 
 _JAAS = (
     "org.apache.kafka.common.security.plain.PlainLoginModule required "
@@ -184,3 +203,52 @@ def test_connection_limits_per_listener_and_broker_wide() -> None:
                 await s.stop()
 
     asyncio.run(asyncio.wait_for(test(), 10))
+
+
+def _two_listener_ctx() -> BrokerContext:
+    """Brokers 1 and 2 on EXTERNAL, broker 1 also on INTERNAL; broker 2 leads the topic's partition."""
+
+    def on(name: str, *ids: int) -> tuple[BrokerView, ...]:
+        return tuple(BrokerView(i, f"{name.lower()}-{i}", 9000 + i) for i in ids)
+
+    external, internal = on("EXTERNAL", 1, 2), on("INTERNAL", 1)
+    topic = TopicView("t", uuid.uuid5(uuid.NAMESPACE_DNS, "t"), (PartitionView(0, 2, 5, (1, 2), (1, 2)),))
+    cluster = ClusterView(
+        "cluster-xyz",
+        1,
+        internal,
+        {"t": topic},
+        listeners={"EXTERNAL": (external, ()), "INTERNAL": (internal, ())},
+    )
+    return BrokerContext(
+        node_id=1,
+        cluster=cluster,
+        replicas=ReplicaManager(MemoryOpener(), LogConfig(), producer_id_expiration_ms=60_000),
+        producer_ids=ProducerIdManager(1),
+        auto_create_topics_enable=False,
+    )
+
+
+def _metadata(ctx: BrokerContext) -> Any:
+    return _exchange(MetadataRequest[9](topics=[("t", {})]), 9, lambda r, v: handle_metadata(r, v, ctx))
+
+
+def test_metadata_answers_with_the_brokers_of_the_clients_listener() -> None:
+    ctx = _two_listener_ctx()
+    external = _metadata(dataclasses.replace(ctx, cluster=ctx.cluster.on_listener("EXTERNAL")))
+    assert [(b[0], b[1], b[2]) for b in external.brokers] == [
+        (1, "external-1", 9001),
+        (2, "external-2", 9002),
+    ]
+    assert [(p[0], p[2]) for p in external.topics[0][3]] == [(ErrorCode.NONE, 2)]
+    # Kafka's KRaftMetadataCache: the leader is live but has no endpoint on this listener.
+    internal = _metadata(dataclasses.replace(ctx, cluster=ctx.cluster.on_listener("INTERNAL")))
+    assert [(b[0], b[1]) for b in internal.brokers] == [(1, "internal-1")]
+    assert [(p[0], p[2]) for p in internal.topics[0][3]] == [(ErrorCode.LISTENER_NOT_FOUND, -1)]
+
+
+def test_a_fenced_broker_is_fenced_on_every_listener() -> None:
+    view = _two_listener_ctx().cluster.fence(1)
+    assert [b.node_id for b in view.on_listener("EXTERNAL").brokers] == [2]
+    assert [b.node_id for b in view.on_listener("EXTERNAL").fenced_brokers] == [1]
+    assert view.on_listener("INTERNAL").brokers == () and view.brokers == ()

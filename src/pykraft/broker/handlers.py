@@ -156,6 +156,7 @@ def handle_metadata(request: Any, version: int, ctx: BrokerContext) -> Any:
         for b in cluster.brokers
     ]
     live = {b.node_id for b in cluster.brokers}
+    live_elsewhere = {b.node_id for brokers, _ in cluster.listeners.values() for b in brokers} - live
     if request.topics is None:
         # Every topic: those the principal may not describe are left out (Kafka).
         names = sorted(n for n in cluster.topics if allowed(AclOperation.DESCRIBE, ResourceType.TOPIC, n))
@@ -225,10 +226,15 @@ def handle_metadata(request: Any, version: int, ctx: BrokerContext) -> Any:
             )
             continue
         # A partition whose leader is not a live (registered, unfenced) broker is unavailable: Kafka's
-        # KRaftMetadataCache answers LEADER_NOT_AVAILABLE with leader -1 until one is elected.
+        # KRaftMetadataCache answers LEADER_NOT_AVAILABLE with leader -1 until one is elected, and
+        # LISTENER_NOT_FOUND when the leader is live but has no endpoint on the client's listener.
         partitions = [
             MetadataResponse.MetadataResponseTopic.MetadataResponsePartition(
-                error_code=ErrorCode.NONE if p.leader_id in live else ErrorCode.LEADER_NOT_AVAILABLE,
+                error_code=ErrorCode.NONE
+                if p.leader_id in live
+                else ErrorCode.LISTENER_NOT_FOUND
+                if p.leader_id in live_elsewhere
+                else ErrorCode.LEADER_NOT_AVAILABLE,
                 partition_index=p.partition_index,
                 leader_id=p.leader_id if p.leader_id in live else -1,
                 leader_epoch=p.leader_epoch,
