@@ -21,7 +21,7 @@ from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient
 from prometheus_client.parser import text_string_to_metric_families
 
-from pykraft.testing import free_port
+from pykraft.testing import ProcessCluster, free_port
 from tests.interop.test_restart import _start_server, _stop_server
 from tests.interop.test_sasl import JAAS
 from tests.interop.test_tls import _confluent_tls
@@ -173,3 +173,49 @@ def test_a_listener_that_cannot_be_bound_stops_the_start_with_one_line(certs: Pa
         "Address already in use"
     ], result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_brokers_replicate_over_the_inter_broker_listener(tmp_path: Path) -> None:
+    """Two broker processes with a client listener and an INTERNAL one named by
+    inter.broker.listener.name: clients are told only the client endpoints, acks=all writes are
+    replicated (min.insync.replicas=2), and the followers' fetch connections arrive on INTERNAL."""
+    cluster = ProcessCluster.create(
+        str(tmp_path), 1, {"min.insync.replicas": "2", "default.replication.factor": "2"}, brokers=2
+    )
+    metrics: dict[int, int] = {}
+    for node_id, node in cluster.brokers.items():
+        metrics[node_id] = free_port()
+        with open(node.config_path, "a", encoding="utf-8") as fh:
+            fh.write(
+                f"listeners=PLAINTEXT://127.0.0.1:{node.port},INTERNAL://127.0.0.1:{free_port()}\n"
+                "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,INTERNAL:PLAINTEXT,CONTROLLER:PLAINTEXT\n"
+                f"inter.broker.listener.name=INTERNAL\nmetrics.port={metrics[node_id]}\n"
+            )
+    try:
+        cluster.start()
+        cluster.wait_for_leader()
+        cluster.wait_for_brokers()
+        bootstrap = cluster.bootstrap_servers
+        producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True})
+        for i in range(RECORDS):
+            producer.produce("replicated", value=b"r-%d" % i, partition=0)
+        assert producer.flush(60) == 0
+        brokers = AdminClient({"bootstrap.servers": bootstrap}).list_topics(timeout=30).brokers
+        assert sorted(b.port for b in brokers.values()) == sorted(n.port for n in cluster.brokers.values())
+        created = {}
+        for node_id, port in metrics.items():
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as response:
+                text = response.read().decode()
+            created[node_id] = {
+                sample.labels["listener"]: sample.value
+                for family in text_string_to_metric_families(text)
+                for sample in family.samples
+                if sample.name == "kafka_server_socketservermetrics_connection_creation_total"
+            }
+        # The leader of the partition served its follower's fetches on INTERNAL.
+        assert max(c.get("INTERNAL", 0) for c in created.values()) >= 1, created
+    except BaseException:
+        print(cluster.logs())
+        raise
+    finally:
+        cluster.stop()
