@@ -46,7 +46,12 @@ from pykraft.io.txn_service import TxnService
 from pykraft.io.waiting import park, wait_shielded
 from pykraft.log.cleaner import CleanerConfig
 from pykraft.log.partition_log import LogConfig
-from pykraft.metadata.image import CONFIG_RESOURCE_TYPE_BROKER, CONFIG_RESOURCE_TYPE_TOPIC, ConfigResource
+from pykraft.metadata.image import (
+    CONFIG_RESOURCE_TYPE_BROKER,
+    CONFIG_RESOURCE_TYPE_TOPIC,
+    BrokerEndpoint,
+    ConfigResource,
+)
 from pykraft.protocol import messages
 from pykraft.protocol.fetch import encode_fetch_response
 from pykraft.protocol.messages import ApiKey, RequestHeader
@@ -319,13 +324,19 @@ class Node:
         )
         self._on_image()
         self._request_handlers = self._build_request_handlers()
+        # The combined node registers before it listens, so its first client finds it in Metadata.
+        registered = self.listeners.advertised_endpoints()
+        if link is None:
+            await self._register_in_process(registered)
         try:
             await self.listeners.start_clients(self._handle)
         except ListenerError as exc:
             raise StartupError(str(exc)) from None
         if link is None:
-            # Registered once every listener is bound: with the ports actually bound (0 in tests).
-            await self._register_in_process()
+            bound = self.listeners.advertised_endpoints()
+            if bound != registered:
+                # Ephemeral ports (tests): registered again with the ports actually bound.
+                self.producer_ids.broker_epoch = await metadata.register_broker(bound)
         else:
             # Registered with the port actually bound; served from the first image on (a fenced broker
             # answers NOT_LEADER_OR_FOLLOWER and is absent from Metadata until the controller unfences it).
@@ -337,11 +348,11 @@ class Node:
         self._spawn(self.txns.run_timers())
         self._spawn(self._isr_timer())
 
-    async def _register_in_process(self) -> None:
-        """The single-node cluster's broker registers with its own controller, in process."""
+    async def _register_in_process(self, endpoints: list[BrokerEndpoint]) -> None:
+        """The single-node cluster's broker registers with its own controller, in process, with every
+        client listener as advertised (advertised.listeners wins: a proxy or NAT in front of the node)."""
         assert self.metadata is not None
-        # advertised.listeners wins (a proxy or NAT in front of the node), as in Kafka.
-        broker_epoch = await self.metadata.register_broker(self.listeners.advertised_endpoints())
+        broker_epoch = await self.metadata.register_broker(endpoints)
         self.producer_ids.broker_epoch = broker_epoch
         # Ask for the first producer-id block now so the first InitProducerId rarely waits (KIP-730).
         self.producer_ids.maybe_request_next_block(now_ms())
