@@ -7,6 +7,7 @@ decides when to call them (Fetch long-polls by calling again when data arrives) 
 
 from __future__ import annotations
 
+import dataclasses
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -64,17 +65,47 @@ class BrokerView:
 
 @dataclass(slots=True)
 class ClusterView:
-    """What the handlers need from the metadata image, rebuilt by the shell on every image change."""
+    """What the handlers need from the metadata image, rebuilt by the shell on every image change.
+
+    ``brokers`` are the unfenced brokers' endpoints on one listener: the inter-broker listener in the
+    node's view (replica fetch, transaction markers), the client's own listener in the view
+    ``on_listener`` gives the handlers that name brokers to clients (issue 27)."""
 
     cluster_id: str | None
     controller_id: int
     brokers: tuple[BrokerView, ...] = ()
     topics: dict[str, TopicView] = field(default_factory=dict)
-    # Registered but fenced brokers with the client listener: DescribeCluster v2 lists them when asked
+    # Registered but fenced brokers with the listener: DescribeCluster v2 lists them when asked
     # (include_fenced_brokers, KIP-1073); Metadata never does.
     fenced_brokers: tuple[BrokerView, ...] = ()
+    # Every listener's (unfenced, fenced) brokers, by listener name.
+    listeners: dict[str, tuple[tuple[BrokerView, ...], tuple[BrokerView, ...]]] = field(default_factory=dict)
     # Registered, unfenced and not in controlled shutdown: may join an ISR (Kafka isReplicaIsrEligible).
     isr_eligible_broker_ids: frozenset[int] = frozenset()
+
+    def on_listener(self, listener_name: str) -> ClusterView:
+        """The view a client connected to ``listener_name`` gets: the brokers' endpoints of that
+        listener, as Kafka's KRaftMetadataCache answers with the request's listener on every broker (a
+        broker without that listener is left out)."""
+        brokers, fenced = self.listeners.get(listener_name, ((), ()))
+        return dataclasses.replace(self, brokers=brokers, fenced_brokers=fenced)
+
+    def fence(self, node_id: int) -> ClusterView:
+        """The view with ``node_id`` moved to the fenced brokers on every listener."""
+
+        def moved(
+            pair: tuple[tuple[BrokerView, ...], tuple[BrokerView, ...]],
+        ) -> tuple[tuple[BrokerView, ...], tuple[BrokerView, ...]]:
+            brokers, fenced = pair
+            own = [b for b in brokers if b.node_id == node_id]
+            return (
+                tuple(b for b in brokers if b.node_id != node_id),
+                tuple(sorted((*fenced, *own), key=lambda b: b.node_id)),
+            )
+
+        brokers, fenced = moved((self.brokers, self.fenced_brokers))
+        listeners = {name: moved(pair) for name, pair in self.listeners.items()}
+        return dataclasses.replace(self, brokers=brokers, fenced_brokers=fenced, listeners=listeners)
 
 
 @dataclass(slots=True)
@@ -128,6 +159,7 @@ def handle_metadata(request: Any, version: int, ctx: BrokerContext) -> Any:
         for b in cluster.brokers
     ]
     live = {b.node_id for b in cluster.brokers}
+    live_elsewhere = {b.node_id for brokers, _ in cluster.listeners.values() for b in brokers} - live
     if request.topics is None:
         # Every topic: those the principal may not describe are left out (Kafka).
         names = sorted(n for n in cluster.topics if allowed(AclOperation.DESCRIBE, ResourceType.TOPIC, n))
@@ -197,10 +229,15 @@ def handle_metadata(request: Any, version: int, ctx: BrokerContext) -> Any:
             )
             continue
         # A partition whose leader is not a live (registered, unfenced) broker is unavailable: Kafka's
-        # KRaftMetadataCache answers LEADER_NOT_AVAILABLE with leader -1 until one is elected.
+        # KRaftMetadataCache answers LEADER_NOT_AVAILABLE with leader -1 until one is elected, and
+        # LISTENER_NOT_FOUND when the leader is live but has no endpoint on the client's listener.
         partitions = [
             MetadataResponse.MetadataResponseTopic.MetadataResponsePartition(
-                error_code=ErrorCode.NONE if p.leader_id in live else ErrorCode.LEADER_NOT_AVAILABLE,
+                error_code=ErrorCode.NONE
+                if p.leader_id in live
+                else ErrorCode.LISTENER_NOT_FOUND
+                if p.leader_id in live_elsewhere
+                else ErrorCode.LEADER_NOT_AVAILABLE,
                 partition_index=p.partition_index,
                 leader_id=p.leader_id if p.leader_id in live else -1,
                 leader_epoch=p.leader_epoch,

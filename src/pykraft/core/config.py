@@ -218,8 +218,11 @@ class NodeConfig:
     controller_client: InterNodeSecurity = field(default_factory=lambda: InterNodeSecurity())
     inter_broker_client: InterNodeSecurity = field(default_factory=lambda: InterNodeSecurity())
     authorizer: AuthorizerSettings = field(default_factory=lambda: AuthorizerSettings())
-    # Connection limits (issue 18), Kafka's names and defaults.
+    # Connection limits (issue 18), Kafka's names and defaults: max.connections is broker-wide (all
+    # client listeners together) and each listener's own limit (listener.name.<l>.max.connections,
+    # else max.connections), as in Kafka's ConnectionQuotas.
     max_connections: int = 2**31 - 1
+    listener_max_connections: dict[str, int] = field(default_factory=dict)
     max_connections_per_ip: int = 2**31 - 1
     max_connections_per_ip_overrides: dict[str, int] = field(default_factory=dict)
     connections_max_idle_ms: int = 600000
@@ -265,12 +268,25 @@ class NodeConfig:
         return "controller" in self.process_roles
 
     @property
+    def client_listeners(self) -> tuple[Endpoint, ...]:
+        """Every listener that is not a controller listener: a broker serves each of them (issue 27)."""
+        return tuple(e for e in self.listeners if e.listener_name not in self.controller_listener_names)
+
+    @property
     def client_listener(self) -> Endpoint:
-        """The first listener that is not a controller listener: where clients connect."""
-        for endpoint in self.listeners:
-            if endpoint.listener_name not in self.controller_listener_names:
-                return endpoint
+        """The first client listener (the address a test or a log line names the node by)."""
+        for endpoint in self.client_listeners:
+            return endpoint
         raise ConfigError("listeners: no listener for clients (all are in controller.listener.names)")
+
+    @property
+    def inter_broker_listener_name(self) -> str:
+        """The listener brokers use to reach each other (replica fetch, transaction markers)."""
+        return self.inter_broker_client.listener_name
+
+    def max_connections_of(self, listener_name: str) -> int:
+        """The listener's own limit: listener.name.<l>.max.connections, else max.connections."""
+        return self.listener_max_connections.get(listener_name, self.max_connections)
 
     def advertised_for(self, listener_name: str) -> Endpoint:
         for endpoint in self.advertised_listeners:
@@ -686,6 +702,44 @@ def _ssl_settings(props: dict[str, str], listener: str | None, *, uses_ssl: bool
     )
 
 
+def _inter_broker_listener(
+    props: dict[str, str], client_listeners: list[str], protocol_map: dict[str, str]
+) -> str:
+    """The listener brokers reach each other on, as Kafka's KafkaConfig.getInterBrokerListenerNameAndSecurityProtocol
+    picks it: ``inter.broker.listener.name``, else the listener named after ``security.inter.broker.protocol``
+    (default PLAINTEXT; ListenerName.forSecurityProtocol). Only one of the two may be set. pykraft is
+    lenient where Kafka would refuse: with neither set, a broker whose one client listener has another
+    name uses it; with the protocol set, a listener of another name using that protocol, when it is the
+    only one, is the inter-broker listener."""
+    named = props.get("inter.broker.listener.name", "").strip().upper()
+    wanted = props.get("security.inter.broker.protocol", "").strip().upper()
+    if named and wanted:
+        raise ConfigError(
+            "inter.broker.listener.name: set together with security.inter.broker.protocol; set only one of them"
+        )
+    if not client_listeners:
+        return named or wanted or "PLAINTEXT"
+    if named:
+        if named not in client_listeners:
+            raise ConfigError(
+                f"inter.broker.listener.name: {named} is not one of the listeners {', '.join(client_listeners)}"
+            )
+        return named
+    protocol = wanted or "PLAINTEXT"
+    if protocol in client_listeners:
+        return protocol
+    using = [name for name in client_listeners if protocol_map.get(name) == protocol]
+    if len(using) == 1:
+        return using[0]
+    if not wanted and len(client_listeners) == 1:
+        return client_listeners[0]
+    key = "security.inter.broker.protocol" if wanted else "inter.broker.listener.name"
+    raise ConfigError(
+        f"{key}: no {protocol} listener among {', '.join(client_listeners)} for brokers to reach each other; "
+        "set inter.broker.listener.name to one of them"
+    )
+
+
 def load_config(text: str, overrides: dict[str, str] | None = None) -> NodeConfig:
     props = parse_properties(text)
     props.update(overrides or {})
@@ -792,22 +846,9 @@ def load_config(text: str, overrides: dict[str, str] | None = None) -> NodeConfi
         )
 
     listener_sasl = _listener_sasl(props, listeners, protocol_map, controller_names)
-    client_listeners = [e.listener_name for e in listeners if e.listener_name not in controller_names]
-    inter_broker_listener = props.get("inter.broker.listener.name", "").strip().upper() or (
-        client_listeners[0] if client_listeners else "PLAINTEXT"
+    inter_broker_listener = _inter_broker_listener(
+        props, [e.listener_name for e in listeners if e.listener_name not in controller_names], protocol_map
     )
-    if "broker" in roles and client_listeners and inter_broker_listener != client_listeners[0]:
-        raise ConfigError(
-            f"inter.broker.listener.name: {inter_broker_listener} is not the broker's listener "
-            f"{client_listeners[0]} (pykraft brokers serve one listener besides the controller's)"
-        )
-    if "security.inter.broker.protocol" in props and "inter.broker.listener.name" not in props:
-        wanted = props["security.inter.broker.protocol"].strip().upper()
-        if client_listeners and protocol_map.get(client_listeners[0]) != wanted:
-            raise ConfigError(
-                f"security.inter.broker.protocol: {wanted}, but the broker's listener {client_listeners[0]} "
-                f"uses {protocol_map.get(client_listeners[0])}"
-            )
     controller_protocol = (
         protocol_map.get(controller_names[0], "PLAINTEXT") if controller_names else "PLAINTEXT"
     )
@@ -841,7 +882,12 @@ def load_config(text: str, overrides: dict[str, str] | None = None) -> NodeConfi
                 k.startswith("listener.name.")
                 and (
                     k.endswith(
-                        (".sasl.jaas.config", ".sasl.enabled.mechanisms", ".connections.max.reauth.ms")
+                        (
+                            ".sasl.jaas.config",
+                            ".sasl.enabled.mechanisms",
+                            ".connections.max.reauth.ms",
+                            ".max.connections",
+                        )
                     )
                     or k.split(".", 3)[-1] in _LISTENER_SSL_KEYS
                 )
@@ -976,6 +1022,11 @@ def load_config(text: str, overrides: dict[str, str] | None = None) -> NodeConfi
         ),
         authorizer=_authorizer_settings(props),
         max_connections=_int(props, "max.connections", 2**31 - 1, minimum=0),
+        listener_max_connections={
+            e.listener_name: _int(props, key, 0, minimum=0)
+            for e in listeners
+            if (key := f"listener.name.{e.listener_name.lower()}.max.connections") in props
+        },
         max_connections_per_ip=_int(props, "max.connections.per.ip", 2**31 - 1, minimum=0),
         max_connections_per_ip_overrides=_per_ip_overrides(props.get("max.connections.per.ip.overrides", "")),
         connections_max_idle_ms=_int(props, "connections.max.idle.ms", 600000, minimum=1),

@@ -18,7 +18,7 @@ import os
 import random
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from kafka.protocol.admin import (
@@ -177,7 +177,6 @@ class MetadataPlane:
         self._task: asyncio.Task[None] | None = None
         self._removed_topics: list[tuple[str, list[int]]] = []
         self._incarnation_id = uuid.UUID(int=rng.getrandbits(128))
-        self._advertised: tuple[str, int] | None = None
         self._broker_epoch = -1
         self._meta_dir = os.path.join(config.metadata_log_dir, METADATA_PARTITION_DIR)
         self.activation_stall_timeout_s = ACTIVATION_STALL_TIMEOUT_S
@@ -700,12 +699,11 @@ class MetadataPlane:
 
     # --- controller operations ----------------------------------------------------------------------
 
-    async def register_broker(self, host: str, port: int) -> int:
-        self._advertised = (host, port)
-        # PLAINTEXT is security protocol 0 (SecurityProtocol.java).
-        endpoint = BrokerEndpoint(self.config.client_listener.listener_name, host, port, 0)
+    async def register_broker(self, endpoints: Sequence[BrokerEndpoint]) -> int:
+        """The combined node's broker registers with its own controller: every client listener, as
+        advertised (issue 27)."""
         result = self.controller.register_broker(
-            self.config.node_id, self._incarnation_id, [endpoint], None, now_ms()
+            self.config.node_id, self._incarnation_id, endpoints, None, now_ms()
         )
         reply = await self._write(result)
         if reply.error_code != ErrorCode.NONE:
@@ -974,11 +972,6 @@ class MetadataPlane:
             return answer(ErrorCode.NOT_CONTROLLER, [])
         return answer(ErrorCode.NONE, results)
 
-    async def update_advertised_port(self, port: int) -> None:
-        assert self._advertised is not None
-        if self._advertised[1] != port:
-            await self.register_broker(self._advertised[0], port)
-
     async def allocate_producer_ids(
         self, broker_id: int, broker_epoch: int
     ) -> AllocateProducerIdsResponseData:
@@ -1143,14 +1136,14 @@ class MetadataPlane:
 
     def cluster_view(self) -> ClusterView:
         image = self.image
-        brokers: list[BrokerView] = []
-        fenced: list[BrokerView] = []
-        listener = self.config.client_listener.listener_name
+        by_listener: dict[str, tuple[list[BrokerView], list[BrokerView]]] = {}
         for reg in sorted(image.cluster.brokers.values(), key=lambda b: b.broker_id):
             for endpoint in reg.listeners:
-                if endpoint.name == listener:
-                    view = BrokerView(reg.broker_id, endpoint.host, endpoint.port, reg.rack)
-                    (fenced if reg.fenced else brokers).append(view)
+                view = BrokerView(reg.broker_id, endpoint.host, endpoint.port, reg.rack)
+                by_listener.setdefault(endpoint.name, ([], []))[1 if reg.fenced else 0].append(view)
+        listeners = {name: (tuple(live), tuple(down)) for name, (live, down) in by_listener.items()}
+        # The node's own view: brokers as they reach each other (inter.broker.listener.name).
+        brokers, fenced = listeners.get(self.config.inter_broker_listener_name, ((), ()))
         topics = {
             name: TopicView(
                 name,
@@ -1170,9 +1163,10 @@ class MetadataPlane:
         return ClusterView(
             cluster_id=self.cluster_id,
             controller_id=controller_id,
-            brokers=tuple(brokers),
+            brokers=brokers,
             topics=topics,
-            fenced_brokers=tuple(fenced),
+            fenced_brokers=fenced,
+            listeners=listeners,
             isr_eligible_broker_ids=frozenset(
                 reg.broker_id
                 for reg in image.cluster.brokers.values()

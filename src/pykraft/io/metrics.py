@@ -166,7 +166,7 @@ class NodeCollector(Collector):
 
     def collect(self) -> Iterator[Metric]:
         node = self.node
-        servers = [s for s in (node.server, node.controller_server) if s is not None]
+        servers = node.listeners.servers
         yield from self._requests(servers)
         yield from self._connections(servers)
         yield from self._event_loop()

@@ -15,7 +15,6 @@ import logging
 import os
 import random
 import secrets
-import ssl
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
@@ -41,17 +40,17 @@ from pykraft.core.errors import ErrorCode, KafkaError, RemoteProtocolError
 from pykraft.core.topic_configs import topic_names_of_broker_configs
 from pykraft.io.controller_link import ControllerLink
 from pykraft.io.group_service import CURRENT_CLIENT, GroupService
+from pykraft.io.listeners import REQUEST_LISTENER, ListenerError, Listeners, listener_context
 from pykraft.io.log_dirs import FileLogOpener
 from pykraft.io.meta_properties_files import prepare_log_dirs
 from pykraft.io.metadata_plane import MetadataPlane, NotControllerError
 from pykraft.io.metrics import EventLoopMonitor, MetricsServer, node_registry
 from pykraft.io.quota_service import QuotaService
 from pykraft.io.replica_fetcher import ReplicaFetchers
-from pykraft.io.request_metrics import RequestMetrics
 from pykraft.io.rpc_channel import ChannelSecurity, PeerUnavailable
-from pykraft.io.server import ConnectionInfo, ConnectionLimits, KafkaServer
+from pykraft.io.server import ConnectionInfo, KafkaServer
 from pykraft.io.snapshots import SnapshotStateError
-from pykraft.io.tls import TlsConfigError, server_context
+from pykraft.io.tls import TlsConfigError
 from pykraft.io.txn_service import TxnService
 from pykraft.io.waiting import park, wait_shielded
 from pykraft.log.cleaner import CleanerConfig
@@ -60,6 +59,7 @@ from pykraft.metadata.image import (
     CONFIG_RESOURCE_TYPE_BROKER,
     CONFIG_RESOURCE_TYPE_GROUP,
     CONFIG_RESOURCE_TYPE_TOPIC,
+    BrokerEndpoint,
     ConfigResource,
 )
 from pykraft.protocol import messages
@@ -77,7 +77,8 @@ from pykraft.security.acls import (
     allowed_on_cluster,
     authorize_request,
 )
-from pykraft.security.sasl import JaasConfigError, SaslAuthenticator, SaslSession, parse_plain_jaas
+from pykraft.security.sasl import SaslSession
+from pykraft.security.scram import ScramCredential, ScramMechanism
 from pykraft.storage.ensemble import meta_properties_path
 from pykraft.storage.meta_properties import MetaPropertiesError
 
@@ -111,14 +112,9 @@ class Node:
     def __init__(self, config: NodeConfig) -> None:
         self.config = config
         self.rng = random.Random()
-        client_endpoint = config.client_listener if config.is_broker else None
-        self.client_host = client_endpoint.host if client_endpoint else ""
-        self.client_port = client_endpoint.port if client_endpoint else 0
         controller_endpoint = config.controller_listener if config.is_controller else None
         self.controller_host = controller_endpoint.host if controller_endpoint else ""
         self.controller_port = controller_endpoint.port if controller_endpoint else 0
-        self.server: KafkaServer | None = None
-        self.controller_server: KafkaServer | None = None
         self.metadata: MetadataPlane | None = None
         self.replicas = ReplicaManager(
             FileLogOpener(config.log_dirs),
@@ -151,8 +147,6 @@ class Node:
         self.quotas = QuotaService(config)
         self.groups: GroupService | None = None
         self.txns: TxnService | None = None
-        # Each SASL listener's PLAIN users and SCRAM lookup, by listener name.
-        self._sasl_authenticators: dict[str, SaslAuthenticator] = {}
         # TLS and SASL of the connections this node opens to controllers and to other brokers.
         self._controller_security: ChannelSecurity | None = None
         self._broker_security: ChannelSecurity | None = None
@@ -177,9 +171,26 @@ class Node:
         # The Prometheus endpoint (issue 18), when metrics.port is set: requests are timed per API only
         # then; metrics_port is the bound port (useful with 0).
         self.metrics_enabled = config.metrics_port >= 0
+        # Every listener's server (issue 27), and the SASL listeners' authenticators.
+        self.listeners = Listeners(config, self._scram_credential, metrics_enabled=self.metrics_enabled)
         self.metrics_port = config.metrics_port
         self.metrics_server: MetricsServer | None = None
         self.loop_monitor: EventLoopMonitor | None = None
+
+    @property
+    def client_host(self) -> str:
+        """The first client listener's host (a broker serves every client listener)."""
+        return self.config.client_listener.host if self.config.is_broker else ""
+
+    @property
+    def client_port(self) -> int:
+        """The first client listener's port, the one bound once it is."""
+        return self.listeners.bound_port(self.config.client_listener) if self.config.is_broker else 0
+
+    def _scram_credential(self, user: str, mechanism: ScramMechanism) -> ScramCredential | None:
+        """SCRAM credentials as the latest image has them (SASL listeners read them per exchange)."""
+        assert self.metadata is not None
+        return self.metadata.image.scram.credential(user, mechanism)
 
     # --- lifecycle --------------------------------------------------------------------------------
 
@@ -264,27 +275,11 @@ class Node:
     async def _start_controller_listener(self) -> None:
         """The controller listener: raft RPCs between voters, DescribeQuorum for tools, and
         CreateTopics/DeleteTopics on the active controller (Kafka's ControllerApis)."""
-        config = self.config
-        endpoint = config.controller_listener
-        assert endpoint is not None
-        self.controller_server = KafkaServer(
-            self._handle_controller_request,
-            host=endpoint.host,
-            port=endpoint.port,
-            listener_name=endpoint.listener_name,
-            socket_request_max_bytes=config.socket_request_max_bytes,
-            ssl_context=self._listener_security(endpoint.listener_name),
-            queued_max_requests=config.queued_max_requests,
-            request_metrics=RequestMetrics() if self.metrics_enabled else None,
-        )
         try:
-            self.controller_port = await self.controller_server.start()
-        except OSError as exc:
-            raise StartupError(
-                f"listeners: cannot listen on {endpoint.host}:{endpoint.port} "
-                f"({endpoint.listener_name}): {exc.strerror}"
-            ) from None
-        log.info("node %d: controller listener on %s:%d", config.node_id, endpoint.host, self.controller_port)
+            server = await self.listeners.start_controller(self._handle_controller_request)
+        except ListenerError as exc:
+            raise StartupError(str(exc)) from None
+        self.controller_port = server.port
 
     async def _start_broker(self) -> None:
         config = self.config
@@ -341,35 +336,19 @@ class Node:
         )
         self._on_image()
         self._request_handlers = self._build_request_handlers()
+        # The combined node registers before it listens, so its first client finds it in Metadata.
+        registered = self.listeners.advertised_endpoints()
         if link is None:
-            await self._register_in_process()
-        self.server = KafkaServer(
-            self._handle,
-            host=self.client_host,
-            port=self.client_port,
-            listener_name=config.client_listener.listener_name,
-            socket_request_max_bytes=config.socket_request_max_bytes,
-            ssl_context=self._listener_security(config.client_listener.listener_name),
-            limits=ConnectionLimits(
-                config.max_connections,
-                config.max_connections_per_ip,
-                config.max_connections_per_ip_overrides,
-                config.connections_max_idle_ms,
-            ),
-            queued_max_requests=config.queued_max_requests,
-            request_metrics=RequestMetrics() if self.metrics_enabled else None,
-        )
+            await self._register_in_process(registered)
         try:
-            self.client_port = await self.server.start()
-        except OSError as exc:
-            raise StartupError(
-                f"listeners: cannot listen on {self.client_host}:{self.client_port}: {exc.strerror}"
-            ) from None
+            await self.listeners.start_clients(self._handle)
+        except ListenerError as exc:
+            raise StartupError(str(exc)) from None
         if link is None:
-            advertised = config.advertised_for(config.client_listener.listener_name)
-            if advertised.port == 0 or config.client_listener.port == 0:
-                # Ephemeral port (tests): advertise the port actually bound.
-                await metadata.update_advertised_port(self.client_port)
+            bound = self.listeners.advertised_endpoints()
+            if bound != registered:
+                # Ephemeral ports (tests): registered again with the ports actually bound.
+                self.producer_ids.broker_epoch = await metadata.register_broker(bound)
         else:
             # Registered with the port actually bound; served from the first image on (a fenced broker
             # answers NOT_LEADER_OR_FOLLOWER and is absent from Metadata until the controller unfences it).
@@ -381,45 +360,11 @@ class Node:
         self._spawn(self.txns.run_timers())
         self._spawn(self._isr_timer())
 
-    def _listener_security(self, listener_name: str) -> ssl.SSLContext | None:
-        """A listener's TLS context (None: not SSL/SASL_SSL); a SASL listener's authenticator is kept
-        in ``_sasl_authenticators``."""
-        config = self.config
-        protocol = config.security_protocol_of(listener_name)
-        sasl = config.sasl_for(listener_name)
-        if sasl is not None:
-            plain_users: dict[str, str] = {}
-            if "PLAIN" in sasl.enabled_mechanisms:
-                try:
-                    plain_users = parse_plain_jaas(sasl.plain_jaas_config or "", sasl.plain_jaas_key)
-                except JaasConfigError as exc:
-                    raise StartupError(str(exc)) from None
-            metadata = self.metadata
-            assert metadata is not None
-            self._sasl_authenticators[listener_name] = SaslAuthenticator(
-                plain_users,
-                # SCRAM credentials as the latest image has them, read when an exchange starts.
-                lambda user, mechanism: metadata.image.scram.credential(user, mechanism),
-                secrets.token_bytes(32),
-                sasl.max_reauth_ms,
-            )
-        if protocol not in ("SSL", "SASL_SSL"):
-            return None
-        try:
-            return server_context(config.ssl_for(listener_name))
-        except TlsConfigError as exc:
-            raise StartupError(str(exc)) from None
-
-    async def _register_in_process(self) -> None:
-        """The single-node cluster's broker registers with its own controller, in process."""
-        config = self.config
+    async def _register_in_process(self, endpoints: list[BrokerEndpoint]) -> None:
+        """The single-node cluster's broker registers with its own controller, in process, with every
+        client listener as advertised (advertised.listeners wins: a proxy or NAT in front of the node)."""
         assert self.metadata is not None
-        advertised = config.advertised_for(config.client_listener.listener_name)
-        broker_epoch = await self.metadata.register_broker(
-            # advertised.listeners wins (a proxy or NAT in front of the node), as in Kafka.
-            advertised.host,
-            advertised.port or self.client_port,
-        )
+        broker_epoch = await self.metadata.register_broker(endpoints)
         self.producer_ids.broker_epoch = broker_epoch
         # Ask for the first producer-id block now so the first InitProducerId rarely waits (KIP-730).
         self.producer_ids.maybe_request_next_block(now_ms())
@@ -471,20 +416,12 @@ class Node:
         return self.config.min_insync_replicas
 
     def _registration_listeners(self) -> list[Any]:
-        """The client listener as BrokerRegistration names it: advertised host, the port actually bound
-        when the configured one is 0 (tests)."""
-        listener = self.config.client_listener
-        advertised = self.config.advertised_for(listener.listener_name)
-        port = self.client_port if advertised.port == 0 or listener.port == 0 else advertised.port
+        """Every client listener as BrokerRegistration names it (io/listeners.py)."""
         return [
             messages.BrokerRegistrationRequest.Listener(
-                name=listener.listener_name,
-                host=advertised.host,
-                port=port,
-                security_protocol=SECURITY_PROTOCOL_IDS[
-                    self.config.security_protocol_of(listener.listener_name)
-                ],
+                name=e.name, host=e.host, port=e.port, security_protocol=e.security_protocol
             )
+            for e in self.listeners.advertised_endpoints()
         ]
 
     def _on_session_change(self) -> None:
@@ -561,9 +498,8 @@ class Node:
             await bounded(self.metrics_server.stop(), lambda: "the metrics endpoint")
         if self.loop_monitor is not None:
             await bounded(self.loop_monitor.stop(), lambda: "the event-loop monitor")
-        for server in (self.server, self.controller_server):
-            if server is not None:
-                await bounded(server.stop(), functools.partial(_connections_left, server))
+        for server in self.listeners.servers:
+            await bounded(server.stop(), functools.partial(_connections_left, server))
         if self.groups is not None:
             await bounded(self.groups.stop(), lambda: "the group coordinator")
         if self.txns is not None:
@@ -710,16 +646,7 @@ class Node:
             lifecycle = self.link.lifecycle
             self.ctx.fenced = lifecycle.state is not BrokerState.RUNNING or lifecycle.is_fenced
             if self.ctx.fenced:
-                view = dataclasses.replace(
-                    view,
-                    brokers=tuple(b for b in view.brokers if b.node_id != node_id),
-                    fenced_brokers=tuple(
-                        sorted(
-                            (*view.fenced_brokers, *(b for b in view.brokers if b.node_id == node_id)),
-                            key=lambda b: b.node_id,
-                        )
-                    ),
-                )
+                view = view.fence(node_id)
         self.ctx.cluster = view
         self.quotas.on_image(self.metadata.image.client_quotas.entities)
         if self.fetchers is not None:
@@ -927,7 +854,7 @@ class Node:
             # Kafka's answer to an API or version it does not serve: close the connection.
             raise RemoteProtocolError(f"unsupported api key {key} version {version}")
         if key in (ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE) or (
-            conn.listener_name in self._sasl_authenticators and not self._authenticated(conn)
+            conn.listener_name in self.listeners.sasl_authenticators and not self._authenticated(conn)
         ):
             return [
                 messages.encode_response(
@@ -967,6 +894,8 @@ class Node:
         request = messages.decode_request(header, view)
         if key in (ApiKey.JOIN_GROUP, ApiKey.CONSUMER_GROUP_HEARTBEAT):
             CURRENT_CLIENT.set((header.client_id or "", conn.peer))
+        elif key in _LISTENER_SCOPED_APIS:
+            REQUEST_LISTENER.set(conn.listener_name)
         if key == ApiKey.FETCH:
             return await self._fetch(header, request, conn, started)
         handler = self._request_handlers.get(key)
@@ -1029,7 +958,7 @@ class Node:
         from kafka.protocol.sasl import SaslAuthenticateResponse, SaslHandshakeResponse
 
         key, version = header.api_key, header.api_version
-        authenticator = self._sasl_authenticators.get(conn.listener_name)
+        authenticator = self.listeners.sasl_authenticators.get(conn.listener_name)
         sasl = self.config.sasl_for(conn.listener_name)
         if authenticator is None or sasl is None:
             # Not a SASL listener.
@@ -1082,7 +1011,7 @@ class Node:
         """A bare SASL token after SaslHandshake v0; the answer is a bare token too. A failure closes
         the connection without an answer, as Kafka's SaslServerAuthenticator does for v0 clients."""
         session = conn.sasl
-        authenticator = self._sasl_authenticators.get(conn.listener_name)
+        authenticator = self.listeners.sasl_authenticators.get(conn.listener_name)
         assert isinstance(session, SaslSession) and authenticator is not None
         result = authenticator.authenticate(session, bytes(frame), secrets.token_urlsafe(24), now_ms())
         if result.error_code != ErrorCode.NONE:
@@ -1106,7 +1035,7 @@ class Node:
         if key == ApiKey.API_VERSIONS:
             return [messages.api_versions_response(header, CONTROLLER_API_VERSIONS)]
         if key in (ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE) or (
-            conn.listener_name in self._sasl_authenticators and not self._authenticated(conn)
+            conn.listener_name in self.listeners.sasl_authenticators and not self._authenticated(conn)
         ):
             request = messages.decode_request(header, view)
             return [messages.encode_response(header, self._sasl(header, request, conn))]
@@ -1177,6 +1106,14 @@ class Node:
 
             return call
 
+        def on_listener(fn: Any) -> RequestHandler:
+            """A handler that names brokers: those of the request's listener (issue 27)."""
+
+            async def call(request: Any, version: int) -> Any:
+                return fn(request, version, listener_context(ctx))
+
+            return call
+
         txns = self.txns
         groups = self.groups
         assert txns is not None and groups is not None
@@ -1189,7 +1126,7 @@ class Node:
             return response
 
         return {
-            ApiKey.METADATA: sync(handlers.handle_metadata),
+            ApiKey.METADATA: on_listener(handlers.handle_metadata),
             ApiKey.LIST_OFFSETS: sync(handlers.handle_list_offsets),
             ApiKey.OFFSET_FOR_LEADER_EPOCH: sync(handlers.handle_offset_for_leader_epoch),
             ApiKey.INIT_PRODUCER_ID: init_producer_id,
@@ -1214,12 +1151,12 @@ class Node:
             **self._config_handlers(),
             ApiKey.DELETE_RECORDS: sync(handlers.handle_delete_records),
             # Described from this broker's own state (broker/cluster_admin.py).
-            ApiKey.DESCRIBE_CLUSTER: sync(
+            ApiKey.DESCRIBE_CLUSTER: on_listener(
                 lambda request, version, ctx: cluster_admin.handle_describe_cluster(
                     request, version, ctx, self.rng
                 )
             ),
-            ApiKey.DESCRIBE_TOPIC_PARTITIONS: sync(cluster_admin.handle_describe_topic_partitions),
+            ApiKey.DESCRIBE_TOPIC_PARTITIONS: on_listener(cluster_admin.handle_describe_topic_partitions),
             ApiKey.DESCRIBE_LOG_DIRS: self._describe_log_dirs,
             ApiKey.DESCRIBE_QUORUM: self._describe_quorum,
             ApiKey.DESCRIBE_PRODUCERS: sync(handle_describe_producers),
@@ -1381,7 +1318,7 @@ class Node:
             await self.groups.offsets_topic.ensure()
         elif key_type == handlers.COORDINATOR_KEY_TYPE_TRANSACTION:
             await self.txns.topic.ensure()
-        return handlers.handle_find_coordinator(request, version, self.ctx)
+        return handlers.handle_find_coordinator(request, version, listener_context(self.ctx))
 
     async def _verify_transactional_produce(
         self, produce: ProduceRequestData
@@ -1519,11 +1456,15 @@ class Node:
         return parts
 
 
+# The APIs that name brokers to the client: answered with the endpoints of the listener it came in on.
+_LISTENER_SCOPED_APIS = frozenset(
+    {ApiKey.METADATA, ApiKey.FIND_COORDINATOR, ApiKey.DESCRIBE_CLUSTER, ApiKey.DESCRIBE_TOPIC_PARTITIONS}
+)
+
 # What the controller listener serves (Kafka's ControllerApis subset): the raft RPCs at the versions
 # raft.wire speaks (Fetch from a Kafka peer decodes from v12), DescribeQuorum, and the active
 # controller's CreateTopics/DeleteTopics/BrokerRegistration.
 # SecurityProtocol.java's ids, as BrokerRegistration carries them.
-SECURITY_PROTOCOL_IDS = {"PLAINTEXT": 0, "SSL": 1, "SASL_PLAINTEXT": 2, "SASL_SSL": 3}
 
 # The RPCs of brokers and controllers to a controller: only a node's principal may send them.
 _NODE_RPCS = frozenset(

@@ -1,7 +1,9 @@
 """The Kafka listener: length-prefixed frames in, responses out, one connection at a time in order.
 
-Connection limits as Kafka's SocketServer has them (issue 18): ``max.connections`` for the listener and
-``max.connections.per.ip`` (with ``max.connections.per.ip.overrides``) close a connection over the
+Connection limits as Kafka's SocketServer has them (issue 18): the listener's own limit
+(``listener.name.<l>.max.connections``, else ``max.connections``), ``max.connections`` for the broker's
+client listeners together (the inter-broker listener exempt, issue 27) and ``max.connections.per.ip``
+(with ``max.connections.per.ip.overrides``, across the listeners too) close a connection over the
 limit at once (Kafka's broker-wide limit makes the acceptor wait instead; here the client's reconnect
 backoff does the waiting), and ``connections.max.idle.ms`` closes a connection that sent nothing for
 that long while no request of it was in progress.
@@ -59,15 +61,43 @@ TLS_HANDSHAKE_TIMEOUT_S = 10.0
 
 @dataclass(frozen=True, slots=True)
 class ConnectionLimits:
-    """Kafka's names: max.connections, max.connections.per.ip (+ overrides), connections.max.idle.ms."""
+    """Kafka's names: the listener's max.connections, max.connections.per.ip (+ overrides),
+    connections.max.idle.ms; and the broker-wide max.connections, which Kafka's ConnectionQuotas does
+    not apply to the inter-broker listener (brokers always get through)."""
 
     max_connections: int = 2**31 - 1
     max_connections_per_ip: int = 2**31 - 1
     max_connections_per_ip_overrides: dict[str, int] = field(default_factory=dict)
     connections_max_idle_ms: int = 600_000
+    broker_max_connections: int = 2**31 - 1
+    inter_broker: bool = False
 
     def per_ip(self, ip: str) -> int:
         return self.max_connections_per_ip_overrides.get(ip, self.max_connections_per_ip)
+
+
+class ConnectionCounts:
+    """Open connections of the listeners that share it, in all and per client address: what the
+    broker-wide max.connections and max.connections.per.ip are checked against (Kafka's ConnectionQuotas
+    counts per broker, not per listener)."""
+
+    __slots__ = ("total", "per_ip")
+
+    def __init__(self) -> None:
+        self.total = 0
+        self.per_ip: dict[str, int] = {}
+
+    def add(self, ip: str) -> None:
+        self.total += 1
+        self.per_ip[ip] = self.per_ip.get(ip, 0) + 1
+
+    def remove(self, ip: str) -> None:
+        self.total -= 1
+        left = self.per_ip.get(ip, 1) - 1
+        if left > 0:
+            self.per_ip[ip] = left
+        else:
+            self.per_ip.pop(ip, None)
 
 
 class ConnectionInfo:
@@ -120,13 +150,15 @@ class KafkaServer:
         socket_request_max_bytes: int,
         ssl_context: ssl.SSLContext | None = None,
         limits: ConnectionLimits | None = None,
+        counts: ConnectionCounts | None = None,
         queued_max_requests: int = 500,
         request_metrics: RequestMetrics | None = None,
     ) -> None:
         self.handler = handler
         self.limits = limits or ConnectionLimits()
-        # Open connections per client address, and each connection's state (the idle reaper's view).
-        self._per_ip: dict[str, int] = {}
+        # Open connections of the listeners sharing the limits, and each connection's state (the idle
+        # reaper's view).
+        self._counts = counts or ConnectionCounts()
         self._infos: dict[asyncio.Task[None], tuple[ConnectionInfo, asyncio.StreamWriter]] = {}
         self._reaper: asyncio.Task[None] | None = None
         # Connections closed for a limit (max.connections or max.connections.per.ip), and for idleness.
@@ -250,8 +282,11 @@ class KafkaServer:
         peername = writer.get_extra_info("peername")
         ip = str(peername[0]) if peername else "?"
         peer = f"{ip}:{peername[1]}" if peername else "?"
-        over_max = len(self._connections) >= self.limits.max_connections
-        if over_max or self._per_ip.get(ip, 0) >= self.limits.per_ip(ip):
+        limits, counts = self.limits, self._counts
+        over_max = len(self._connections) >= limits.max_connections or (
+            not limits.inter_broker and counts.total >= limits.broker_max_connections
+        )
+        if over_max or counts.per_ip.get(ip, 0) >= limits.per_ip(ip):
             # Kafka's TooManyConnectionsException: this one is closed, the others go on.
             self.refused_connections += 1
             if over_max:
@@ -260,17 +295,20 @@ class KafkaServer:
                 self.refused_over_max_connections_per_ip += 1
             if self.refused_connections & (self.refused_connections - 1) == 0:  # 1st, 2nd, 4th, 8th...
                 log.info(
-                    "closing %s: over max.connections=%d or max.connections.per.ip=%d (%d refused so far)",
+                    "closing %s on listener %s: over max.connections=%d (broker-wide %d) or "
+                    "max.connections.per.ip=%d (%d refused so far)",
                     peer,
-                    self.limits.max_connections,
-                    self.limits.per_ip(ip),
+                    self.listener_name,
+                    limits.max_connections,
+                    limits.broker_max_connections,
+                    limits.per_ip(ip),
                     self.refused_connections,
                 )
             writer.transport.abort()
             return
         self._connections.add(task)
         self.accepted_connections += 1
-        self._per_ip[ip] = self._per_ip.get(ip, 0) + 1
+        counts.add(ip)
         ssl_object = writer.get_extra_info("ssl_object")
         principal = principal_of(ssl_object.getpeercert()) if ssl_object is not None else ANONYMOUS
         info = ConnectionInfo(peer, self.listener_name, principal)
@@ -353,11 +391,7 @@ class KafkaServer:
             self._connections.discard(task)
             self.closed_connections += 1
             self._infos.pop(task, None)
-            left = self._per_ip.get(ip, 1) - 1
-            if left > 0:
-                self._per_ip[ip] = left
-            else:
-                self._per_ip.pop(ip, None)
+            counts.remove(ip)
             if self._closing:
                 # Do not wait for a client that stopped reading to take what is buffered.
                 writer.transport.abort()
