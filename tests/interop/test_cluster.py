@@ -351,12 +351,35 @@ def test_allocate_producer_ids_checks_the_broker_and_its_epoch_and_rate(cluster:
     assert _allocate(cluster.nodes[BROKERS[0]].address, 150, epoch).error_code == (
         ErrorCode.CLUSTER_AUTHORIZATION_FAILED
     )
-    answers = [_allocate(controller, 150, epoch) for _ in range(15)]
+    # 30 requests at once, each on its own connection (one request at a time per connection): the
+    # bucket holds 10 and refills 10 a second, so they would have to arrive spread over 2 s for none to
+    # be throttled. One after another, each waiting for its block's commit, a busy machine spread 15
+    # of them over more than 0.5 s and none was throttled.
+    connections = [RawClient(controller) for _ in range(30)]
+    answers: list[AllocateProducerIdsResponse] = []
+    start = threading.Barrier(len(connections))
+
+    def allocate(client: RawClient) -> None:
+        request = AllocateProducerIdsRequest(broker_id=150, broker_epoch=epoch)
+        start.wait()
+        answers.append(client.request(request, AllocateProducerIdsResponse, 0))
+
+    threads = [threading.Thread(target=allocate, args=(c,)) for c in connections]
+    try:
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    finally:
+        for client in connections:
+            client.close()
+    assert len(answers) == len(connections)
     granted = [a for a in answers if a.error_code == ErrorCode.NONE]
     throttled = [a for a in answers if a.error_code == ErrorCode.THROTTLING_QUOTA_EXCEEDED]
     assert granted and throttled and all(a.throttle_time_ms > 0 for a in throttled)
-    starts = [a.producer_id_start for a in granted]
-    assert starts == sorted(starts) and len(set(starts)) == len(starts)
+    # Blocks that never overlap (answered in any order, the threads racing).
+    starts = sorted(a.producer_id_start for a in granted)
+    assert all(b - a >= granted[0].producer_id_len for a, b in zip(starts, starts[1:], strict=False))
 
 
 def _cluster_id(cluster: ProcessCluster) -> str:
