@@ -392,7 +392,9 @@ def recompress_batches(
     offset, last offset delta, timestamps, producer id, epoch, base sequence, partition leader epoch and
     the transactional and timestamp-type bits stay; the CRC is computed anew. Control batches keep
     their codec (LogValidator never compresses them). None when every batch is in ``codec`` already:
-    the caller appends the bytes as they came (the hot path)."""
+    the caller appends the bytes as they came (the hot path). Kafka refuses a compressed produce with
+    more than one batch per partition (getFirstBatchAndMaybeValidateNoMoreBatches); pykraft takes
+    several, as it does uncompressed, and rebuilds each on its own, so each keeps its producer fields."""
     view = memoryview(records)
     if all(h.compression_type == codec or h.is_control for h in headers):
         return None
