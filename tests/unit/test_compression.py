@@ -14,7 +14,7 @@ from kafka import codec as kafka_codec
 from pykraft.broker.replica_manager import ReplicaManager, topic_log_config
 from pykraft.core.config import ConfigError, load_config
 from pykraft.core.errors import ErrorCode
-from pykraft.core.topic_configs import check_topic_config
+from pykraft.core.topic_configs import check_broker_config, check_topic_config, topic_names_of_broker_configs
 from pykraft.log.partition_log import LogConfig
 from pykraft.protocol import compression
 from pykraft.protocol.records import (
@@ -319,3 +319,14 @@ def test_server_properties_set_the_broker_defaults() -> None:
     assert "compression.type" not in config.ignored
     with pytest.raises(ConfigError, match="compression.lz4.level"):
         load_config(base + "compression.lz4.level=40\n")
+
+
+def test_the_broker_level_configs_can_be_set_dynamically() -> None:
+    # Kafka's DynamicLogConfig: compression.type and the KIP-390 levels are reconfigurable per broker
+    # and cluster-wide, and are the defaults of the topic configs of the same names.
+    assert check_broker_config("compression.type", "lz4") == (True, None)
+    dynamic, problem = check_broker_config("compression.zstd.level", "99")
+    assert dynamic and "no more than 22" in str(problem)
+    topic_names = topic_names_of_broker_configs({"compression.type": "gzip", "compression.gzip.level": "2"})
+    config = topic_log_config(LogConfig(), topic_names)
+    assert (config.compression_type, config.compression_level) == (compression.GZIP, 2)

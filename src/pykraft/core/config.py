@@ -844,9 +844,9 @@ def load_config(text: str, overrides: dict[str, str] | None = None) -> NodeConfi
     metrics_port = _int(props, "metrics.port", -1, minimum=-1)
     if metrics_port > 65535:
         raise ConfigError(f"metrics.port: {metrics_port} is outside -1 (off) and 0-65535")
+    compression = _compression(props)
     # Empty or absent: loopback only (the endpoint has no authentication).
     metrics_host = props.get("metrics.host", "").strip().strip("[]") or "127.0.0.1"
-    compression = _compression(props)
     # A name or an address (IPv6 in brackets or not); a URL is a mistake worth naming.
     if any(c.isspace() or c in "/@" for c in metrics_host):
         raise ConfigError(f"metrics.host: {props.get('metrics.host')!r} is not a host name or address")
