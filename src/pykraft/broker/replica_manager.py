@@ -38,6 +38,7 @@ from pykraft.protocol.records import (
     control_type_of,
     decode_records,
     end_txn_marker,
+    in_codec,
     recompress_batches,
     stamp_log_append_time,
     validate_batches,
@@ -482,25 +483,23 @@ class ReplicaManager:
                 last_offset=check.duplicate.last_offset,
             )
         appended: bytearray | memoryview = records
-        if config.compression_type is not None:
+        if config.compression_type is not None and not in_codec(headers, config.compression_type):
             # compression.type other than producer (LogValidator): batches in another codec are
             # rebuilt in the topic's; when every batch is in it already the bytes go on as they came.
             try:
-                recompressed = recompress_batches(
+                appended, headers = recompress_batches(
                     records, headers, config.compression_type, config.compression_level
                 )
             except ValueError as exc:
                 return AppendResult(ErrorCode.CORRUPT_MESSAGE, error_message=str(exc))
-            if recompressed is not None:
-                appended, headers = recompressed
-                too_large = next((h for h in headers if h.size_in_bytes > config.max_message_bytes), None)
-                if too_large is not None:
-                    # UnifiedLog.append checks the sizes again after a recompression.
-                    return AppendResult(
-                        ErrorCode.MESSAGE_TOO_LARGE,
-                        error_message=f"batch of {too_large.size_in_bytes} bytes recompressed to "
-                        f"{part.topic}'s compression.type exceeds max.message.bytes={config.max_message_bytes}",
-                    )
+            too_large = next((h for h in headers if h.size_in_bytes > config.max_message_bytes), None)
+            if too_large is not None:
+                # UnifiedLog.append checks the sizes again after a recompression.
+                return AppendResult(
+                    ErrorCode.MESSAGE_TOO_LARGE,
+                    error_message=f"batch of {too_large.size_in_bytes} bytes recompressed to "
+                    f"{part.topic}'s compression.type exceeds max.message.bytes={config.max_message_bytes}",
+                )
         if config.message_timestamp_log_append_time:
             appended, headers = stamp_log_append_time(appended, headers, now_ms)
         try:

@@ -383,21 +383,30 @@ def inflate_records(header: BatchHeader, batch: bytes | bytearray | memoryview) 
         raise compression.CodecError(f"batch at offset {header.base_offset}: {exc}") from None
 
 
+def in_codec(headers: Sequence[BatchHeader], codec: int) -> bool:
+    """Whether every batch is in ``codec`` already (control batches count as in any): the hot path's one
+    question about a topic's compression.type, asked of the headers alone."""
+    for header in headers:
+        attributes = header.attributes
+        if attributes & COMPRESSION_MASK != codec and not attributes & CONTROL_MASK:
+            return False
+    return True
+
+
 def recompress_batches(
     records: bytes | bytearray | memoryview, headers: Sequence[BatchHeader], codec: int, level: int | None
-) -> tuple[bytearray, list[BatchHeader]] | None:
+) -> tuple[bytearray, list[BatchHeader]]:
     """The batches with their records in ``codec`` (at ``level``), as Kafka's LogValidator rebuilds a
     batch whose codec is not the topic's compression.type (validateMessagesAndAssignOffsetsCompressed,
     buildRecordsAndAssignOffsets): the records section is inflated and compressed again, while the base
     offset, last offset delta, timestamps, producer id, epoch, base sequence, partition leader epoch and
-    the transactional and timestamp-type bits stay; the CRC is computed anew. Control batches keep
-    their codec (LogValidator never compresses them). None when every batch is in ``codec`` already:
-    the caller appends the bytes as they came (the hot path). Kafka refuses a compressed produce with
-    more than one batch per partition (getFirstBatchAndMaybeValidateNoMoreBatches); pykraft takes
-    several, as it does uncompressed, and rebuilds each on its own, so each keeps its producer fields."""
+    the transactional and timestamp-type bits stay; the CRC is computed anew. Batches in ``codec``
+    already and control batches (LogValidator never compresses them) are copied as they are; when
+    :func:`in_codec` says every batch is, the caller appends the bytes as they came instead (the hot
+    path). Kafka refuses a compressed produce with more than one batch per partition
+    (getFirstBatchAndMaybeValidateNoMoreBatches); pykraft takes several, as it does uncompressed, and
+    rebuilds each on its own, so each keeps its producer fields."""
     view = memoryview(records)
-    if all(h.compression_type == codec or h.is_control for h in headers):
-        return None
     out = bytearray()
     rebuilt: list[BatchHeader] = []
     pos = 0
