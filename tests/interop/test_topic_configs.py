@@ -131,8 +131,8 @@ def test_incremental_alter_configs_apply_at_runtime_and_bad_ones_name_the_key(no
                 "retention.ms",
             ),
             (
-                ConfigEntry("compression.type", "gzip", incremental_operation=AlterConfigOpType.SET),
-                "compression.type",
+                ConfigEntry("compression.gzip.level", "10", incremental_operation=AlterConfigOpType.SET),
+                "compression.gzip.level",
             ),
         ):
             bad = ConfigResource(ConfigResource.Type.TOPIC, "cfg", incremental_configs=[entry])

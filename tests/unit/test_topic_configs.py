@@ -90,7 +90,7 @@ def test_incremental_operations_set_delete_append_subtract() -> None:
             ErrorCode.INVALID_CONFIG,
             "CreateTime, LogAppendTime",
         ),
-        (("compression.type", AlterConfigOp.SET, "zstd"), ErrorCode.INVALID_CONFIG, "recompression"),
+        (("compression.zstd.level", AlterConfigOp.SET, "23"), ErrorCode.INVALID_CONFIG, "no more than 22"),
         (("remote.storage.enable", AlterConfigOp.SET, "true"), ErrorCode.INVALID_CONFIG, "tiered storage"),
         (("retention.ms", 9, "5"), ErrorCode.INVALID_REQUEST, "Unknown config operation 9"),
     ],

@@ -128,6 +128,18 @@ def broker_config_rows(config: NodeConfig) -> list[BrokerRow]:
         ("log.retention.ms", str(config.log_retention_ms), "604800000", CONFIG_TYPE_LONG),
         ("log.retention.bytes", str(config.log_retention_bytes), "-1", CONFIG_TYPE_LONG),
         ("num.partitions", str(config.num_partitions), "1", CONFIG_TYPE_INT),
+        # compression.type and its KIP-390 levels: the broker's defaults of the topic configs of the
+        # same names (Kafka's ServerTopicConfigSynonyms).
+        *(
+            (name, definition.broker_value(config), definition.default, definition.config_type)
+            for name in (
+                "compression.type",
+                "compression.gzip.level",
+                "compression.lz4.level",
+                "compression.zstd.level",
+            )
+            if (definition := TOPIC_CONFIGS[name]).broker_value is not None
+        ),
         (
             "auto.create.topics.enable",
             str(config.auto_create_topics_enable).lower(),

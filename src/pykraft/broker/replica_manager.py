@@ -28,6 +28,7 @@ from pykraft.log.producer_state import (
     ProducerStateManager,
 )
 from pykraft.log.txn_index import TransactionIndex, recover, write_index
+from pykraft.protocol import compression
 from pykraft.protocol.records import (
     CONTROL_TYPE_ABORT,
     NO_SEQUENCE,
@@ -37,6 +38,8 @@ from pykraft.protocol.records import (
     control_type_of,
     decode_records,
     end_txn_marker,
+    in_codec,
+    recompress_batches,
     stamp_log_append_time,
     validate_batches,
 )
@@ -148,7 +151,7 @@ def topic_log_config(base: LogConfig, overrides: Mapping[str, str]) -> LogConfig
     the broker's ``base``; a value that does not parse keeps the base's (never a crash on replay)."""
     if not overrides:
         return base
-    fields: dict[str, int | bool | float] = {}
+    fields: dict[str, int | bool | float | None] = {}
     for name, field_name in _LOG_CONFIG_FIELDS.items():
         raw = overrides.get(name)
         if raw is not None:
@@ -156,6 +159,9 @@ def topic_log_config(base: LogConfig, overrides: Mapping[str, str]) -> LogConfig
                 fields[field_name] = int(raw)
             except ValueError:
                 continue
+    codec = overrides.get("compression.type")
+    if codec is not None:
+        fields["compression_type"] = compression.TOPIC_CODECS.get(codec.strip())  # producer: None
     timestamp_type = overrides.get("message.timestamp.type")
     if timestamp_type is not None:
         fields["message_timestamp_log_append_time"] = timestamp_type == "LogAppendTime"
@@ -189,6 +195,9 @@ _LOG_CONFIG_FIELDS = {
     "message.timestamp.after.max.ms": "message_timestamp_after_max_ms",
     "delete.retention.ms": "delete_retention_ms",
     "min.compaction.lag.ms": "min_compaction_lag_ms",
+    "compression.gzip.level": "compression_gzip_level",
+    "compression.lz4.level": "compression_lz4_level",
+    "compression.zstd.level": "compression_zstd_level",
 }
 
 
@@ -483,8 +492,25 @@ class ReplicaManager:
                 last_offset=check.duplicate.last_offset,
             )
         appended: bytearray | memoryview = records
+        if config.compression_type is not None and not in_codec(headers, config.compression_type):
+            # compression.type other than producer (LogValidator): batches in another codec are
+            # rebuilt in the topic's; when every batch is in it already the bytes go on as they came.
+            try:
+                appended, headers = recompress_batches(
+                    records, headers, config.compression_type, config.compression_level
+                )
+            except ValueError as exc:
+                return AppendResult(ErrorCode.CORRUPT_MESSAGE, error_message=str(exc))
+            too_large = next((h for h in headers if h.size_in_bytes > config.max_message_bytes), None)
+            if too_large is not None:
+                # UnifiedLog.append checks the sizes again after a recompression.
+                return AppendResult(
+                    ErrorCode.MESSAGE_TOO_LARGE,
+                    error_message=f"batch of {too_large.size_in_bytes} bytes recompressed to "
+                    f"{part.topic}'s compression.type exceeds max.message.bytes={config.max_message_bytes}",
+                )
         if config.message_timestamp_log_append_time:
-            appended, headers = stamp_log_append_time(records, headers, now_ms)
+            appended, headers = stamp_log_append_time(appended, headers, now_ms)
         try:
             info = self._leader_append(part, appended, headers)
         except OSError as exc:

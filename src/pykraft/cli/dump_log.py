@@ -31,6 +31,7 @@ from pykraft.coordinator.offsets_records import (
     decode_key,
     decode_offset_value,
 )
+from pykraft.protocol import compression
 from pykraft.protocol.records import (
     ATTRIBUTES_OFFSET,
     BATCH_HEADER_SIZE,
@@ -48,7 +49,6 @@ from pykraft.protocol.records import (
     read_batch_header,
 )
 
-CODEC_NAMES = {0: "none", 1: "gzip", 2: "snappy", 3: "lz4", 4: "zstd"}
 TIMESTAMP_TYPES = {0: "CreateTime", 1: "LogAppendTime"}
 INDEX_ENTRY = struct.Struct(">ii")  # relative offset, position
 TIME_INDEX_ENTRY = struct.Struct(">qi")  # timestamp, relative offset
@@ -86,7 +86,7 @@ def batch_line(header: BatchHeader, position: int, valid: bool) -> str:
         f"isTransactional: {str(header.is_transactional).lower()} isControl: {str(header.is_control).lower()} "
         f"deleteHorizonMs: {horizon} position: {position} "
         f"{TIMESTAMP_TYPES[header.timestamp_type]}: {header.max_timestamp} size: {header.size_in_bytes} "
-        f"magic: {header.magic} compresscodec: {CODEC_NAMES.get(header.compression_type, 'unknown')} "
+        f"magic: {header.magic} compresscodec: {compression.CODEC_NAMES.get(header.compression_type, 'unknown')} "
         f"crc: {header.crc} isvalid: {str(valid).lower()}"
     )
 

@@ -152,6 +152,11 @@ class NodeConfig:
     transaction_state_log_segment_bytes: int = 104857600
     socket_request_max_bytes: int = 104857600
     message_max_bytes: int = 1048588
+    # The broker's compression.type and KIP-390 levels: the defaults of the topic configs of those names.
+    compression_type: str = "producer"
+    compression_gzip_level: int = -1
+    compression_lz4_level: int = 9
+    compression_zstd_level: int = 3
     producer_id_expiration_ms: int = 86400000
     # KIP-758 producer state (issue 5): 1 batch + a duplicate window; 5 = Kafka's classic mode.
     producer_state_retained_batches: int = 1
@@ -373,6 +378,30 @@ def _ratio(props: dict[str, str], key: str, default: float) -> float:
     return value
 
 
+_COMPRESSION_PROPERTIES = (
+    "compression.type",
+    "compression.gzip.level",
+    "compression.lz4.level",
+    "compression.zstd.level",
+)
+
+
+def _compression(props: dict[str, str]) -> dict[str, str]:
+    """compression.type and its levels as the broker's defaults, checked as the topic configs of the
+    same names are (Kafka's ServerTopicConfigSynonyms: they share their names and validators)."""
+    from pykraft.core.topic_configs import check_topic_config  # that module imports this one
+
+    values = {}
+    for name in _COMPRESSION_PROPERTIES:
+        raw = (props.get(name) or "").strip()
+        if raw:
+            problem = check_topic_config(name, raw)
+            if problem is not None:
+                raise ConfigError(f"{name}: {problem}")
+            values[name] = raw
+    return values
+
+
 def _cleanup_policy(props: dict[str, str]) -> tuple[str, ...]:
     raw = props.get("log.cleanup.policy") or "delete"
     policies = tuple(word.strip() for word in raw.split(",") if word.strip())
@@ -523,6 +552,7 @@ USED_PROPERTIES: Final[frozenset[str]] = frozenset(
         "offsets.topic.segment.bytes",
         "transaction.state.log.segment.bytes",
         "log.cleanup.policy",
+        *_COMPRESSION_PROPERTIES,
         "log.cleaner.enable",
         "log.cleaner.dedupe.buffer.size",
         "log.cleaner.io.buffer.size",
@@ -867,6 +897,7 @@ def load_config(text: str, overrides: dict[str, str] | None = None) -> NodeConfi
     metrics_port = _int(props, "metrics.port", -1, minimum=-1)
     if metrics_port > 65535:
         raise ConfigError(f"metrics.port: {metrics_port} is outside -1 (off) and 0-65535")
+    compression = _compression(props)
     # Empty or absent: loopback only (the endpoint has no authentication).
     metrics_host = props.get("metrics.host", "").strip().strip("[]") or "127.0.0.1"
     # A name or an address (IPv6 in brackets or not); a URL is a mistake worth naming.
@@ -926,6 +957,10 @@ def load_config(text: str, overrides: dict[str, str] | None = None) -> NodeConfi
         ),
         socket_request_max_bytes=_int(props, "socket.request.max.bytes", 104857600, minimum=1),
         message_max_bytes=_int(props, "message.max.bytes", 1048588, minimum=0),
+        compression_type=compression.get("compression.type", "producer"),
+        compression_gzip_level=int(compression.get("compression.gzip.level", -1)),
+        compression_lz4_level=int(compression.get("compression.lz4.level", 9)),
+        compression_zstd_level=int(compression.get("compression.zstd.level", 3)),
         producer_id_expiration_ms=_int(props, "producer.id.expiration.ms", 86400000, minimum=1),
         producer_state_retained_batches=retained_batches,
         max_in_flight_sequence_number_per_connection=duplicate_window,

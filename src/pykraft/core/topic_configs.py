@@ -90,6 +90,15 @@ def _boolean(value: str) -> str | None:
     return None if value.strip().lower() in ("true", "false") else "Expected value to be either true or false"
 
 
+def _gzip_level(value: str) -> str | None:
+    """GzipCompression.LevelValidator: 1..9, or -1 (Deflater.DEFAULT_COMPRESSION)."""
+    problem = _number(int)(value)
+    if problem is not None:
+        return problem
+    level = int(value.strip())
+    return None if 1 <= level <= 9 or level == -1 else "Value must be between 1 and 9 or equal to -1"
+
+
 def _any(_value: str) -> str | None:
     return None
 
@@ -134,6 +143,33 @@ TOPIC_CONFIGS: Final[dict[str, TopicConfigDef]] = {
             "producer",
             _one_of("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer"),
             "compression.type",
+            lambda c: c.compression_type,
+        ),
+        # KIP-390: the level a batch recompressed to compression.type gets (Kafka's GzipCompression,
+        # Lz4Compression, ZstdCompression); the broker properties have the same names.
+        _def(
+            "compression.gzip.level",
+            CONFIG_TYPE_INT,
+            "-1",
+            _gzip_level,
+            "compression.gzip.level",
+            lambda c: str(c.compression_gzip_level),
+        ),
+        _def(
+            "compression.lz4.level",
+            CONFIG_TYPE_INT,
+            "9",
+            _number(int, 1, 17),
+            "compression.lz4.level",
+            lambda c: str(c.compression_lz4_level),
+        ),
+        _def(
+            "compression.zstd.level",
+            CONFIG_TYPE_INT,
+            "3",
+            _number(int, -131072, 22),
+            "compression.zstd.level",
+            lambda c: str(c.compression_zstd_level),
         ),
         _def(
             "delete.retention.ms",
@@ -271,6 +307,10 @@ TOPIC_CONFIGS: Final[dict[str, TopicConfigDef]] = {
 APPLIED: Final[frozenset[str]] = frozenset(
     {
         "cleanup.policy",
+        "compression.gzip.level",
+        "compression.lz4.level",
+        "compression.type",
+        "compression.zstd.level",
         "delete.retention.ms",
         "index.interval.bytes",
         "max.message.bytes",
@@ -292,11 +332,6 @@ APPLIED: Final[frozenset[str]] = frozenset(
 # would be stored and silently not honoured.
 _UNSUPPORTED: Final[dict[tuple[str, str], str]] = {
     ("remote.storage.enable", "true"): "tiered storage (KIP-405) is not supported",
-    **{
-        ("compression.type", codec): "broker-side recompression is not supported; use producer (the "
-        "producer's codec is kept as sent)"
-        for codec in ("uncompressed", "zstd", "lz4", "snappy", "gzip")
-    },
 }
 
 

@@ -62,7 +62,7 @@ from pykraft.metadata.image import (
     BrokerEndpoint,
     ConfigResource,
 )
-from pykraft.protocol import messages
+from pykraft.protocol import compression, messages
 from pykraft.protocol.fetch import encode_fetch_response
 from pykraft.protocol.messages import ApiKey, RequestHeader
 from pykraft.protocol.produce import ProduceRequestData, decode_produce_request, encode_produce_response
@@ -128,6 +128,10 @@ class Node:
                 min_cleanable_dirty_ratio=config.log_cleaner_min_cleanable_ratio,
                 delete_retention_ms=config.log_cleaner_delete_retention_ms,
                 min_compaction_lag_ms=config.log_cleaner_min_compaction_lag_ms,
+                compression_type=compression.TOPIC_CODECS.get(config.compression_type),
+                compression_gzip_level=config.compression_gzip_level,
+                compression_lz4_level=config.compression_lz4_level,
+                compression_zstd_level=config.compression_zstd_level,
             ),
             producer_id_expiration_ms=config.producer_id_expiration_ms,
             retained_batches=config.producer_state_retained_batches,

@@ -45,6 +45,7 @@ from crc32c import crc32c
 
 from pykraft.core.errors import ErrorCode, KafkaError
 from pykraft.log.store import SWAP, BytesLike, SegmentStore
+from pykraft.protocol import compression
 from pykraft.protocol.records import (
     ATTRIBUTES_OFFSET,
     BATCH_HEADER_SIZE,
@@ -97,6 +98,12 @@ class LogConfig:
     min_cleanable_dirty_ratio: float = 0.5  # min.cleanable.dirty.ratio
     delete_retention_ms: int = 86400000  # delete.retention.ms: how long tombstones and markers stay
     min_compaction_lag_ms: int = 0  # min.compaction.lag.ms: records younger than this stay uncompacted
+    # Checked by the leader before it appends: compression.type as the codec every batch is stored in
+    # (None for "producer": each batch's own), and the KIP-390 levels a recompressed batch gets.
+    compression_type: int | None = None
+    compression_gzip_level: int = compression.GZIP_DEFAULT_LEVEL  # compression.gzip.level
+    compression_lz4_level: int = compression.LZ4_DEFAULT_LEVEL  # compression.lz4.level
+    compression_zstd_level: int = compression.ZSTD_DEFAULT_LEVEL  # compression.zstd.level
 
     def __post_init__(self) -> None:
         assert self.segment_bytes >= BATCH_HEADER_SIZE, self.segment_bytes
@@ -107,6 +114,15 @@ class LogConfig:
         assert self.segment_ms >= 1, self.segment_ms
         assert 0.0 <= self.min_cleanable_dirty_ratio <= 1.0, self.min_cleanable_dirty_ratio
         assert self.delete_retention_ms >= 0 and self.min_compaction_lag_ms >= 0
+
+    @property
+    def compression_level(self) -> int | None:
+        """The level of ``compression_type``'s codec (None for snappy and uncompressed)."""
+        return {
+            compression.GZIP: self.compression_gzip_level,
+            compression.LZ4: self.compression_lz4_level,
+            compression.ZSTD: self.compression_zstd_level,
+        }.get(self.compression_type or compression.NONE)
 
 
 class AppendInfo(NamedTuple):

@@ -23,6 +23,7 @@ from typing import NamedTuple
 from crc32c import crc32c
 
 from pykraft.core.errors import ErrorCode
+from pykraft.protocol import compression
 
 BATCH_HEADER_SIZE = 61
 # baseOffset + batchLength: the bytes that batchLength does not count.
@@ -366,39 +367,77 @@ def read_nullable_bytes(buf: bytes | memoryview, pos: int) -> tuple[bytes | None
     return bytes(buf[pos:end]), end
 
 
-_CODEC_NAMES = {1: "gzip", 2: "snappy", 3: "lz4", 4: "zstd"}
-
-
 def inflate_records(header: BatchHeader, batch: bytes | bytearray | memoryview) -> bytes | memoryview:
     """The records section of ``batch`` (whole, header included), decompressed when the batch is.
 
-    Codecs are kafka-python's (gzip always; snappy, lz4 and zstd when their libraries are installed).
-    Raises ``ValueError`` naming the codec when it is unknown or its library is missing.
+    Raises ``ValueError`` (:class:`compression.CodecError`) naming the codec and the batch when it is
+    unknown or the body does not inflate.
     """
     body = memoryview(batch)[BATCH_HEADER_SIZE : header.size_in_bytes]
     codec = header.compression_type
     if not codec:
         return body
-    from kafka import codec as codecs
-
-    name = _CODEC_NAMES.get(codec)
-    if name is None:
-        raise ValueError(f"batch at offset {header.base_offset}: unknown compression type {codec}")
-    if not getattr(codecs, f"has_{name}")():
-        raise ValueError(f"batch at offset {header.base_offset}: {name} compression needs its Python library")
-    decode = getattr(codecs, f"{name}_decode")
     try:
-        return bytes(decode(body if name == "gzip" else body.tobytes()))
-    except Exception as exc:  # zlib.error, OSError, the libraries' own errors: all mean a corrupt body
-        raise ValueError(
-            f"batch at offset {header.base_offset}: {name} body does not inflate: {exc}"
-        ) from None
+        return compression.decompress(codec, body)
+    except compression.CodecError as exc:
+        raise compression.CodecError(f"batch at offset {header.base_offset}: {exc}") from None
+
+
+def in_codec(headers: Sequence[BatchHeader], codec: int) -> bool:
+    """Whether every batch is in ``codec`` already (control batches count as in any): the hot path's one
+    question about a topic's compression.type, asked of the headers alone."""
+    for header in headers:
+        attributes = header.attributes
+        if attributes & COMPRESSION_MASK != codec and not attributes & CONTROL_MASK:
+            return False
+    return True
+
+
+def recompress_batches(
+    records: bytes | bytearray | memoryview, headers: Sequence[BatchHeader], codec: int, level: int | None
+) -> tuple[bytearray, list[BatchHeader]]:
+    """The batches with their records in ``codec`` (at ``level``), as Kafka's LogValidator rebuilds a
+    batch whose codec is not the topic's compression.type (validateMessagesAndAssignOffsetsCompressed,
+    buildRecordsAndAssignOffsets): the records section is inflated and compressed again, while the base
+    offset, last offset delta, timestamps, producer id, epoch, base sequence, partition leader epoch and
+    the transactional and timestamp-type bits stay; the CRC is computed anew. Batches in ``codec``
+    already and control batches (LogValidator never compresses them) are copied as they are; when
+    :func:`in_codec` says every batch is, the caller appends the bytes as they came instead (the hot
+    path). Kafka refuses a compressed produce with more than one batch per partition
+    (getFirstBatchAndMaybeValidateNoMoreBatches); pykraft takes several, as it does uncompressed, and
+    rebuilds each on its own, so each keeps its producer fields."""
+    view = memoryview(records)
+    out = bytearray()
+    rebuilt: list[BatchHeader] = []
+    pos = 0
+    for header in headers:
+        end = pos + header.size_in_bytes
+        if header.compression_type == codec or header.is_control:
+            out += view[pos:end]
+            rebuilt.append(header)
+            pos = end
+            continue
+        body = inflate_records(header, view[pos:end])
+        if codec != compression.NONE:
+            body = compression.compress(codec, body, level)
+        start = len(out)
+        out += view[pos : pos + BATCH_HEADER_SIZE]
+        out += body
+        attributes = (header.attributes & ~COMPRESSION_MASK) | codec
+        batch_length = len(out) - start - LOG_OVERHEAD
+        _INT32.pack_into(out, start + 8, batch_length)
+        _ATTRIBUTES.pack_into(out, start + ATTRIBUTES_OFFSET, attributes)
+        crc = crc32c(memoryview(out)[start + ATTRIBUTES_OFFSET :])
+        struct.pack_into(">I", out, start + CRC_OFFSET, crc)
+        rebuilt.append(header._replace(batch_length=batch_length, attributes=attributes, crc=crc))
+        pos = end
+    return out, rebuilt
 
 
 def decode_records(batch: bytes | bytearray | memoryview) -> list[Record]:
     """Decode the records of one batch (tools, the metadata log, tests; never the data hot path).
 
-    Compressed batches are inflated through kafka-python's codecs. Raises ``ValueError`` on
+    Compressed batches are inflated (:mod:`pykraft.protocol.compression`). Raises ``ValueError`` on
     malformed records.
     """
     view = memoryview(batch)
@@ -502,10 +541,7 @@ def rewrite_batch(
     if not records:
         attributes &= ~COMPRESSION_MASK
     elif codec:
-        from kafka import codec as codecs
-
-        name = _CODEC_NAMES[codec]
-        body = bytearray(getattr(codecs, f"{name}_encode")(bytes(body)))
+        body = bytearray(compression.compress(codec, body))
     out = bytearray(BATCH_HEADER_SIZE) + body
     _HEADER.pack_into(
         out,
