@@ -27,6 +27,7 @@ from pykraft.broker.producer_admin import handle_describe_producers
 from pykraft.broker.producer_id_manager import ProducerIdManager
 from pykraft.broker.replica_manager import ReplicaManager, topic_log_config
 from pykraft.broker.replication import IsrProposal, Transition
+from pykraft.controller.cluster import MINIMUM_KRAFT_METADATA_VERSION
 from pykraft.coordinator.offsets_records import OFFSETS_TOPIC
 from pykraft.core.config import NodeConfig
 from pykraft.core.errors import ErrorCode, KafkaError, RemoteProtocolError
@@ -47,7 +48,13 @@ from pykraft.io.txn_service import TxnService
 from pykraft.io.waiting import park, wait_shielded
 from pykraft.log.cleaner import CleanerConfig
 from pykraft.log.partition_log import LogConfig
-from pykraft.metadata.image import CONFIG_RESOURCE_TYPE_BROKER, CONFIG_RESOURCE_TYPE_TOPIC, ConfigResource
+from pykraft.metadata.image import (
+    CONFIG_RESOURCE_TYPE_BROKER,
+    CONFIG_RESOURCE_TYPE_TOPIC,
+    ConfigResource,
+    MetadataImage,
+)
+from pykraft.metadata.records import MetadataVersion
 from pykraft.protocol import messages
 from pykraft.protocol.fetch import encode_fetch_response
 from pykraft.protocol.messages import ApiKey, RequestHeader
@@ -417,6 +424,22 @@ class Node:
             "a restart, which recovers their logs; the other log dirs keep serving",
             log_dir,
             reason,
+        )
+
+    def _feature_levels(self) -> messages.FeatureLevels:
+        """ApiVersions' features (KIP-584): the metadata.version range this node runs (as it registers
+        it) and the levels finalized in the metadata image, whose offset is their epoch (Kafka's
+        KRaftMetadataCache.features); none before the image has any."""
+        image = self.metadata.image if self.metadata is not None else MetadataImage.EMPTY
+        return messages.FeatureLevels(
+            supported={
+                MetadataVersion.FEATURE_NAME: (
+                    MINIMUM_KRAFT_METADATA_VERSION,
+                    MetadataVersion.LATEST_PRODUCTION,
+                )
+            },
+            finalized={n: level for n, level in image.features.finalized_versions.items() if level > 0},
+            epoch=image.offset,
         )
 
     def _topic_configs(self, topic: str) -> Mapping[str, str]:
@@ -888,7 +911,7 @@ class Node:
         header = messages.parse_request_header(view)
         key, version = header.api_key, header.api_version
         if key == ApiKey.API_VERSIONS:
-            return [messages.api_versions_response(header)]
+            return [messages.api_versions_response(header, features=self._feature_levels())]
         if key == ApiKey.ALLOCATE_PRODUCER_IDS:
             # A controller RPC (KIP-730): a client listener refuses it rather than serve it.
             if version != 0:
@@ -1054,7 +1077,7 @@ class Node:
         metadata = self.metadata
         assert metadata is not None
         if key == ApiKey.API_VERSIONS:
-            return [messages.api_versions_response(header, CONTROLLER_API_VERSIONS)]
+            return [messages.api_versions_response(header, CONTROLLER_API_VERSIONS, self._feature_levels())]
         if key in (ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE) or (
             conn.listener_name in self._sasl_authenticators and not self._authenticated(conn)
         ):
