@@ -19,6 +19,7 @@ from typing import Any
 
 from kafka.protocol.admin import (
     AlterConfigsResponse,
+    CreateTopicsResponse,
     DescribeConfigsResponse,
     IncrementalAlterConfigsResponse,
 )
@@ -208,6 +209,28 @@ def topic_entries(
             )
         )
     return entries
+
+
+def created_topic_configs(
+    overrides: Mapping[str, str | None],
+    config: NodeConfig,
+    dynamic_default: Mapping[str, str],
+    dynamic_broker: Mapping[str, str],
+) -> list[Any]:
+    """CreateTopics v5+ answers each created topic with every config, its value and source, as
+    Kafka's ReplicationControlManager.createTopic does (the Java Admin's CreateTopicsResult.config)."""
+    config_cls = CreateTopicsResponse.CreatableTopicResult.CreatableTopicConfigs
+    own = {name: value for name, value in overrides.items() if value is not None}
+    return [
+        config_cls(
+            name=entry.name,
+            value=None if entry.sensitive else entry.value,
+            read_only=entry.read_only,
+            config_source=entry.source,
+            is_sensitive=entry.sensitive,
+        )
+        for entry in topic_entries(own, config, dynamic_default, dynamic_broker)
+    ]
 
 
 def handle_describe_configs(
