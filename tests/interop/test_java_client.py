@@ -143,6 +143,8 @@ def _run_checks(classpath: str, suite: str, bootstrap: str, brokers: int, *prope
         timeout=300,
     )  # fmt: skip
     lines = [json.loads(line) for line in ran.stdout.splitlines() if line.startswith("{")]
+    for v in lines:  # shown with -s, or by a failing test's captured output
+        print(f"{suite} {bootstrap}: {v['check']:<60} {'ok' if v['ok'] else 'FAILED':<6} {v['ms']:>6} ms")
     return Verdicts({v["check"]: v for v in lines}, ran.stderr, ran.returncode)
 
 
