@@ -42,6 +42,7 @@ OVERRIDES = {
 # What each run of the program checks, in its order of output.
 PLAIN_CHECKS = [
     "admin.describeCluster",
+    "admin.describeCluster(authorizedOperations)",
     "admin.describeFeatures",
     "admin.createTopics",
     "admin.listTopics",
@@ -60,6 +61,7 @@ PLAIN_CHECKS = [
     "admin.listConsumerGroups",
     "admin.describeConsumerGroups",
     "admin.describeClassicGroups",
+    "admin.describeConsumerGroups(authorizedOperations)",
     "admin.deleteConsumerGroups(not empty)",
     "admin.listConsumerGroupOffsets",
     "admin.alterConsumerGroupOffsets",

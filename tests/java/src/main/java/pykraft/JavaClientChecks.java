@@ -25,7 +25,9 @@ import org.apache.kafka.clients.admin.ConfigEntry;
 import org.apache.kafka.clients.admin.ConsumerGroupDescription;
 import org.apache.kafka.clients.admin.CreateTopicsOptions;
 import org.apache.kafka.clients.admin.CreateTopicsResult;
+import org.apache.kafka.clients.admin.DescribeClusterOptions;
 import org.apache.kafka.clients.admin.DescribeClusterResult;
+import org.apache.kafka.clients.admin.DescribeConsumerGroupsOptions;
 import org.apache.kafka.clients.admin.DescribeConfigsOptions;
 import org.apache.kafka.clients.admin.DescribeReplicaLogDirsResult;
 import org.apache.kafka.clients.admin.DescribeTopicsOptions;
@@ -113,6 +115,16 @@ public final class JavaClientChecks {
     private static final String ORDERS = "java-orders";
     private static final String OUT = "java-out";
     private static final String SCRATCH = "java-scratch";
+    // What Kafka's brokers answer for includeAuthorizedOperations without an authorizer: every operation
+    // the resource type supports (AuthHelper.authorizedOperations).
+    private static final Set<AclOperation> TOPIC_OPERATIONS = Set.of(AclOperation.READ, AclOperation.WRITE,
+            AclOperation.CREATE, AclOperation.DESCRIBE, AclOperation.DELETE, AclOperation.ALTER,
+            AclOperation.DESCRIBE_CONFIGS, AclOperation.ALTER_CONFIGS);
+    private static final Set<AclOperation> CLUSTER_OPERATIONS = Set.of(AclOperation.CREATE,
+            AclOperation.CLUSTER_ACTION, AclOperation.DESCRIBE_CONFIGS, AclOperation.ALTER_CONFIGS,
+            AclOperation.IDEMPOTENT_WRITE, AclOperation.ALTER, AclOperation.DESCRIBE);
+    private static final Set<AclOperation> GROUP_OPERATIONS = Set.of(AclOperation.READ, AclOperation.DESCRIBE,
+            AclOperation.DELETE, AclOperation.DESCRIBE_CONFIGS, AclOperation.ALTER_CONFIGS);
 
     private final String bootstrap;
     private final int brokers;
@@ -377,6 +389,12 @@ public final class JavaClientChecks {
             expect(controller != null && brokerIds.contains(controller.id()), "a live broker as controller", controller);
             return Map.of("clusterId", clusterId, "brokers", brokerIds, "controller", controller.id());
         });
+        check("admin.describeCluster(authorizedOperations)", () -> {
+            Set<AclOperation> ops = get(admin.describeCluster(new DescribeClusterOptions()
+                    .includeAuthorizedOperations(true)).authorizedOperations());
+            expect(CLUSTER_OPERATIONS.equals(ops), "every cluster operation (no authorizer)", ops);
+            return String.valueOf(ops);
+        });
         check("admin.describeFeatures", () -> {
             FeatureMetadata features = get(admin.describeFeatures().featureMetadata());
             expect(features.finalizedFeatures().containsKey("metadata.version"), "metadata.version finalized",
@@ -419,6 +437,8 @@ public final class JavaClientChecks {
                 expect(info.leader() != null && info.replicas().size() == replicationFactor
                         && info.isr().size() == replicationFactor, "a leader, all replicas in the ISR", info);
             }
+            expect(TOPIC_OPERATIONS.equals(orders.authorizedOperations()), "every topic operation (no authorizer)",
+                    orders.authorizedOperations());
             Map<Uuid, TopicDescription> byId = get(admin.describeTopics(
                     TopicCollection.ofTopicIds(List.of(topicIds.get(OUT)))).allTopicIds());
             expect(byId.get(topicIds.get(OUT)).name().equals(OUT), "described by id", byId);
@@ -616,6 +636,16 @@ public final class JavaClientChecks {
             expect(group.protocol().equals("consumer") && group.members().size() == 1, "one consumer member",
                     group);
             return group.toString();
+        });
+        check("admin.describeConsumerGroups(authorizedOperations)", () -> {
+            Map<String, Set<AclOperation>> ops = new TreeMap<>();
+            get(admin.describeConsumerGroups(List.of("java-classic", "java-consumer"),
+                    new DescribeConsumerGroupsOptions().includeAuthorizedOperations(true)).all())
+                    .forEach((name, group) -> ops.put(name, group.authorizedOperations()));
+            for (Set<AclOperation> groupOps : ops.values()) {
+                expect(GROUP_OPERATIONS.equals(groupOps), "every group operation (no authorizer)", ops);
+            }
+            return ops.toString();
         });
         check("admin.deleteConsumerGroups(not empty)", () -> expectFailure(
                 admin.deleteConsumerGroups(List.of("java-classic")).all(), GroupNotEmptyException.class));
