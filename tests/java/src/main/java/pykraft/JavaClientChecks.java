@@ -16,6 +16,7 @@ import java.util.concurrent.Future;
 import java.util.concurrent.TimeUnit;
 import java.util.stream.Collectors;
 
+import org.apache.kafka.clients.admin.AbortTransactionSpec;
 import org.apache.kafka.clients.admin.Admin;
 import org.apache.kafka.clients.admin.AlterConfigOp;
 import org.apache.kafka.clients.admin.AlterConfigsOptions;
@@ -37,6 +38,7 @@ import org.apache.kafka.clients.admin.ListConsumerGroupOffsetsOptions;
 import org.apache.kafka.clients.admin.ListGroupsOptions;
 import org.apache.kafka.clients.admin.MemberToRemove;
 import org.apache.kafka.clients.admin.RemoveMembersFromConsumerGroupOptions;
+import org.apache.kafka.clients.admin.ListOffsetsOptions;
 import org.apache.kafka.clients.admin.ListOffsetsResult;
 import org.apache.kafka.clients.admin.ListTopicsOptions;
 import org.apache.kafka.clients.admin.ListTransactionsOptions;
@@ -63,6 +65,7 @@ import org.apache.kafka.clients.consumer.ConsumerRecord;
 import org.apache.kafka.clients.consumer.ConsumerRecords;
 import org.apache.kafka.clients.consumer.KafkaConsumer;
 import org.apache.kafka.clients.consumer.OffsetAndMetadata;
+import org.apache.kafka.clients.consumer.SubscriptionPattern;
 import org.apache.kafka.clients.producer.KafkaProducer;
 import org.apache.kafka.clients.producer.ProducerConfig;
 import org.apache.kafka.clients.producer.ProducerRecord;
@@ -70,6 +73,7 @@ import org.apache.kafka.clients.producer.RecordMetadata;
 import org.apache.kafka.common.ElectionType;
 import org.apache.kafka.common.GroupState;
 import org.apache.kafka.common.GroupType;
+import org.apache.kafka.common.IsolationLevel;
 import org.apache.kafka.common.Node;
 import org.apache.kafka.common.TopicCollection;
 import org.apache.kafka.common.TopicPartition;
@@ -597,6 +601,17 @@ public final class JavaClientChecks {
                         consumer.groupMetadata().toString());
             });
         }
+        check("consumer.groupProtocolConsumer(regex)", () -> {
+            // KIP-848's broker-side regular expression (RE2J in Kafka)
+            try (KafkaConsumer<String, String> consumer = groupConsumer("java-regex", "consumer", "read_committed")) {
+                consumer.subscribe(new SubscriptionPattern("java-ord.*"));
+                List<ConsumerRecord<String, String>> records = pollFor(consumer, PARTITIONS * PER_PARTITION);
+                expect(records.size() == PARTITIONS * PER_PARTITION, "30 records", records.size());
+                Set<String> topics = records.stream().map(ConsumerRecord::topic).collect(Collectors.toSet());
+                expect(topics.equals(Set.of(ORDERS)), "only " + ORDERS, topics);
+                return consumer.assignment().toString();
+            }
+        });
         check("admin.listGroups", () -> {
             Map<String, GroupListing> groups = get(admin.listGroups().all()).stream()
                     .collect(Collectors.toMap(GroupListing::groupId, g -> g));
@@ -707,6 +722,7 @@ public final class JavaClientChecks {
         });
 
         transactions();
+        hangingTransaction();
 
         check("admin.deleteRecords", () -> {
             TopicPartition tp = new TopicPartition(ORDERS, 2);
@@ -886,6 +902,36 @@ public final class JavaClientChecks {
             }
         });
         producer.close(Duration.ZERO);
+    }
+
+    /** kafka-transactions.sh's abort: the Admin writes the ABORT marker to the partition leader itself. */
+    private void hangingTransaction() {
+        check("admin.abortTransaction", () -> {
+            TopicPartition tp = new TopicPartition(OUT, 1);
+            KafkaProducer<String, String> hanging = producer(Map.of(ProducerConfig.TRANSACTIONAL_ID_CONFIG,
+                    "java-hanging"));
+            try {
+                hanging.initTransactions();
+                hanging.beginTransaction();
+                get(hanging.send(new ProducerRecord<>(OUT, 1, "hanging", "hanging")));
+                ProducerState open = get(admin.describeProducers(List.of(tp)).partitionResult(tp)).activeProducers()
+                        .stream().filter(p -> p.currentTransactionStartOffset().isPresent()).findFirst()
+                        .orElseThrow(() -> new AssertionError("no open transaction in " + tp));
+                get(admin.abortTransaction(new AbortTransactionSpec(tp, open.producerId(),
+                        (short) open.producerEpoch(), open.coordinatorEpoch().orElse(0))).all());
+                List<ProducerState> after = get(admin.describeProducers(List.of(tp)).partitionResult(tp))
+                        .activeProducers();
+                expect(after.stream().noneMatch(p -> p.currentTransactionStartOffset().isPresent()),
+                        "no open transaction left", after);
+                long stable = get(admin.listOffsets(Map.of(tp, OffsetSpec.latest()),
+                        new ListOffsetsOptions(IsolationLevel.READ_COMMITTED)).partitionResult(tp)).offset();
+                long end = get(admin.listOffsets(Map.of(tp, OffsetSpec.latest())).partitionResult(tp)).offset();
+                expect(stable == end, "the last stable offset at the log end", stable + " " + end);
+                return Map.of("aborted", open.toString(), "lastStableOffset", stable);
+            } finally {
+                hanging.close(Duration.ofSeconds(5));
+            }
+        });
     }
 
     // ---------------------------------------------------------------- the secured suite
