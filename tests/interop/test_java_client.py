@@ -53,6 +53,7 @@ PLAIN_CHECKS = [
     "admin.describeConfigs(broker)",
     "admin.incrementalAlterConfigs(broker)",
     "producer.idempotent",
+    "producer.compression",
     "admin.listOffsets",
     "admin.describeProducers",
     "consumer.classic",

@@ -556,6 +556,38 @@ public final class JavaClientChecks {
             }
             return produced.toString();
         });
+        check("producer.compression", () -> {
+            // Batches as the Java client compresses them, stored and served back as they are
+            TopicPartition tp = new TopicPartition(SCRATCH, 1);
+            List<String> codecs = List.of("gzip", "snappy", "lz4", "zstd");
+            for (String codec : codecs) {
+                try (KafkaProducer<String, String> producer = producer(Map.of(
+                        ProducerConfig.COMPRESSION_TYPE_CONFIG, codec, ProducerConfig.LINGER_MS_CONFIG, 20))) {
+                    for (int i = 0; i < 5; i++) {
+                        ProducerRecord<String, String> record = new ProducerRecord<>(SCRATCH, 1, "k" + i,
+                                codec + "-" + i + "-" + "x".repeat(200));
+                        record.headers().add("codec", codec.getBytes(java.nio.charset.StandardCharsets.UTF_8));
+                        producer.send(record);
+                    }
+                    producer.flush();
+                }
+            }
+            try (KafkaConsumer<String, String> consumer = consumer(Map.of())) {
+                consumer.assign(List.of(tp));
+                consumer.seekToBeginning(List.of(tp));
+                List<ConsumerRecord<String, String>> records = pollFor(consumer, codecs.size() * 5);
+                Map<String, Integer> perCodec = new TreeMap<>();
+                for (ConsumerRecord<String, String> r : records) {
+                    String codec = new String(r.headers().lastHeader("codec").value(),
+                            java.nio.charset.StandardCharsets.UTF_8);
+                    expect(r.value().startsWith(codec + "-"), "the value its codec wrote", r);
+                    perCodec.merge(codec, 1, Integer::sum);
+                }
+                expect(perCodec.equals(Map.of("gzip", 5, "snappy", 5, "lz4", 5, "zstd", 5)), "5 records per codec",
+                        perCodec);
+                return perCodec;
+            }
+        });
         check("admin.listOffsets", () -> {
             TopicPartition tp = new TopicPartition(ORDERS, 1);
             Map<String, Long> got = new LinkedHashMap<>();
