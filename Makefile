@@ -28,8 +28,12 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy src
 
+# The port-free pure suites run on both cores (pytest-xdist); the suites that start processes (nodes,
+# clusters, Spark, Java) run one at a time after them, so their timing is not shared with another test.
+PURE_TESTS := tests/unit tests/protocol tests/sim
 test: lint typecheck
-	$(BIN)/python -m pytest -q -p no:cacheprovider
+	$(BIN)/python -m pytest -q -p no:cacheprovider -n 2 $(PURE_TESTS)
+	$(BIN)/python -m pytest -q -p no:cacheprovider tests $(addprefix --ignore=,$(PURE_TESTS))
 
 # Long simulation runs: make sim SEEDS=20000 [START=1000] (CI runs 1000 seeds in make test).
 SEEDS ?= 10000

@@ -22,6 +22,7 @@ from pykraft.protocol.messages import (
     OUR_MESSAGE_CLASSES,
     SUPPORTED_VERSIONS,
     ApiKey,
+    FeatureLevels,
     RequestHeader,
     api_versions_response,
     decode_request,
@@ -364,6 +365,30 @@ def test_api_versions_supported(version: int) -> None:
         # No tagged fields with default values: throttle 0, then an empty top-level tag section.
         assert framed[-5:] == b"\x00\x00\x00\x00\x00"
         assert response.tags is None and response.unknown_tags is None
+
+
+@pytest.mark.parametrize("version", range(0, 5))
+def test_api_versions_carries_features_from_v3(version: int) -> None:
+    """KIP-584: the supported ranges, the finalized levels (as min and max) and their epoch, which the
+    Java Admin's describeFeatures reads; older versions have no place for them."""
+    frame = client_request_bytes(
+        ApiVersionsRequest(version=version, client_software_name="x", client_software_version="1"), 5
+    )
+    header = parse_request_header(memoryview(frame))
+    features = FeatureLevels({"metadata.version": (1, 21)}, {"metadata.version": 21}, epoch=42)
+    response = _client_decode_response(
+        ApiVersionsResponse, version, bytes(api_versions_response(header, features=features))
+    )
+    if version < 3:
+        assert not response.supported_features and not response.finalized_features
+        return
+    assert [(f.name, f.min_version, f.max_version) for f in response.supported_features] == [
+        ("metadata.version", 1, 21)
+    ]
+    assert [(f.name, f.min_version_level, f.max_version_level) for f in response.finalized_features] == [
+        ("metadata.version", 21, 21)
+    ]
+    assert response.finalized_features_epoch == 42
 
 
 @pytest.mark.parametrize("version", [5, 127, -1])

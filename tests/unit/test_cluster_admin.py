@@ -510,3 +510,29 @@ def test_describe_log_dirs__needs_describe_on_the_cluster(version: int, acls: Ca
     acls((ResourceType.CLUSTER, CLUSTER_RESOURCE_NAME, AclOperation.DESCRIBE))
     assert authorization.refuse(ApiKey.DESCRIBE_LOG_DIRS, request, version) is None
     assert _sizes(_log_dirs(rm, None, version).results[0]) == {("a", 0): 0}
+
+
+def test_metadata_asked_by_topic_id_ignores_the_names_sent_beside_the_ids() -> None:
+    """The Java Admin's describeTopics(TopicCollection.ofTopicIds) sends "" as each topic's name (its
+    generated default): Kafka's KafkaApis answers a request holding topic ids by ids only."""
+    from kafka.protocol.metadata import MetadataRequest
+
+    from pykraft.broker.handlers import handle_metadata
+
+    orders = _topic("orders", 2)
+    unknown = uuid.uuid4()
+    ctx = _ctx(orders)
+    request = MetadataRequest(
+        topics=[
+            MetadataRequest.MetadataRequestTopic(topic_id=orders.topic_id, name=""),
+            MetadataRequest.MetadataRequestTopic(topic_id=unknown, name=""),
+        ],
+        allow_auto_topic_creation=False,
+        include_topic_authorized_operations=False,
+    )
+    response = _exchange(request, 12, lambda r, v: handle_metadata(r, v, ctx))
+    answered = {(t.name, t.topic_id, t.error_code, len(t.partitions)) for t in response.topics}
+    assert answered == {
+        ("orders", orders.topic_id, ErrorCode.NONE, 2),
+        (None, unknown, ErrorCode.UNKNOWN_TOPIC_ID, 0),
+    }

@@ -569,7 +569,18 @@ def merge(api_key: int, response: Any, denied: Denied) -> None:
 
 def filter_response(api_key: int, response: Any, version: int, request: Any) -> None:
     """Drop from a listing what the principal may not see."""
-    if api_key == ApiKey.LIST_GROUPS:
+    if api_key == ApiKey.CREATE_TOPICS:
+        # Kafka's ControllerApis.createTopics: a created topic's configs (and its partition count and
+        # replication factor) only for a principal that may DESCRIBE_CONFIGS it.
+        for topic in response.topics:
+            if topic.error_code == ErrorCode.NONE and not allowed(
+                AclOperation.DESCRIBE_CONFIGS, TOPIC, topic.name
+            ):
+                topic.configs = []
+                topic.num_partitions = -1
+                topic.replication_factor = -1
+                topic.topic_config_error_code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+    elif api_key == ApiKey.LIST_GROUPS:
         if not allowed_on_cluster(AclOperation.DESCRIBE):
             response.groups = [
                 g for g in response.groups if allowed(AclOperation.DESCRIBE, GROUP, g.group_id)

@@ -21,6 +21,7 @@ from typing import Any
 
 from kafka.protocol.admin import (
     AlterConfigsResponse,
+    CreateTopicsResponse,
     DescribeConfigsResponse,
     IncrementalAlterConfigsResponse,
 )
@@ -232,6 +233,28 @@ def group_entries(overrides: Mapping[str, str], config: NodeConfig) -> list[Conf
     return [
         ConfigEntry(v.name, v.value, v.source, v.config_type, False, [(v.name, v.value, v.source)])
         for v in effective_group_configs(overrides, group_coordinator_settings(config))
+    ]
+
+
+def created_topic_configs(
+    overrides: Mapping[str, str | None],
+    config: NodeConfig,
+    dynamic_default: Mapping[str, str],
+    dynamic_broker: Mapping[str, str],
+) -> list[Any]:
+    """CreateTopics v5+ answers each created topic with every config, its value and source, as
+    Kafka's ReplicationControlManager.createTopic does (the Java Admin's CreateTopicsResult.config)."""
+    config_cls = CreateTopicsResponse.CreatableTopicResult.CreatableTopicConfigs
+    own = {name: value for name, value in overrides.items() if value is not None}
+    return [
+        config_cls(
+            name=entry.name,
+            value=None if entry.sensitive else entry.value,
+            read_only=entry.read_only,
+            config_source=entry.source,
+            is_sensitive=entry.sensitive,
+        )
+        for entry in topic_entries(own, config, dynamic_default, dynamic_broker)
     ]
 
 

@@ -160,27 +160,35 @@ def handle_metadata(request: Any, version: int, ctx: BrokerContext) -> Any:
     ]
     live = {b.node_id for b in cluster.brokers}
     live_elsewhere = {b.node_id for brokers, _ in cluster.listeners.values() for b in brokers} - live
+    asked_ids = [
+        t.topic_id
+        for t in request.topics or []
+        if version >= 10 and t.topic_id is not None and t.topic_id.int != 0
+    ]
     if request.topics is None:
         # Every topic: those the principal may not describe are left out (Kafka).
         names = sorted(n for n in cluster.topics if allowed(AclOperation.DESCRIBE, ResourceType.TOPIC, n))
+    elif asked_ids:
+        # Kafka's KafkaApis.handleTopicMetadataRequest: a request naming any topic id is answered by
+        # ids only; its names are ignored (the Java client sends "" beside each id, librdkafka null).
+        names = []
     else:
         names = [t.name for t in request.topics if t.name is not None]
     topics = []
-    if request.topics is not None and version >= 10:
-        # Topics asked for by id (KIP-516; librdkafka does so for the topic ids of a KIP-848 assignment):
-        # known ids are answered by name like the others, unknown ones with UNKNOWN_TOPIC_ID.
+    if asked_ids:
+        # Topics asked for by id (KIP-516; librdkafka does so for the topic ids of a KIP-848 assignment,
+        # the Java Admin for describeTopics(TopicCollection.ofTopicIds(...))): known ids are answered by
+        # name like the others, unknown ones with UNKNOWN_TOPIC_ID.
         by_id = {view.topic_id: name for name, view in cluster.topics.items()}
-        for t in request.topics:
-            if t.name is not None or t.topic_id is None or t.topic_id.int == 0:
-                continue
-            if t.topic_id in by_id:
-                names.append(by_id[t.topic_id])
+        for topic_id in asked_ids:
+            if topic_id in by_id:
+                names.append(by_id[topic_id])
                 continue
             topics.append(
                 MetadataResponse.MetadataResponseTopic(
                     error_code=ErrorCode.UNKNOWN_TOPIC_ID,
                     name=None,
-                    topic_id=t.topic_id,
+                    topic_id=topic_id,
                     is_internal=False,
                     partitions=[],
                     authorized_operations=AUTHORIZED_OPERATIONS_OMITTED,

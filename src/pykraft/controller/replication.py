@@ -691,7 +691,10 @@ class ReplicationControlManager:
     ) -> tuple[list[ElectionResult], list[ApiMessageAndVersion]]:
         """ElectLeaders (43, KIP-460): type 0 moves leadership to the preferred replica (the first one)
         when it is in the ISR and active; type 1 (unclean) gives a leaderless partition any active
-        replica when no ISR member is. ``partitions`` None means every partition."""
+        replica when no ISR member is. ``partitions`` None means every partition; then, as Kafka's
+        ReplicationControlManager.electLeaders does, partitions that already have the desired leader
+        (ELECTION_NOT_NEEDED) are left out of the answer."""
+        every_partition = partitions is None
         if partitions is None:
             partitions = [
                 (info.name, index)
@@ -734,6 +737,8 @@ class ReplicationControlManager:
             change = PartitionChangeRecord(partition_id=index, topic_id=topic_id, leader=leader, isr=isr)
             records.append(ApiMessageAndVersion.of(change))
             results.append(ElectionResult(name, index, ErrorCode.NONE))
+        if every_partition:
+            results = [r for r in results if r.error_code != ErrorCode.ELECTION_NOT_NEEDED]
         return results, records
 
     def lead_again_after_unfence(self, broker_id: int) -> list[ApiMessageAndVersion]:

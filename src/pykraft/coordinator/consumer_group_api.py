@@ -7,9 +7,11 @@ from __future__ import annotations
 from typing import Any
 
 from pykraft.coordinator.consumer_group import HeartbeatRequest, HeartbeatResult, Partitions, TopicInfo
+from pykraft.coordinator.group_api import authorized_group_operations
 from pykraft.coordinator.group_coordinator import GroupCoordinator
 from pykraft.core.errors import ErrorCode
 from pykraft.protocol.messages import ConsumerGroupDescribeResponse, ConsumerGroupHeartbeatResponse
+from pykraft.security.acls import to_32_bit_field
 
 AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
 
@@ -105,7 +107,9 @@ def handle_describe(coordinator: GroupCoordinator, request: Any, version: int, t
                     )
                     for m in d.members
                 ],
-                authorized_operations=AUTHORIZED_OPERATIONS_OMITTED,
+                authorized_operations=to_32_bit_field(authorized_group_operations(group_id))
+                if request.include_authorized_operations and d.error_code == ErrorCode.NONE
+                else AUTHORIZED_OPERATIONS_OMITTED,
             )
         )
     return ConsumerGroupDescribeResponse(version=version, throttle_time_ms=0, groups=groups)

@@ -32,9 +32,16 @@ from pykraft.coordinator.group_coordinator import (
     WritePlan,
 )
 from pykraft.core.errors import ErrorCode
+from pykraft.security.acls import ResourceType, authorized_operations
 
 # DescribeGroups: authorized operations not requested (kafka-python encodes None as Integer.MIN_VALUE).
 AUTHORIZED_OPERATIONS_OMITTED = None
+
+
+def authorized_group_operations(group_id: str) -> set[int]:
+    """KIP-430, as Kafka's KafkaApis answers include_authorized_operations: the group operations the
+    principal may do (every one the group supports without an authorizer)."""
+    return {int(op) for op in authorized_operations(ResourceType.GROUP, group_id)}
 
 
 def append_error_for_commit(error: ErrorCode) -> ErrorCode:
@@ -411,7 +418,10 @@ def handle_describe_groups(coordinator: GroupCoordinator, request: Any, version:
                     )
                     for m in d.members
                 ],
-                authorized_operations=AUTHORIZED_OPERATIONS_OMITTED,
+                # kafka-python's bit-field type: a set of operation codes.
+                authorized_operations=authorized_group_operations(group_id)
+                if version >= 3 and request.include_authorized_operations and error == ErrorCode.NONE
+                else AUTHORIZED_OPERATIONS_OMITTED,
             )
         )
     return DescribeGroupsResponse(version=version, throttle_time_ms=0, groups=described)

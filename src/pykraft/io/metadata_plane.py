@@ -54,7 +54,13 @@ from pykraft.io.snapshots import FileSnapshotStore, MetadataSnapshots, read_boot
 from pykraft.io.waiting import park, wait_event, wait_shielded
 from pykraft.log.partition_log import PartitionLog
 from pykraft.metadata.delta import MetadataDelta
-from pykraft.metadata.image import BrokerEndpoint, BrokerFeature, MetadataImage
+from pykraft.metadata.image import (
+    CONFIG_RESOURCE_TYPE_BROKER,
+    BrokerEndpoint,
+    BrokerFeature,
+    ConfigResource,
+    MetadataImage,
+)
 from pykraft.metadata.records import ApiMessageAndVersion, decode_metadata_record, encode_metadata_record
 from pykraft.protocol.messages import (
     AllocateProducerIdsResponse,
@@ -1019,17 +1025,27 @@ class MetadataPlane:
         results = await self._write_or_not_controller(
             self.controller.create_topics(topics, validate_only=bool(request.validate_only))
         )
+        requested = {t.name: t.configs for t in topics}
+        dynamic_default = self.image.configs.configs_for(ConfigResource(CONFIG_RESOURCE_TYPE_BROKER, ""))
+        dynamic_node = self.image.configs.configs_for(
+            ConfigResource(CONFIG_RESOURCE_TYPE_BROKER, str(self.config.node_id))
+        )
         out = []
         for r in results:
+            created = r.error_code == ErrorCode.NONE
             out.append(
                 CreateTopicsResponse.CreatableTopicResult(
                     name=r.name,
                     topic_id=r.topic_id or uuid.UUID(int=0),
                     error_code=r.error_code,
                     error_message=r.error_message,
-                    num_partitions=r.num_partitions if r.error_code == ErrorCode.NONE else -1,
-                    replication_factor=r.replication_factor if r.error_code == ErrorCode.NONE else -1,
-                    configs=[],
+                    num_partitions=r.num_partitions if created else -1,
+                    replication_factor=r.replication_factor if created else -1,
+                    configs=configs_api.created_topic_configs(
+                        requested.get(r.name, {}), self.config, dynamic_default, dynamic_node
+                    )
+                    if created
+                    else [],
                 )
             )
         return CreateTopicsResponse(version=version, throttle_time_ms=0, topics=out)

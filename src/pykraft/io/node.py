@@ -34,6 +34,7 @@ from pykraft.broker.producer_admin import handle_describe_producers
 from pykraft.broker.producer_id_manager import ProducerIdManager
 from pykraft.broker.replica_manager import ReplicaManager, topic_log_config
 from pykraft.broker.replication import IsrProposal, Transition
+from pykraft.controller.cluster import MINIMUM_KRAFT_METADATA_VERSION
 from pykraft.coordinator.offsets_records import OFFSETS_TOPIC
 from pykraft.core.config import NodeConfig
 from pykraft.core.errors import ErrorCode, KafkaError, RemoteProtocolError
@@ -61,7 +62,9 @@ from pykraft.metadata.image import (
     CONFIG_RESOURCE_TYPE_TOPIC,
     BrokerEndpoint,
     ConfigResource,
+    MetadataImage,
 )
+from pykraft.metadata.records import MetadataVersion
 from pykraft.protocol import compression, messages
 from pykraft.protocol.fetch import encode_fetch_response
 from pykraft.protocol.messages import ApiKey, RequestHeader
@@ -382,6 +385,22 @@ class Node:
             "a restart, which recovers their logs; the other log dirs keep serving",
             log_dir,
             reason,
+        )
+
+    def _feature_levels(self) -> messages.FeatureLevels:
+        """ApiVersions' features (KIP-584): the metadata.version range this node runs (as it registers
+        it) and the levels finalized in the metadata image, whose offset is their epoch (Kafka's
+        KRaftMetadataCache.features); none before the image has any."""
+        image = self.metadata.image if self.metadata is not None else MetadataImage.EMPTY
+        return messages.FeatureLevels(
+            supported={
+                MetadataVersion.FEATURE_NAME: (
+                    MINIMUM_KRAFT_METADATA_VERSION,
+                    MetadataVersion.LATEST_PRODUCTION,
+                )
+            },
+            finalized={n: level for n, level in image.features.finalized_versions.items() if level > 0},
+            epoch=image.offset,
         )
 
     def _topic_configs(self, topic: str) -> Mapping[str, str]:
@@ -848,7 +867,7 @@ class Node:
         header = messages.parse_request_header(view)
         key, version = header.api_key, header.api_version
         if key == ApiKey.API_VERSIONS:
-            return [messages.api_versions_response(header)]
+            return [messages.api_versions_response(header, features=self._feature_levels())]
         if key == ApiKey.ALLOCATE_PRODUCER_IDS:
             # A controller RPC (KIP-730): a client listener refuses it rather than serve it.
             if version != 0:
@@ -1037,7 +1056,7 @@ class Node:
         metadata = self.metadata
         assert metadata is not None
         if key == ApiKey.API_VERSIONS:
-            return [messages.api_versions_response(header, CONTROLLER_API_VERSIONS)]
+            return [messages.api_versions_response(header, CONTROLLER_API_VERSIONS, self._feature_levels())]
         if key in (ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE) or (
             conn.listener_name in self.listeners.sasl_authenticators and not self._authenticated(conn)
         ):

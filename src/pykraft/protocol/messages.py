@@ -506,15 +506,29 @@ def _api_versions_entries(table: dict[ApiKey, tuple[int, int]], only: ApiKey | N
     ]
 
 
+@dataclass(frozen=True, slots=True)
+class FeatureLevels:
+    """What ApiVersions v3+ tells of features (KIP-584, as Kafka's ApiVersionsResponse builds it): the
+    version ranges this node supports, the levels the cluster finalized, and the metadata offset those
+    come from (the finalized features epoch). The Java Admin's describeFeatures reads them."""
+
+    supported: dict[str, tuple[int, int]]
+    finalized: dict[str, int]
+    epoch: int
+
+
 def api_versions_response(
-    header: RequestHeader, table: dict[ApiKey, tuple[int, int]] | None = None
+    header: RequestHeader,
+    table: dict[ApiKey, tuple[int, int]] | None = None,
+    features: FeatureLevels | None = None,
 ) -> bytearray:
     """The full framed ApiVersions response for ``header``.
 
-    For a version we support: error NONE, the :data:`SUPPORTED_VERSIONS` table, throttle 0, and no
-    tagged fields (kafka-python omits default-valued ones). For a version we do not support: what Kafka
-    answers (ApiVersionsRequest.getErrorResponse): UNSUPPORTED_VERSION in the v0 layout with a v0
-    header, listing only the ApiVersions range so the client can retry at a version we accept.
+    For a version we support: error NONE, the :data:`SUPPORTED_VERSIONS` table, throttle 0, and from v3
+    the ``features`` given (no feature tagged fields without them; kafka-python omits default-valued
+    ones). For a version we do not support: what Kafka answers (ApiVersionsRequest.getErrorResponse):
+    UNSUPPORTED_VERSION in the v0 layout with a v0 header, listing only the ApiVersions range so the
+    client can retry at a version we accept.
     """
     low, high = SUPPORTED_VERSIONS[ApiKey.API_VERSIONS]
     if low <= header.api_version <= high:
@@ -524,6 +538,21 @@ def api_versions_response(
             api_keys=_api_versions_entries(SUPPORTED_VERSIONS if table is None else table),
             throttle_time_ms=0,
         )
+        if features is not None and header.api_version >= 3:
+            response.supported_features = [
+                ApiVersionsResponse.SupportedFeatureKey(
+                    name=name, min_version=low_level, max_version=high_level
+                )
+                for name, (low_level, high_level) in sorted(features.supported.items())
+            ]
+            # Kafka sends each finalized level as both the min and the max (KIP-778).
+            response.finalized_features = [
+                ApiVersionsResponse.FinalizedFeatureKey(
+                    name=name, max_version_level=level, min_version_level=level
+                )
+                for name, level in sorted(features.finalized.items())
+            ]
+            response.finalized_features_epoch = features.epoch
         return encode_response(header, response)
     response = ApiVersionsResponse(
         version=0,
@@ -555,6 +584,7 @@ __all__ = [
     "DescribeQuorumResponse",
     "EndQuorumEpochRequest",
     "EndQuorumEpochResponse",
+    "FeatureLevels",
     "FetchSnapshotRequest",
     "FetchSnapshotResponse",
     "RequestHeader",
