@@ -155,6 +155,8 @@ def test_supported_versions_table() -> None:
         ApiKey.DESCRIBE_TRANSACTIONS: (0, 0),
         ApiKey.LIST_TRANSACTIONS: (0, 1),
         ApiKey.ELECT_LEADERS: (0, 2),
+        ApiKey.ALTER_PARTITION_REASSIGNMENTS: (0, 1),
+        ApiKey.LIST_PARTITION_REASSIGNMENTS: (0, 0),
         ApiKey.DESCRIBE_CONFIGS: (1, 4),
         ApiKey.ALTER_CONFIGS: (0, 2),
         ApiKey.INCREMENTAL_ALTER_CONFIGS: (0, 1),

@@ -51,6 +51,9 @@ from pykraft.controller.replication import (
     ElectionResult,
     IsrChangeRequest,
     IsrChangeResult,
+    OngoingTopicReassignment,
+    ReassignableTopic,
+    ReassignmentTopicResult,
     ReplicationControlManager,
     TopicControlInfo,
 )
@@ -389,6 +392,20 @@ class QuorumController:
         """ElectLeaders (api key 43, KIP-460): preferred or unclean leader election."""
         results, records = self.replication_control.elect_leaders(election_type, partitions)
         return self._write(ControllerResult(records, results))
+
+    def alter_partition_reassignments(
+        self, topics: Sequence[ReassignableTopic], allow_replication_factor_change: bool = True
+    ) -> ControllerResult[list[ReassignmentTopicResult]]:
+        """AlterPartitionReassignments (api key 45, KIP-455): start, complete or cancel reassignments."""
+        return self._write(
+            self.replication_control.alter_partition_reassignments(topics, allow_replication_factor_change)
+        )
+
+    def list_partition_reassignments(
+        self, topics: Mapping[str, Sequence[int]] | None
+    ) -> list[OngoingTopicReassignment]:
+        """ListPartitionReassignments (api key 46, KIP-455): read-only."""
+        return self.replication_control.list_partition_reassignments(topics)
 
     def fence_brokers(self, broker_ids: Sequence[int]) -> ControllerResult[list[int]]:
         """Fence brokers whose heartbeat session expired (broker.session.timeout.ms); returns the ids

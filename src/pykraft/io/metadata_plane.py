@@ -28,7 +28,14 @@ from kafka.protocol.admin import (
     ElectLeadersResponse,
 )
 
-from pykraft.broker import cluster_admin, configs_api, partitions_api, quotas_api, security_api
+from pykraft.broker import (
+    cluster_admin,
+    configs_api,
+    partitions_api,
+    quotas_api,
+    reassignments_api,
+    security_api,
+)
 from pykraft.broker.handlers import BrokerView, ClusterView, PartitionView, TopicView
 from pykraft.broker.producer_id_manager import AllocateProducerIdsResponseData
 from pykraft.controller.cluster import BrokerHeartbeatReply, BrokerHeartbeatTracker
@@ -973,6 +980,31 @@ class MetadataPlane:
         except NotControllerError:
             return answer(ErrorCode.NOT_CONTROLLER, [])
         return answer(ErrorCode.NONE, results)
+
+    async def handle_alter_partition_reassignments(self, request: Any, version: int) -> Any:
+        """AlterPartitionReassignments (45, KIP-455) on the active controller: answered once the
+        PartitionChangeRecords that start (or complete, or cancel) them are committed."""
+        allow = reassignments_api.allow_replication_factor_change(request, version)
+        result = self.controller.alter_partition_reassignments(
+            reassignments_api.reassignable_topics(request), allow
+        )
+        try:
+            results = await self._write(result)
+        except NotControllerError as exc:
+            return reassignments_api.alter_error(request, version, ErrorCode.NOT_CONTROLLER, str(exc))
+        return reassignments_api.alter_response(version, results, allow_rf_change=allow)
+
+    async def handle_list_partition_reassignments(self, request: Any, version: int) -> Any:
+        """ListPartitionReassignments (46, KIP-455): the active controller's view of the reassignments."""
+        if not self._controller_active or self._stopping:
+            return reassignments_api.list_error(
+                request,
+                version,
+                ErrorCode.NOT_CONTROLLER,
+                f"node {self.config.node_id} is not the active controller",
+            )
+        topics = self.controller.list_partition_reassignments(reassignments_api.listed_topics(request))
+        return reassignments_api.list_response(version, topics)
 
     async def update_advertised_port(self, port: int) -> None:
         assert self._advertised is not None

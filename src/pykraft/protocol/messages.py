@@ -164,6 +164,9 @@ SUPPORTED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     ApiKey.LIST_TRANSACTIONS: (0, 1),
     # Preferred and unclean leader election (KIP-460), forwarded to the active controller.
     ApiKey.ELECT_LEADERS: (0, 2),
+    # Partition reassignment (KIP-455; v1 is KIP-860's AllowReplicationFactorChange), forwarded too.
+    ApiKey.ALTER_PARTITION_REASSIGNMENTS: (0, 1),
+    ApiKey.LIST_PARTITION_REASSIGNMENTS: (0, 0),
     # Producer state (issue 5): KIP-758's window is advertised as a broker config; KIP-664 view.
     ApiKey.DESCRIBE_CONFIGS: (1, 4),
     # Topic configs altered through the active controller (issue 17, KIP-339).
