@@ -179,3 +179,23 @@ def test_a_follower_and_the_image_replay_the_same_partitions() -> None:
     log += controller.alter_partition(part.leader, epochs[part.leader], [change]).records
     assert replayed() == (_part(controller, topic_id),) * 2
     assert _part(controller, topic_id).replicas == (2, 3, 4)
+
+
+def test_leader_balance_moves_leadership_back_to_the_preferred_replica() -> None:
+    """auto.leader.rebalance.enable: once broker 1 is back in the ISR, the partitions it is preferred for
+    are led by it again; under the per-broker percentage nothing moves."""
+    controller, epochs = _cluster(3)
+    ids = [_topic(controller, (1, 2, 3), f"t{i}") for i in range(4)]
+    controller.fence_brokers([1])
+    assert {_part(controller, t).leader for t in ids} == {2}
+    assert controller.balance_partition_leaders(10).records == []  # 1 is not active
+    controller.broker_heartbeat(1, epochs[1], controller.next_write_offset)
+    # Back, but not in the ISR yet: nothing moves.
+    assert controller.balance_partition_leaders(10).records == []
+    for t in ids:
+        _join_isr(controller, epochs, t, 1)
+    # All four of broker 1's partitions are led elsewhere: 100 % > 10 %.
+    assert len(controller.balance_partition_leaders(100).records) == 0
+    assert len(controller.balance_partition_leaders(10).records) == 4
+    assert {_part(controller, t).leader for t in ids} == {1}
+    assert controller.balance_partition_leaders(10).records == []

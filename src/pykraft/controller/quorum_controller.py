@@ -407,6 +407,12 @@ class QuorumController:
         """ListPartitionReassignments (api key 46, KIP-455): read-only."""
         return self.replication_control.list_partition_reassignments(topics)
 
+    def balance_partition_leaders(self, imbalance_per_broker_percentage: int) -> ControllerResult[None]:
+        """auto.leader.rebalance.enable: the periodic preferred-leader election (the shell's timer,
+        leader.imbalance.check.interval.seconds)."""
+        records = self.replication_control.balance_partition_leaders(imbalance_per_broker_percentage)
+        return self._write(ControllerResult(records, None))
+
     def fence_brokers(self, broker_ids: Sequence[int]) -> ControllerResult[list[int]]:
         """Fence brokers whose heartbeat session expired (broker.session.timeout.ms); returns the ids
         actually fenced (registered and unfenced ones)."""

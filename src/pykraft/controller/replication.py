@@ -72,6 +72,9 @@ _TOPIC_LEGAL_CHARS: Final = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNO
 # Kafka ReplicationControlManager.MAX_PARTITIONS_PER_BATCH (rule 9): one request cannot make the controller
 # write more partitions than this at once (Kafka bounds a user operation's records alike).
 MAX_PARTITIONS_PER_BATCH: Final = 10_000
+# Kafka ReplicationControlManager's maxElectionsPerImbalance: leader balance changes at most this many
+# partitions per pass (the next pass does the rest).
+MAX_ELECTIONS_PER_IMBALANCE: Final = 1_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -908,6 +911,39 @@ class ReplicationControlManager:
             records.append(ApiMessageAndVersion.of(change))
             results.append(ElectionResult(name, index, ErrorCode.NONE))
         return results, records
+
+    def balance_partition_leaders(self, imbalance_per_broker_percentage: int) -> list[ApiMessageAndVersion]:
+        """auto.leader.rebalance.enable: leadership goes back to each partition's preferred replica (the
+        first) when it is an active ISR member. As Kafka's leader balance decides which brokers to act
+        for (KafkaController.checkAndTriggerAutoLeaderRebalance; KRaft's maybeBalancePartitionLeaders
+        elects alike): a preferred broker's partitions move only when more than
+        ``imbalance_per_broker_percentage`` % of those it is preferred for are led elsewhere; partitions
+        being reassigned are left alone. At most MAX_ELECTIONS_PER_IMBALANCE changes per call."""
+        by_preferred: dict[int, list[tuple[TopicControlInfo, int, PartitionRegistration]]] = {}
+        for info in sorted(self._topics.values(), key=lambda t: t.name):
+            for partition_id, part in sorted(info.partitions.items()):
+                if not is_reassigning(part):
+                    by_preferred.setdefault(part.replicas[0], []).append((info, partition_id, part))
+        records: list[ApiMessageAndVersion] = []
+        for preferred, partitions in sorted(by_preferred.items()):
+            elsewhere = [entry for entry in partitions if entry[2].leader != preferred]
+            if len(elsewhere) * 100 <= imbalance_per_broker_percentage * len(partitions):
+                continue
+            for info, partition_id, part in elsewhere:
+                if preferred not in part.isr or not self._cluster_control.is_active(preferred):
+                    continue
+                record = build_partition_change(
+                    info.topic_id,
+                    partition_id,
+                    part,
+                    self._cluster_control.is_active,
+                    preferred_election=True,
+                )
+                if record is not None:
+                    records.append(ApiMessageAndVersion.of(record))
+                if len(records) >= MAX_ELECTIONS_PER_IMBALANCE:
+                    return records
+        return records
 
     def lead_again_after_unfence(self, broker_id: int) -> list[ApiMessageAndVersion]:
         """Kafka ReplicationControlManager.handleBrokerUnfenced: partitions left with no leader whose

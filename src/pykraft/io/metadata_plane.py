@@ -176,6 +176,8 @@ class MetadataPlane:
         self._activation: asyncio.Future[None] | None = None
         self._applied_end_offset = 0
         self._last_append_ms = 0
+        # When the active controller next checks the leader balance (-1: one interval from now).
+        self._next_leader_balance_ms = -1
         self.allocation_limiter = ProducerIdAllocationLimiter()
         self.heartbeats = BrokerHeartbeatTracker()
         self._wakeup = asyncio.Event()
@@ -372,6 +374,7 @@ class MetadataPlane:
                 continue
             self._maybe_write_no_op()
             self._maybe_fence_expired_brokers()
+            self._maybe_balance_leaders()
             wait_s = min(RAFT_TICK_S, max(0.0, (self.raft.next_deadline_ms() - now_ms()) / 1000))
             if wait_s > 0:
                 await wait_event(self._wakeup, wait_s)
@@ -441,6 +444,7 @@ class MetadataPlane:
             activation.set_result(None)
         self._activation = activation
         self._last_append_ms = now_ms()
+        self._next_leader_balance_ms = -1  # the first check is one interval after activation
         # Every broker process gets a fresh session from a new active controller (Kafka: heartbeat
         # state is not in the log). The embedded node's own broker never heartbeats: not tracked.
         self.heartbeats = BrokerHeartbeatTracker()
@@ -814,6 +818,22 @@ class MetadataPlane:
                 result.response,
                 self.config.broker_session_timeout_ms,
             )
+            self._append(result)
+
+    def _maybe_balance_leaders(self) -> None:
+        """auto.leader.rebalance.enable: every leader.imbalance.check.interval.seconds the active
+        controller moves leadership back to preferred replicas (Kafka's periodic leader balance)."""
+        if not self._controller_active or self._stopping or not self.config.auto_leader_rebalance_enable:
+            return
+        now = now_ms()
+        if self._next_leader_balance_ms < 0:
+            self._next_leader_balance_ms = now + self.config.leader_imbalance_check_interval_seconds * 1000
+        if now < self._next_leader_balance_ms:
+            return
+        self._next_leader_balance_ms = now + self.config.leader_imbalance_check_interval_seconds * 1000
+        result = self.controller.balance_partition_leaders(self.config.leader_imbalance_per_broker_percentage)
+        if result.records:
+            log.info("leader balance: %d partition(s) back to their preferred leader", len(result.records))
             self._append(result)
 
     async def handle_allocate_producer_ids(self, request: Any, version: int) -> Any:
