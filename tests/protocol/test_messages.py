@@ -157,6 +157,7 @@ def test_supported_versions_table() -> None:
         ApiKey.ELECT_LEADERS: (0, 2),
         ApiKey.ALTER_PARTITION_REASSIGNMENTS: (0, 1),
         ApiKey.LIST_PARTITION_REASSIGNMENTS: (0, 0),
+        ApiKey.UNREGISTER_BROKER: (0, 0),
         ApiKey.DESCRIBE_CONFIGS: (1, 4),
         ApiKey.ALTER_CONFIGS: (0, 2),
         ApiKey.INCREMENTAL_ALTER_CONFIGS: (0, 1),

@@ -199,3 +199,20 @@ def test_leader_balance_moves_leadership_back_to_the_preferred_replica() -> None
     assert len(controller.balance_partition_leaders(10).records) == 4
     assert {_part(controller, t).leader for t in ids} == {1}
     assert controller.balance_partition_leaders(10).records == []
+
+
+def test_a_broker_is_unregistered_only_once_it_holds_no_replica() -> None:
+    controller, epochs = _cluster()
+    topic_id = _topic(controller, (1, 2, 3))
+    assert controller.unregister_broker(9).response[0] is ErrorCode.BROKER_ID_NOT_REGISTERED
+    refused = controller.unregister_broker(1)
+    assert refused.records == [] and refused.response == (
+        ErrorCode.INVALID_REQUEST,
+        "Broker 1 is still a replica of t-0: reassign those partitions first",
+    )
+    assert _reassign(controller, (2, 3, 4))[0] is ErrorCode.NONE
+    assert controller.unregister_broker(1).response[0] is ErrorCode.INVALID_REQUEST  # still moving
+    _join_isr(controller, epochs, topic_id, 4)
+    done = controller.unregister_broker(1)
+    assert done.response == (ErrorCode.NONE, None) and len(done.records) == 1
+    assert controller.cluster_control.registration(1) is None

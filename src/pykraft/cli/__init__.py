@@ -31,6 +31,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "pykraft.cli.configs",
     "pykraft.cli.transactions",
     "pykraft.cli.security",
+    "pykraft.cli.cluster",
     "pykraft.cli.dev",
 )
 

@@ -407,6 +407,30 @@ class QuorumController:
         """ListPartitionReassignments (api key 46, KIP-455): read-only."""
         return self.replication_control.list_partition_reassignments(topics)
 
+    def unregister_broker(self, broker_id: int) -> ControllerResult[tuple[ErrorCode, str | None]]:
+        """UnregisterBroker (api key 64): the UnregisterBrokerRecord that retires ``broker_id`` (Kafka
+        QuorumController.unregisterBroker; BROKER_ID_NOT_REGISTERED for an unknown id). Refused while
+        the broker is still a replica of any partition: unregistering it would leave those partitions
+        a replica short for good, so the user moves them first (issue 30's decommission)."""
+        registration = self.cluster_control.registration(broker_id)
+        if registration is None:
+            return ControllerResult(
+                [],
+                (ErrorCode.BROKER_ID_NOT_REGISTERED, f"Broker ID {broker_id} is not currently registered"),
+            )
+        hosted = self.replication_control.partitions_on(broker_id)
+        if hosted:
+            shown = ", ".join(hosted[:5]) + (f" and {len(hosted) - 5} more" if len(hosted) > 5 else "")
+            return ControllerResult(
+                [],
+                (
+                    ErrorCode.INVALID_REQUEST,
+                    f"Broker {broker_id} is still a replica of {shown}: reassign those partitions first",
+                ),
+            )
+        record = UnregisterBrokerRecord(broker_id=broker_id, broker_epoch=registration.broker_epoch)
+        return self._write(ControllerResult([ApiMessageAndVersion.of(record)], (ErrorCode.NONE, None)))
+
     def balance_partition_leaders(self, imbalance_per_broker_percentage: int) -> ControllerResult[None]:
         """auto.leader.rebalance.enable: the periodic preferred-leader election (the shell's timer,
         leader.imbalance.check.interval.seconds)."""

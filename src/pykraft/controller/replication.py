@@ -912,6 +912,15 @@ class ReplicationControlManager:
             results.append(ElectionResult(name, index, ErrorCode.NONE))
         return results, records
 
+    def partitions_on(self, broker_id: int) -> list[str]:
+        """``topic-partition`` of every partition with ``broker_id`` among its replicas."""
+        return [
+            f"{info.name}-{partition_id}"
+            for info in sorted(self._topics.values(), key=lambda t: t.name)
+            for partition_id, part in sorted(info.partitions.items())
+            if broker_id in part.replicas
+        ]
+
     def balance_partition_leaders(self, imbalance_per_broker_percentage: int) -> list[ApiMessageAndVersion]:
         """auto.leader.rebalance.enable: leadership goes back to each partition's preferred replica (the
         first) when it is an active ISR member. As Kafka's leader balance decides which brokers to act

@@ -1026,6 +1026,18 @@ class MetadataPlane:
         topics = self.controller.list_partition_reassignments(reassignments_api.listed_topics(request))
         return reassignments_api.list_response(version, topics)
 
+    async def handle_unregister_broker(self, request: Any, version: int) -> Any:
+        """UnregisterBroker (64) on the active controller: answered once the UnregisterBrokerRecord is
+        committed; the broker's heartbeat session ends with it."""
+        try:
+            error, message = await self._write(self.controller.unregister_broker(request.broker_id))
+        except NotControllerError as exc:
+            return cluster_admin.unregister_broker_response(version, ErrorCode.NOT_CONTROLLER, str(exc))
+        if error is ErrorCode.NONE:
+            self.heartbeats.forget(request.broker_id)
+            log.info("broker %d unregistered", request.broker_id)
+        return cluster_admin.unregister_broker_response(version, error, message)
+
     async def update_advertised_port(self, port: int) -> None:
         assert self._advertised is not None
         if self._advertised[1] != port:

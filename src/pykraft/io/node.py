@@ -1154,6 +1154,7 @@ class Node:
             ApiKey.ALTER_CLIENT_QUOTAS: metadata.handle_alter_client_quotas,
             ApiKey.ALTER_PARTITION_REASSIGNMENTS: metadata.handle_alter_partition_reassignments,
             ApiKey.LIST_PARTITION_REASSIGNMENTS: metadata.handle_list_partition_reassignments,
+            ApiKey.UNREGISTER_BROKER: metadata.handle_unregister_broker,
         }
         handler = handlers_by_key.get(key)
         if handler is None:
@@ -1247,8 +1248,8 @@ class Node:
         }
 
     def _reassignment_handlers(self) -> dict[int, RequestHandler]:
-        """AlterPartitionReassignments / ListPartitionReassignments (KIP-455): the active controller
-        answers, this node's own or the one a broker process forwards to."""
+        """AlterPartitionReassignments / ListPartitionReassignments (KIP-455) and UnregisterBroker: the
+        active controller answers, this node's own or the one a broker process forwards to."""
         metadata = self.metadata
         assert metadata is not None
         link = self.link
@@ -1256,6 +1257,7 @@ class Node:
             return {
                 ApiKey.ALTER_PARTITION_REASSIGNMENTS: metadata.handle_alter_partition_reassignments,
                 ApiKey.LIST_PARTITION_REASSIGNMENTS: metadata.handle_list_partition_reassignments,
+                ApiKey.UNREGISTER_BROKER: metadata.handle_unregister_broker,
             }
 
         async def alter(request: Any, version: int) -> Any:
@@ -1268,9 +1270,15 @@ class Node:
                 request, version, reassignments_api.list_errors, reassignments_api.list_error
             )
 
+        async def unregister(request: Any, version: int) -> Any:
+            return await link.forward_or_refuse(
+                request, version, lambda r: [r.error_code], cluster_admin.unregister_broker_error
+            )
+
         return {
             ApiKey.ALTER_PARTITION_REASSIGNMENTS: alter,
             ApiKey.LIST_PARTITION_REASSIGNMENTS: list_ongoing,
+            ApiKey.UNREGISTER_BROKER: unregister,
         }
 
     def _config_handlers(self) -> dict[int, RequestHandler]:
@@ -1583,6 +1591,7 @@ CONTROLLER_API_VERSIONS: dict[ApiKey, tuple[int, int]] = {
             ApiKey.ALTER_CLIENT_QUOTAS,
             ApiKey.ALTER_PARTITION_REASSIGNMENTS,
             ApiKey.LIST_PARTITION_REASSIGNMENTS,
+            ApiKey.UNREGISTER_BROKER,
         )
     },
 }
