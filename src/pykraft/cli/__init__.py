@@ -32,6 +32,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "pykraft.cli.transactions",
     "pykraft.cli.security",
     "pykraft.cli.cluster",
+    "pykraft.cli.reassign",
     "pykraft.cli.dev",
 )
 
