@@ -181,9 +181,7 @@ class PartitionReplication:
                 # A reassignment changed the replicas under this leadership (KIP-455): adding replicas
                 # start unproven, removed ones are forgotten (Kafka Partition.updateAssignmentAndIsr).
                 self.followers = {
-                    r: self.followers.get(r) or FollowerState()
-                    for r in replicas
-                    if r != self.broker_id
+                    r: self.followers.get(r) or FollowerState() for r in replicas if r != self.broker_id
                 }
             return Transition.UNCHANGED
         if self.is_leader:
