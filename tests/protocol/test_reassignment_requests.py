@@ -17,6 +17,7 @@ from kafka.protocol.admin import (
 from kafka.protocol.metadata import ApiVersionsRequest, ApiVersionsResponse
 
 from pykraft.core.errors import ErrorCode
+from pykraft.protocol.messages import UnregisterBrokerRequest, UnregisterBrokerResponse
 from tests.raw_client import RawClient
 
 Topic = AlterPartitionReassignmentsRequest.ReassignableTopic
@@ -105,3 +106,15 @@ def test_list_shows_no_reassignment(client) -> None:
             0,
         )
         assert (response.error_code, response.topics) == (0, [])
+
+
+def test_unregister_broker_refuses_a_broker_that_holds_replicas(client) -> None:
+    # Kafka's UnregisterBroker schema (our JSON copy of it): the only broker still leads "moves".
+    held = client.request(UnregisterBrokerRequest(broker_id=1), UnregisterBrokerResponse, 0)
+    assert ErrorCode(held.error_code) is ErrorCode.INVALID_REQUEST
+    assert "still a replica of" in held.error_message
+    unknown = client.request(UnregisterBrokerRequest(broker_id=9), UnregisterBrokerResponse, 0)
+    assert (ErrorCode(unknown.error_code), unknown.error_message) == (
+        ErrorCode.BROKER_ID_NOT_REGISTERED,
+        "Broker ID 9 is not currently registered",
+    )
