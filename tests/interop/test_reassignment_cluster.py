@@ -9,6 +9,7 @@ Then every acknowledged record is read back exactly once."""
 from __future__ import annotations
 
 import json
+import os
 import threading
 import time
 from collections.abc import Iterator
@@ -154,6 +155,20 @@ def test_grow_shrink_drain_and_rebalance_under_load(
         spread = _partitions(cluster, "spread")
         assert {b for p in spread.values() for b in p.replicas} == {101, 102, 103, new_broker}
         assert all(len(p.replicas) == 3 for p in spread.values())
+        # A broker no longer a replica deleted its copy (Kafka's StopReplica with delete).
+        wait_until(
+            lambda: (
+                not [
+                    (index, broker)
+                    for index, p in spread.items()
+                    for broker in (101, 102, 103, new_broker)
+                    if broker not in p.replicas
+                    and os.path.exists(os.path.join(cluster.nodes[broker].data_dir, f"spread-{index}"))
+                ]
+            ),
+            30,
+            "removed replicas' logs deleted",
+        )
 
         # Replication factor 1 -> 3 and 3 -> 2.
         up_leader = _partitions(cluster, "up")[0].replicas[0]
