@@ -253,6 +253,8 @@ class ProcessCluster:
     nodes: dict[int, ClusterProcess] = field(default_factory=dict)
     # How the cluster's own checks (DescribeQuorum, Metadata) connect when the listeners are secured.
     security: ClusterSecurity | None = None
+    # What the brokers were made with, for ``add_broker``.
+    broker_overrides: dict[str, str] = field(default_factory=dict)
 
     @classmethod
     def create(
@@ -272,13 +274,25 @@ class ProcessCluster:
         for node_id, port in voters.items():
             text = controller_properties(node_id, "", port, voters, overrides, protocol)
             cluster._add(node_id, "controller", port, text)
-        for node_id in range(BROKER_ID_BASE + 1, BROKER_ID_BASE + brokers + 1):
-            port = free_port()
-            text = broker_properties(
-                node_id, "", port, voters, {**(overrides or {}), **(broker_overrides or {})}, protocol
-            )
-            cluster._add(node_id, "broker", port, text)
+        cluster.broker_overrides = {**(overrides or {}), **(broker_overrides or {})}
+        for _ in range(brokers):
+            cluster.add_broker()
         return cluster
+
+    def add_broker(self) -> int:
+        """One more broker node (the next id after the highest, 101 on), made as the others were; not
+        started (``start(node_id)``). Returns its id."""
+        node_id = max([BROKER_ID_BASE, *self.brokers]) + 1
+        voters = {i: n.port for i, n in self.controllers.items()}
+        protocol = self.security.security_protocol if self.security is not None else "PLAINTEXT"
+        port = free_port()
+        self._add(
+            node_id,
+            "broker",
+            port,
+            broker_properties(node_id, "", port, voters, self.broker_overrides, protocol),
+        )
+        return node_id
 
     def _add(self, node_id: int, role: str, port: int, properties: str) -> None:
         name = f"{role}-{node_id}"

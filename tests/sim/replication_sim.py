@@ -9,6 +9,11 @@ AlterPartition requests and answers, and produce requests travel with random del
 broker keeps its log (what it appended is on disk) and comes back as a new incarnation: the controller
 fenced it, elected a leader from the ISR, and unfences it when it registers again.
 
+With ``reassign``, a fourth broker is registered and the partition is reassigned now and then to three
+random brokers of the four, or its reassignment cancelled (KIP-455): adding replicas catch up as
+followers, the AlterPartition taking in the last one completes the move, and a broker that learns it is
+no longer a replica deletes its log (as a real one does), starting empty if it is added again.
+
 Invariants, after every event:
   1. nothing below a high watermark is ever lost or changed: every batch that was below some leader's
      high watermark is, at the same offsets with the same epoch and CRC, in every later leader's log and
@@ -29,7 +34,7 @@ from typing import Any
 from pykraft.broker.replica_manager import Partition, ReplicaManager
 from pykraft.broker.replication import IsrProposal
 from pykraft.controller.quorum_controller import QuorumController
-from pykraft.controller.replication import CreatableTopic, IsrChangeRequest
+from pykraft.controller.replication import CreatableTopic, IsrChangeRequest, ReassignableTopic
 from pykraft.core.errors import ErrorCode
 from pykraft.log.partition_log import LogConfig
 from pykraft.metadata.image import BrokerEndpoint, PartitionRegistration
@@ -40,6 +45,7 @@ from .events import EventQueue
 
 TOPIC = "t"
 BROKERS = (1, 2, 3)
+SPARE_BROKER = 4  # registered when reassignments run, a replica only once a reassignment adds it
 LAG_MS = 400
 SESSION_MS = 300
 STEP_MS = 5
@@ -71,8 +77,10 @@ class Broker:
 
 
 class ReplicationWorld:
-    def __init__(self, seed: int, *, steps: int = 1500) -> None:
+    def __init__(self, seed: int, *, steps: int = 1500, reassign: bool = False) -> None:
         self.seed = seed
+        self.reassign = reassign
+        self.reassignments = 0  # started or cancelled, for the tests to see the runs did some
         self.rng = random.Random(seed)
         self.steps = steps
         self.now_ms = 0
@@ -89,9 +97,13 @@ class ReplicationWorld:
             part = rm.ensure_partition(TOPIC, 0, 0, replicated=True, broker_id=broker_id)
             self.brokers[broker_id] = Broker(broker_id, opener, rm, part)
             self._register(broker_id)
-        created = self.controller.create_topics(
-            [CreatableTopic(name=TOPIC, num_partitions=1, replication_factor=3)]
-        )
+        created = self.controller.create_topics([CreatableTopic(name=TOPIC, assignments={0: BROKERS})])
+        if reassign:
+            opener = MemoryOpener()
+            rm = self._replica_manager(opener)
+            part = rm.ensure_partition(TOPIC, 0, 0, replicated=True, broker_id=SPARE_BROKER)
+            self.brokers[SPARE_BROKER] = Broker(SPARE_BROKER, opener, rm, part)
+            self._register(SPARE_BROKER)
         topic_id = created.response[0].topic_id
         assert topic_id is not None
         self.topic_id: uuid.UUID = topic_id
@@ -163,6 +175,8 @@ class ReplicationWorld:
                 self._fetch(broker)
             self._maybe_alter_isr(broker)
         self._fence_expired()
+        if self.reassign and not healing and rng.random() < 0.01:
+            self._alter_reassignment()
         if not healing and rng.random() < 0.4:
             self._produce()
         self._complete_acks()
@@ -204,6 +218,14 @@ class ReplicationWorld:
         )
         broker.last_contact_ms = self.now_ms
 
+    def _alter_reassignment(self) -> None:
+        """A move of the partition to three random brokers of the four, or (a third of the time) a
+        cancel; refusals (nothing to cancel) change nothing."""
+        target = None if self.rng.random() < 0.3 else tuple(self.rng.sample(sorted(self.brokers), 3))
+        result = self.controller.alter_partition_reassignments([ReassignableTopic(TOPIC, [(0, target)])])
+        if result.records:
+            self.reassignments += 1
+
     def _propagate_metadata(self, broker: Broker) -> None:
         """The partition as the controller has it now reaches the broker later (metadata lag)."""
         registration = self._registration()
@@ -222,14 +244,29 @@ class ReplicationWorld:
                     now_ms=self.now_ms,
                 )
                 self._note_high_watermark(broker)
+                if broker.broker_id not in registration.replicas:
+                    self._delete_replica(broker, registration.partition_epoch)
 
         self._later(apply, lossy=False)
+
+    def _delete_replica(self, broker: Broker, partition_epoch: int) -> None:
+        """No longer a replica: the log goes (Kafka's StopReplica with delete); an empty one waits in
+        case a later reassignment adds the broker again, ignoring metadata older than the removal."""
+        if broker.part.log.log_end_offset == 0 and broker.part.replication.partition_epoch == partition_epoch:
+            return
+        broker.rm.remove_partition(TOPIC, 0)
+        broker.part = broker.rm.ensure_partition(
+            TOPIC, 0, self.now_ms, replicated=True, broker_id=broker.broker_id
+        )
+        broker.part.replication.partition_epoch = partition_epoch
+        broker.fetch_token = 0
+        broker.rescan = True
 
     # --- produce ------------------------------------------------------------------------------------------
 
     def _produce(self) -> None:
         """A client sends to whichever broker it believes leads (possibly stale)."""
-        broker = self.brokers[self.rng.choice(BROKERS)]
+        broker = self.brokers[self.rng.choice(sorted(self.brokers))]
         self.sequence += 1
         batch = build_batch([Record(None, b"v%d" % self.sequence)], timestamp_ms=self.now_ms)
 
@@ -443,8 +480,12 @@ class ReplicationWorld:
         leader = self.brokers.get(registration.leader)
         if leader is None:
             self.fail(f"no leader after healing: {registration}")
+        if registration.adding_replicas or registration.removing_replicas:
+            self.fail(f"a reassignment is still in progress after healing: {registration}")
         expected = self._refresh(leader)
         for broker in self.brokers.values():
+            if broker.broker_id not in registration.replicas:
+                continue  # a removed replica deleted its log
             held = self._refresh(broker)
             if held != expected:
                 self.fail(

@@ -26,3 +26,12 @@ def test_replication__faults__committed_batches_survive(seed: int) -> None:
     world = run_replication_seed(seed)
     # The run did something: batches were committed.
     assert world.committed, f"SEED={seed}: nothing was ever committed"
+
+
+@pytest.mark.parametrize("seed", _seeds()[:100])
+def test_replication__reassignments__committed_batches_survive(seed: int) -> None:
+    """KIP-455 under the same faults: the partition is moved among four brokers and moves are cancelled
+    while producers write; the invariants hold and every move has completed or been cancelled once the
+    cluster heals."""
+    world = run_replication_seed(seed, reassign=True)
+    assert world.committed, f"SEED={seed}: nothing was ever committed"

@@ -238,3 +238,40 @@ def test_a_refused_isr_change_is_proposed_at_most_once_a_second() -> None:
     assert proposal is not None and proposal.new_isr == (1, 2, 3)
     assert replication.isr_change_answered(ErrorCode.NONE, 11_001) is None
     assert replication.pending_isr == (1, 2, 3)
+
+
+def test_a_reassignment_adds_followers_to_a_partition_of_one_replica() -> None:
+    """KIP-455 on the broker: a partition opened with one replica gains two under the same leadership;
+    its high watermark starts waiting for the ISR, the new followers copy the log and the leader proposes
+    them for the ISR once they caught up."""
+    leader = Broker(1)
+    leader.part = leader.rm.ensure_partition("solo", 0, 0, replicated=False, broker_id=1)
+    leader.rm.apply_partition(
+        leader.part, leader_id=1, leader_epoch=0, partition_epoch=0, replicas=(1,), isr=(1,), now_ms=0
+    )
+    leader.rm.append(leader.part, batch(0), 0)
+    assert leader.part.log.high_watermark == 3
+    leader.rm.make_replicated(leader.part)
+    followers = {b: Broker(b) for b in (2, 3)}
+    for broker in (leader, *followers.values()):
+        if broker is not leader:
+            broker.part = broker.rm.ensure_partition(
+                "solo", 0, 0, replicated=True, broker_id=broker.broker_id
+            )
+        broker.rm.apply_partition(
+            broker.part,
+            leader_id=1,
+            leader_epoch=0,
+            partition_epoch=1,
+            replicas=(1, 2, 3),
+            isr=(1,),
+            now_ms=0,
+        )
+    leader.rm.append(leader.part, batch(3), 0)
+    assert leader.part.log.high_watermark == 6  # the ISR is still the leader alone
+    for follower in followers.values():
+        fetch_once(follower, leader, now_ms=1)
+        fetch_once(follower, leader, now_ms=2)
+        assert follower.log_bytes(6) == leader.log_bytes(6)
+    proposal = leader.part.replication.isr_change(3, leader.part.log.high_watermark, LAG_MS)
+    assert proposal is not None and proposal.new_isr == (1, 2, 3)

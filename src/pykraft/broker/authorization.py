@@ -289,7 +289,7 @@ def _cluster(
 
 
 def _security_refusals() -> dict[int, Callable[[Any, int], Any | None]]:
-    from pykraft.broker import quotas_api, security_api
+    from pykraft.broker import cluster_admin, quotas_api, reassignments_api, security_api
 
     def describe_acls(request: Any, version: int, error: ErrorCode, message: str) -> Any:
         return _answer(ApiKey.DESCRIBE_ACLS, version, error_code=error, error_message=message, resources=[])
@@ -318,6 +318,11 @@ def _security_refusals() -> dict[int, Callable[[Any, int], Any | None]]:
         ApiKey.ALTER_CLIENT_QUOTAS: _cluster(
             AclOperation.ALTER_CONFIGS, quotas_api.alter_client_quotas_error
         ),
+        # KafkaApis / ControllerApis: ALTER on the cluster to reassign, DESCRIBE to list (KIP-455).
+        ApiKey.ALTER_PARTITION_REASSIGNMENTS: _cluster(AclOperation.ALTER, reassignments_api.alter_error),
+        ApiKey.LIST_PARTITION_REASSIGNMENTS: _cluster(AclOperation.DESCRIBE, reassignments_api.list_error),
+        # ControllerApis.handleUnregisterBroker: ALTER on the cluster.
+        ApiKey.UNREGISTER_BROKER: _cluster(AclOperation.ALTER, cluster_admin.unregister_broker_error),
     }
 
 

@@ -26,6 +26,7 @@ from pykraft.broker.replica_manager import Partition, ReplicaManager
 from pykraft.coordinator.offsets_records import OFFSETS_TOPIC
 from pykraft.coordinator.txn_records import TRANSACTION_STATE_TOPIC
 from pykraft.core.errors import ErrorCode
+from pykraft.protocol.messages import UnregisterBrokerResponse
 from pykraft.security.acls import (
     CLUSTER_RESOURCE_NAME,
     AclOperation,
@@ -347,3 +348,15 @@ def handle_describe_log_dirs(
     return DescribeLogDirsResponse(
         version=version, throttle_time_ms=0, error_code=ErrorCode.NONE, results=results
     )
+
+
+def unregister_broker_response(version: int, error: ErrorCode, message: str | None = None) -> Any:
+    """UnregisterBroker (64)'s answer; also the refusal a broker process sends when no controller answers
+    (NOT_CONTROLLER) or the principal may not ALTER the cluster."""
+    return UnregisterBrokerResponse(
+        version=version, throttle_time_ms=0, error_code=error, error_message=message
+    )
+
+
+def unregister_broker_error(request: Any, version: int, error: ErrorCode, message: str) -> Any:
+    return unregister_broker_response(version, error, message)

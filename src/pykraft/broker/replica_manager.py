@@ -304,6 +304,19 @@ class ReplicaManager:
         self.partitions[key] = part
         return part
 
+    def make_replicated(self, part: Partition) -> None:
+        """A partition opened with one replica gains more (a reassignment raising its replication factor,
+        KIP-455): its high watermark now waits for the ISR and its batches' leader epochs are tracked for
+        the followers' truncation, as if it had been opened replicated. Going back to one replica keeps
+        this (an ISR of the leader alone moves the high watermark with every append)."""
+        if part.replicated:
+            return
+        part.replicated = True
+        part.log.stop_tracking_log_end()
+        part.epochs = LeaderEpochCache.from_batches(
+            [(h.partition_leader_epoch, h.base_offset) for h in part.log.batch_headers()]
+        )
+
     def _new_producer_state(self) -> ProducerStateManager:
         return ProducerStateManager(
             retained_batches=self.retained_batches,

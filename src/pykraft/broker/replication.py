@@ -177,6 +177,12 @@ class PartitionReplication:
         self.partition_epoch = partition_epoch
         self.leader_id, self.leader_epoch = leader_id, leader_epoch
         if not new_leadership:
+            if self.is_leader:
+                # A reassignment changed the replicas under this leadership (KIP-455): adding replicas
+                # start unproven, removed ones are forgotten (Kafka Partition.updateAssignmentAndIsr).
+                self.followers = {
+                    r: self.followers.get(r) or FollowerState() for r in replicas if r != self.broker_id
+                }
             return Transition.UNCHANGED
         if self.is_leader:
             self.leader_epoch_start_offset = log_end_offset

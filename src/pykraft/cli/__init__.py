@@ -31,6 +31,8 @@ COMMAND_MODULES: tuple[str, ...] = (
     "pykraft.cli.configs",
     "pykraft.cli.transactions",
     "pykraft.cli.security",
+    "pykraft.cli.cluster",
+    "pykraft.cli.reassign",
     "pykraft.cli.dev",
 )
 

@@ -51,6 +51,9 @@ from pykraft.controller.replication import (
     ElectionResult,
     IsrChangeRequest,
     IsrChangeResult,
+    OngoingTopicReassignment,
+    ReassignableTopic,
+    ReassignmentTopicResult,
     ReplicationControlManager,
     TopicControlInfo,
 )
@@ -389,6 +392,50 @@ class QuorumController:
         """ElectLeaders (api key 43, KIP-460): preferred or unclean leader election."""
         results, records = self.replication_control.elect_leaders(election_type, partitions)
         return self._write(ControllerResult(records, results))
+
+    def alter_partition_reassignments(
+        self, topics: Sequence[ReassignableTopic], allow_replication_factor_change: bool = True
+    ) -> ControllerResult[list[ReassignmentTopicResult]]:
+        """AlterPartitionReassignments (api key 45, KIP-455): start, complete or cancel reassignments."""
+        return self._write(
+            self.replication_control.alter_partition_reassignments(topics, allow_replication_factor_change)
+        )
+
+    def list_partition_reassignments(
+        self, topics: Mapping[str, Sequence[int]] | None
+    ) -> list[OngoingTopicReassignment]:
+        """ListPartitionReassignments (api key 46, KIP-455): read-only."""
+        return self.replication_control.list_partition_reassignments(topics)
+
+    def unregister_broker(self, broker_id: int) -> ControllerResult[tuple[ErrorCode, str | None]]:
+        """UnregisterBroker (api key 64): the UnregisterBrokerRecord that retires ``broker_id`` (Kafka
+        QuorumController.unregisterBroker; BROKER_ID_NOT_REGISTERED for an unknown id). Refused while
+        the broker is still a replica of any partition: unregistering it would leave those partitions
+        a replica short for good, so the user moves them first (issue 30's decommission)."""
+        registration = self.cluster_control.registration(broker_id)
+        if registration is None:
+            return ControllerResult(
+                [],
+                (ErrorCode.BROKER_ID_NOT_REGISTERED, f"Broker ID {broker_id} is not currently registered"),
+            )
+        hosted = self.replication_control.partitions_on(broker_id)
+        if hosted:
+            shown = ", ".join(hosted[:5]) + (f" and {len(hosted) - 5} more" if len(hosted) > 5 else "")
+            return ControllerResult(
+                [],
+                (
+                    ErrorCode.INVALID_REQUEST,
+                    f"Broker {broker_id} is still a replica of {shown}: reassign those partitions first",
+                ),
+            )
+        record = UnregisterBrokerRecord(broker_id=broker_id, broker_epoch=registration.broker_epoch)
+        return self._write(ControllerResult([ApiMessageAndVersion.of(record)], (ErrorCode.NONE, None)))
+
+    def balance_partition_leaders(self, imbalance_per_broker_percentage: int) -> ControllerResult[None]:
+        """auto.leader.rebalance.enable: the periodic preferred-leader election (the shell's timer,
+        leader.imbalance.check.interval.seconds)."""
+        records = self.replication_control.balance_partition_leaders(imbalance_per_broker_percentage)
+        return self._write(ControllerResult(records, None))
 
     def fence_brokers(self, broker_ids: Sequence[int]) -> ControllerResult[list[int]]:
         """Fence brokers whose heartbeat session expired (broker.session.timeout.ms); returns the ids

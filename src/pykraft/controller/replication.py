@@ -40,11 +40,23 @@ from typing import Any, Final, Protocol, TypeVar
 from pykraft.controller.cluster import ClusterControlManager
 from pykraft.controller.configs import ConfigurationControlManager
 from pykraft.controller.features import FeatureControlManager
+from pykraft.controller.partition_change import (
+    ReassignmentReplicas,
+    ReassignmentRevert,
+    build_partition_change,
+    is_reassigning,
+)
 from pykraft.controller.result import ControllerResult
 from pykraft.core.errors import ErrorCode
 from pykraft.core.topic_configs import check_topic_configs
 from pykraft.core.uuid import ZERO_UUID, random_uuid
-from pykraft.metadata.image import NO_LEADER, NO_LEADER_CHANGE, PartitionRegistration
+from pykraft.metadata.image import (
+    CONFIG_RESOURCE_TYPE_TOPIC,
+    NO_LEADER,
+    NO_LEADER_CHANGE,
+    ConfigResource,
+    PartitionRegistration,
+)
 from pykraft.metadata.records import (
     ApiMessageAndVersion,
     MetadataReplayError,
@@ -60,6 +72,9 @@ _TOPIC_LEGAL_CHARS: Final = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNO
 # Kafka ReplicationControlManager.MAX_PARTITIONS_PER_BATCH (rule 9): one request cannot make the controller
 # write more partitions than this at once (Kafka bounds a user operation's records alike).
 MAX_PARTITIONS_PER_BATCH: Final = 10_000
+# Kafka ReplicationControlManager's maxElectionsPerImbalance: leader balance changes at most this many
+# partitions per pass (the next pass does the rest).
+MAX_ELECTIONS_PER_IMBALANCE: Final = 1_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -151,6 +166,42 @@ class IsrChangeResult:
     leader_epoch: int = -1
     isr: tuple[int, ...] = ()
     partition_epoch: int = -1
+
+
+@dataclass(frozen=True, slots=True)
+class ReassignableTopic:
+    """One topic of an AlterPartitionReassignments request: (partition index, target replicas or None
+    to cancel) per partition."""
+
+    name: str
+    partitions: Sequence[tuple[int, Sequence[int] | None]]
+
+
+@dataclass(frozen=True, slots=True)
+class ReassignmentPartitionResult:
+    partition_index: int
+    error_code: ErrorCode
+    error_message: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ReassignmentTopicResult:
+    name: str
+    partitions: list[ReassignmentPartitionResult]
+
+
+@dataclass(frozen=True, slots=True)
+class OngoingPartitionReassignment:
+    partition_index: int
+    replicas: tuple[int, ...]
+    adding_replicas: tuple[int, ...]
+    removing_replicas: tuple[int, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class OngoingTopicReassignment:
+    name: str
+    partitions: list[OngoingPartitionReassignment]
 
 
 # ElectLeadersRequest.ElectionType (KIP-460).
@@ -681,10 +732,135 @@ class ReplicationControlManager:
         if set(new_isr) == set(part.isr):
             return ErrorCode.NONE, []
         ordered = [r for r in part.replicas if r in new_isr]
-        record = PartitionChangeRecord(
-            partition_id=change.partition_index, topic_id=info.topic_id, isr=ordered
+        # Through Kafka's PartitionChangeBuilder: the ISR that takes in the last adding replica
+        # completes a reassignment (partition_change rule 2).
+        record = build_partition_change(
+            info.topic_id, change.partition_index, part, self._cluster_control.is_active, target_isr=ordered
         )
+        if record is None:
+            return ErrorCode.NONE, []
+        if record.leader not in (NO_LEADER_CHANGE, broker_id):
+            # Kafka: completing the reassignment moved leadership off the requesting leader; it learns the
+            # new state from the metadata (NEW_LEADER_ELECTED), the change is written all the same.
+            return ErrorCode.NEW_LEADER_ELECTED, [ApiMessageAndVersion.of(record)]
         return ErrorCode.NONE, [ApiMessageAndVersion.of(record)]
+
+    # --- generate: reassignments (KIP-455) --------------------------------------------------------
+
+    def alter_partition_reassignments(
+        self, topics: Sequence[ReassignableTopic], allow_replication_factor_change: bool = True
+    ) -> ControllerResult[list[ReassignmentTopicResult]]:
+        """AlterPartitionReassignments (45): Kafka ReplicationControlManager.alterPartitionReassignments,
+        partition by partition (one failing does not stop the others). ``replicas`` None cancels."""
+        records: list[ApiMessageAndVersion] = []
+        results: list[ReassignmentTopicResult] = []
+        for topic in topics:
+            partition_results: list[ReassignmentPartitionResult] = []
+            for partition_index, replicas in topic.partitions:
+                try:
+                    record = self._alter_partition_reassignment(
+                        topic.name, partition_index, replicas, allow_replication_factor_change
+                    )
+                except _TopicError as error:
+                    partition_results.append(
+                        ReassignmentPartitionResult(partition_index, error.error_code, error.message)
+                    )
+                    continue
+                if record is not None:
+                    records.append(ApiMessageAndVersion.of(record))
+                partition_results.append(ReassignmentPartitionResult(partition_index, ErrorCode.NONE))
+            results.append(ReassignmentTopicResult(topic.name, partition_results))
+        return ControllerResult(records, results)
+
+    def _alter_partition_reassignment(
+        self, name: str, partition_index: int, replicas: Sequence[int] | None, allow_rf_change: bool
+    ) -> PartitionChangeRecord | None:
+        topic_id = self._topics_by_name.get(name)
+        if topic_id is None:
+            raise _TopicError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Unable to find a topic named {name}.")
+        part = self._topics[topic_id].partitions.get(partition_index)
+        if part is None:
+            raise _TopicError(
+                ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Unable to find partition {name}:{partition_index}."
+            )
+        is_active = self._cluster_control.is_active
+        if replicas is None:
+            if not is_reassigning(part):
+                raise _TopicError(
+                    ErrorCode.NO_REASSIGNMENT_IN_PROGRESS, "No partition reassignment is in progress."
+                )
+            revert = ReassignmentRevert.of(part)
+            if revert.unclean and not self._unclean_election_enabled(name):
+                raise _TopicError(
+                    ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                    f"Unable to revert partition assignment for {name}:{partition_index} because it would "
+                    "require an unclean leader election.",
+                )
+            return build_partition_change(
+                topic_id,
+                partition_index,
+                part,
+                is_active,
+                target_replicas=revert.replicas,
+                target_isr=revert.isr,
+                target_adding=(),
+                target_removing=(),
+            )
+        self._validate_manual_replicas(replicas, None)
+        if not allow_rf_change:
+            # KIP-860: the replication factor the partition has, or is being reassigned to.
+            current_rf = len(part.replicas) - len(part.removing_replicas)
+            if current_rf != len(replicas):
+                raise _TopicError(
+                    ErrorCode.INVALID_REPLICATION_FACTOR,
+                    f"The replication factor is changed from {current_rf} to {len(replicas)} but "
+                    "AllowReplicationFactorChange is false",
+                )
+        target = ReassignmentReplicas.of(part.replicas, replicas)
+        return build_partition_change(
+            topic_id,
+            partition_index,
+            part,
+            is_active,
+            target_replicas=target.replicas,
+            target_adding=target.adding,
+            target_removing=target.removing,
+        )
+
+    def _unclean_election_enabled(self, name: str) -> bool:
+        configs = self._configuration_control.configs_for(ConfigResource(CONFIG_RESOURCE_TYPE_TOPIC, name))
+        value = configs.get("unclean.leader.election.enable")
+        return self.unclean_leader_election_enable if value is None else value.lower() == "true"
+
+    def list_partition_reassignments(
+        self, topics: Mapping[str, Sequence[int]] | None
+    ) -> list[OngoingTopicReassignment]:
+        """ListPartitionReassignments (46): the partitions being reassigned, of every topic (``topics``
+        None) or of the named partitions; unknown names and partitions are left out, as Kafka does."""
+        wanted: dict[str, Sequence[int]]
+        if topics is None:
+            wanted = {
+                info.name: sorted(info.partitions)
+                for info in sorted(self._topics.values(), key=lambda t: t.name)
+            }
+        else:
+            wanted = dict(topics)
+        found: list[OngoingTopicReassignment] = []
+        for name, indexes in wanted.items():
+            topic_id = self._topics_by_name.get(name)
+            if topic_id is None:
+                continue
+            partitions = self._topics[topic_id].partitions
+            ongoing = [
+                OngoingPartitionReassignment(
+                    index, part.replicas, part.adding_replicas, part.removing_replicas
+                )
+                for index in indexes
+                if (part := partitions.get(index)) is not None and is_reassigning(part)
+            ]
+            if ongoing:
+                found.append(OngoingTopicReassignment(name, ongoing))
+        return found
 
     def elect_leaders(
         self, election_type: int, partitions: Sequence[tuple[str, int]] | None
@@ -740,6 +916,48 @@ class ReplicationControlManager:
         if every_partition:
             results = [r for r in results if r.error_code != ErrorCode.ELECTION_NOT_NEEDED]
         return results, records
+
+    def partitions_on(self, broker_id: int) -> list[str]:
+        """``topic-partition`` of every partition with ``broker_id`` among its replicas."""
+        return [
+            f"{info.name}-{partition_id}"
+            for info in sorted(self._topics.values(), key=lambda t: t.name)
+            for partition_id, part in sorted(info.partitions.items())
+            if broker_id in part.replicas
+        ]
+
+    def balance_partition_leaders(self, imbalance_per_broker_percentage: int) -> list[ApiMessageAndVersion]:
+        """auto.leader.rebalance.enable: leadership goes back to each partition's preferred replica (the
+        first) when it is an active ISR member. As Kafka's leader balance decides which brokers to act
+        for (KafkaController.checkAndTriggerAutoLeaderRebalance; KRaft's maybeBalancePartitionLeaders
+        elects alike): a preferred broker's partitions move only when more than
+        ``imbalance_per_broker_percentage`` % of those it is preferred for are led elsewhere; partitions
+        being reassigned are left alone. At most MAX_ELECTIONS_PER_IMBALANCE changes per call."""
+        by_preferred: dict[int, list[tuple[TopicControlInfo, int, PartitionRegistration]]] = {}
+        for info in sorted(self._topics.values(), key=lambda t: t.name):
+            for partition_id, part in sorted(info.partitions.items()):
+                if not is_reassigning(part):
+                    by_preferred.setdefault(part.replicas[0], []).append((info, partition_id, part))
+        records: list[ApiMessageAndVersion] = []
+        for preferred, partitions in sorted(by_preferred.items()):
+            elsewhere = [entry for entry in partitions if entry[2].leader != preferred]
+            if len(elsewhere) * 100 <= imbalance_per_broker_percentage * len(partitions):
+                continue
+            for info, partition_id, part in elsewhere:
+                if preferred not in part.isr or not self._cluster_control.is_active(preferred):
+                    continue
+                record = build_partition_change(
+                    info.topic_id,
+                    partition_id,
+                    part,
+                    self._cluster_control.is_active,
+                    preferred_election=True,
+                )
+                if record is not None:
+                    records.append(ApiMessageAndVersion.of(record))
+                if len(records) >= MAX_ELECTIONS_PER_IMBALANCE:
+                    return records
+        return records
 
     def lead_again_after_unfence(self, broker_id: int) -> list[ApiMessageAndVersion]:
         """Kafka ReplicationControlManager.handleBrokerUnfenced: partitions left with no leader whose

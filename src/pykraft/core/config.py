@@ -204,6 +204,10 @@ class NodeConfig:
     replica_fetch_max_bytes: int = 1048576
     replica_fetch_backoff_ms: int = 1000
     unclean_leader_election_enable: bool = False
+    # Leader balance (issue 30): the controller moves leadership back to preferred replicas.
+    auto_leader_rebalance_enable: bool = True
+    leader_imbalance_check_interval_seconds: int = 300
+    leader_imbalance_per_broker_percentage: int = 10
     offsets_topic_replication_factor: int = 3
     # Transactions (issue 15), Kafka's names and defaults (TransactionStateManagerConfig, TransactionLogConfig).
     transaction_state_log_num_partitions: int = 50
@@ -497,6 +501,9 @@ USED_PROPERTIES: Final[frozenset[str]] = frozenset(
         "replica.fetch.max.bytes",
         "replica.fetch.backoff.ms",
         "unclean.leader.election.enable",
+        "auto.leader.rebalance.enable",
+        "leader.imbalance.check.interval.seconds",
+        "leader.imbalance.per.broker.percentage",
         "offsets.topic.replication.factor",
         "sasl.enabled.mechanisms",
         "connections.max.reauth.ms",
@@ -1017,6 +1024,13 @@ def load_config(text: str, overrides: dict[str, str] | None = None) -> NodeConfi
         replica_fetch_max_bytes=_int(props, "replica.fetch.max.bytes", 1048576, minimum=1),
         replica_fetch_backoff_ms=_int(props, "replica.fetch.backoff.ms", 1000, minimum=0),
         unclean_leader_election_enable=_bool(props, "unclean.leader.election.enable", False),
+        auto_leader_rebalance_enable=_bool(props, "auto.leader.rebalance.enable", True),
+        leader_imbalance_check_interval_seconds=_int(
+            props, "leader.imbalance.check.interval.seconds", 300, minimum=1
+        ),
+        leader_imbalance_per_broker_percentage=_int(
+            props, "leader.imbalance.per.broker.percentage", 10, minimum=0
+        ),
         offsets_topic_replication_factor=_int(props, "offsets.topic.replication.factor", 3, minimum=1),
         transaction_state_log_num_partitions=_int(
             props, "transaction.state.log.num.partitions", 50, minimum=1

@@ -28,7 +28,14 @@ from kafka.protocol.admin import (
     ElectLeadersResponse,
 )
 
-from pykraft.broker import cluster_admin, configs_api, partitions_api, quotas_api, security_api
+from pykraft.broker import (
+    cluster_admin,
+    configs_api,
+    partitions_api,
+    quotas_api,
+    reassignments_api,
+    security_api,
+)
 from pykraft.broker.handlers import BrokerView, ClusterView, PartitionView, TopicView
 from pykraft.broker.producer_id_manager import AllocateProducerIdsResponseData
 from pykraft.controller.cluster import BrokerHeartbeatReply, BrokerHeartbeatTracker
@@ -175,6 +182,8 @@ class MetadataPlane:
         self._activation: asyncio.Future[None] | None = None
         self._applied_end_offset = 0
         self._last_append_ms = 0
+        # When the active controller next checks the leader balance (-1: one interval from now).
+        self._next_leader_balance_ms = -1
         self.allocation_limiter = ProducerIdAllocationLimiter()
         self.heartbeats = BrokerHeartbeatTracker()
         self._wakeup = asyncio.Event()
@@ -370,6 +379,7 @@ class MetadataPlane:
                 continue
             self._maybe_write_no_op()
             self._maybe_fence_expired_brokers()
+            self._maybe_balance_leaders()
             wait_s = min(RAFT_TICK_S, max(0.0, (self.raft.next_deadline_ms() - now_ms()) / 1000))
             if wait_s > 0:
                 await wait_event(self._wakeup, wait_s)
@@ -439,6 +449,7 @@ class MetadataPlane:
             activation.set_result(None)
         self._activation = activation
         self._last_append_ms = now_ms()
+        self._next_leader_balance_ms = -1  # the first check is one interval after activation
         # Every broker process gets a fresh session from a new active controller (Kafka: heartbeat
         # state is not in the log). The embedded node's own broker never heartbeats: not tracked.
         self.heartbeats = BrokerHeartbeatTracker()
@@ -813,6 +824,22 @@ class MetadataPlane:
             )
             self._append(result)
 
+    def _maybe_balance_leaders(self) -> None:
+        """auto.leader.rebalance.enable: every leader.imbalance.check.interval.seconds the active
+        controller moves leadership back to preferred replicas (Kafka's periodic leader balance)."""
+        if not self._controller_active or self._stopping or not self.config.auto_leader_rebalance_enable:
+            return
+        now = now_ms()
+        if self._next_leader_balance_ms < 0:
+            self._next_leader_balance_ms = now + self.config.leader_imbalance_check_interval_seconds * 1000
+        if now < self._next_leader_balance_ms:
+            return
+        self._next_leader_balance_ms = now + self.config.leader_imbalance_check_interval_seconds * 1000
+        result = self.controller.balance_partition_leaders(self.config.leader_imbalance_per_broker_percentage)
+        if result.records:
+            log.info("leader balance: %d partition(s) back to their preferred leader", len(result.records))
+            self._append(result)
+
     async def handle_allocate_producer_ids(self, request: Any, version: int) -> Any:
         """AllocateProducerIds (67) from a broker over the network (KIP-730), on the active controller:
         only a registered broker gets a block (else CLUSTER_AUTHORIZATION_FAILED), with its current
@@ -977,6 +1004,43 @@ class MetadataPlane:
         except NotControllerError:
             return answer(ErrorCode.NOT_CONTROLLER, [])
         return answer(ErrorCode.NONE, results)
+
+    async def handle_alter_partition_reassignments(self, request: Any, version: int) -> Any:
+        """AlterPartitionReassignments (45, KIP-455) on the active controller: answered once the
+        PartitionChangeRecords that start (or complete, or cancel) them are committed."""
+        allow = reassignments_api.allow_replication_factor_change(request, version)
+        result = self.controller.alter_partition_reassignments(
+            reassignments_api.reassignable_topics(request), allow
+        )
+        try:
+            results = await self._write(result)
+        except NotControllerError as exc:
+            return reassignments_api.alter_error(request, version, ErrorCode.NOT_CONTROLLER, str(exc))
+        return reassignments_api.alter_response(version, results, allow_rf_change=allow)
+
+    async def handle_list_partition_reassignments(self, request: Any, version: int) -> Any:
+        """ListPartitionReassignments (46, KIP-455): the active controller's view of the reassignments."""
+        if not self._controller_active or self._stopping:
+            return reassignments_api.list_error(
+                request,
+                version,
+                ErrorCode.NOT_CONTROLLER,
+                f"node {self.config.node_id} is not the active controller",
+            )
+        topics = self.controller.list_partition_reassignments(reassignments_api.listed_topics(request))
+        return reassignments_api.list_response(version, topics)
+
+    async def handle_unregister_broker(self, request: Any, version: int) -> Any:
+        """UnregisterBroker (64) on the active controller: answered once the UnregisterBrokerRecord is
+        committed; the broker's heartbeat session ends with it."""
+        try:
+            error, message = await self._write(self.controller.unregister_broker(request.broker_id))
+        except NotControllerError as exc:
+            return cluster_admin.unregister_broker_response(version, ErrorCode.NOT_CONTROLLER, str(exc))
+        if error is ErrorCode.NONE:
+            self.heartbeats.forget(request.broker_id)
+            log.info("broker %d unregistered", request.broker_id)
+        return cluster_admin.unregister_broker_response(version, error, message)
 
     async def allocate_producer_ids(
         self, broker_id: int, broker_epoch: int

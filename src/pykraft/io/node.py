@@ -26,6 +26,7 @@ from pykraft.broker import (
     handlers,
     partitions_api,
     quotas_api,
+    reassignments_api,
     security_api,
 )
 from pykraft.broker.configs_api import handle_describe_configs
@@ -638,6 +639,8 @@ class Node:
                 )
             except KafkaError:
                 continue  # its log dir is offline: it answers KAFKA_STORAGE_ERROR (led_partition)
+            if len(p.replicas) > 1:
+                self.replicas.make_replicated(part)  # a reassignment gave it more replicas
             log_config = log_configs.get(key[0])
             if log_config is None:
                 log_config = log_configs[key[0]] = self._topic_log_config(key[0])
@@ -1101,6 +1104,9 @@ class Node:
             ApiKey.INCREMENTAL_ALTER_CONFIGS: metadata.handle_incremental_alter_configs,
             ApiKey.ALTER_CONFIGS: metadata.handle_alter_configs,
             ApiKey.ALTER_CLIENT_QUOTAS: metadata.handle_alter_client_quotas,
+            ApiKey.ALTER_PARTITION_REASSIGNMENTS: metadata.handle_alter_partition_reassignments,
+            ApiKey.LIST_PARTITION_REASSIGNMENTS: metadata.handle_list_partition_reassignments,
+            ApiKey.UNREGISTER_BROKER: metadata.handle_unregister_broker,
         }
         handler = handlers_by_key.get(key)
         if handler is None:
@@ -1172,6 +1178,7 @@ class Node:
             ),
             **self._security_handlers(),
             **self._config_handlers(),
+            **self._reassignment_handlers(),
             ApiKey.DELETE_RECORDS: sync(handlers.handle_delete_records),
             # Described from this broker's own state (broker/cluster_admin.py).
             ApiKey.DESCRIBE_CLUSTER: on_listener(
@@ -1199,6 +1206,40 @@ class Node:
             # The group APIs and committed offsets (io/group_service.py), transactions (io/txn_service.py).
             **groups.request_handlers(),
             **txns.request_handlers(),
+        }
+
+    def _reassignment_handlers(self) -> dict[int, RequestHandler]:
+        """AlterPartitionReassignments / ListPartitionReassignments (KIP-455) and UnregisterBroker: the
+        active controller answers, this node's own or the one a broker process forwards to."""
+        metadata = self.metadata
+        assert metadata is not None
+        link = self.link
+        if link is None:
+            return {
+                ApiKey.ALTER_PARTITION_REASSIGNMENTS: metadata.handle_alter_partition_reassignments,
+                ApiKey.LIST_PARTITION_REASSIGNMENTS: metadata.handle_list_partition_reassignments,
+                ApiKey.UNREGISTER_BROKER: metadata.handle_unregister_broker,
+            }
+
+        async def alter(request: Any, version: int) -> Any:
+            return await link.forward_or_refuse(
+                request, version, reassignments_api.alter_errors, reassignments_api.alter_error
+            )
+
+        async def list_ongoing(request: Any, version: int) -> Any:
+            return await link.forward_or_refuse(
+                request, version, reassignments_api.list_errors, reassignments_api.list_error
+            )
+
+        async def unregister(request: Any, version: int) -> Any:
+            return await link.forward_or_refuse(
+                request, version, lambda r: [r.error_code], cluster_admin.unregister_broker_error
+            )
+
+        return {
+            ApiKey.ALTER_PARTITION_REASSIGNMENTS: alter,
+            ApiKey.LIST_PARTITION_REASSIGNMENTS: list_ongoing,
+            ApiKey.UNREGISTER_BROKER: unregister,
         }
 
     def _config_handlers(self) -> dict[int, RequestHandler]:
@@ -1523,6 +1564,9 @@ CONTROLLER_API_VERSIONS: dict[ApiKey, tuple[int, int]] = {
             ApiKey.INCREMENTAL_ALTER_CONFIGS,
             ApiKey.ALTER_CONFIGS,
             ApiKey.ALTER_CLIENT_QUOTAS,
+            ApiKey.ALTER_PARTITION_REASSIGNMENTS,
+            ApiKey.LIST_PARTITION_REASSIGNMENTS,
+            ApiKey.UNREGISTER_BROKER,
         )
     },
 }

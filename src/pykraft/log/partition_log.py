@@ -496,6 +496,11 @@ class PartitionLog:
         """Changes exactly when the log rolls (or is truncated fully): cheap to poll after an append."""
         return self._segments[-1].base_offset
 
+    def stop_tracking_log_end(self) -> None:
+        """The partition gained replicas: from now on only ``set_high_watermark`` moves the high
+        watermark (it stays where it is, the log end a single replica had)."""
+        self._high_watermark_tracks_log_end = False
+
     def set_high_watermark(self, offset: int) -> None:
         """Clamped to ``[log_start_offset, log_end_offset]``, as Kafka's updateHighWatermark does."""
         self._high_watermark = min(max(offset, self._log_start_offset), self.log_end_offset)

@@ -164,6 +164,11 @@ SUPPORTED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     ApiKey.LIST_TRANSACTIONS: (0, 1),
     # Preferred and unclean leader election (KIP-460), forwarded to the active controller.
     ApiKey.ELECT_LEADERS: (0, 2),
+    # Partition reassignment (KIP-455; v1 is KIP-860's AllowReplicationFactorChange), forwarded too.
+    ApiKey.ALTER_PARTITION_REASSIGNMENTS: (0, 1),
+    ApiKey.LIST_PARTITION_REASSIGNMENTS: (0, 0),
+    # Broker decommission (KIP-631's UnregisterBroker), forwarded to the active controller.
+    ApiKey.UNREGISTER_BROKER: (0, 0),
     # Producer state (issue 5): KIP-758's window is advertised as a broker config; KIP-664 view.
     ApiKey.DESCRIBE_CONFIGS: (1, 4),
     # Topic configs altered through the active controller (issue 17, KIP-339).
@@ -231,6 +236,8 @@ ConsumerGroupHeartbeatRequest: Any = _schema_class("ConsumerGroupHeartbeatReques
 ConsumerGroupHeartbeatResponse: Any = _schema_class("ConsumerGroupHeartbeatResponse")
 ConsumerGroupDescribeRequest: Any = _schema_class("ConsumerGroupDescribeRequest")
 ConsumerGroupDescribeResponse: Any = _schema_class("ConsumerGroupDescribeResponse")
+UnregisterBrokerRequest: Any = _schema_class("UnregisterBrokerRequest")
+UnregisterBrokerResponse: Any = _schema_class("UnregisterBrokerResponse")
 
 
 # DescribeQuorum ships with kafka-python (0-2, the current schema); re-exported for symmetry.
@@ -258,6 +265,8 @@ OUR_MESSAGE_CLASSES: tuple[Any, ...] = (
     ConsumerGroupHeartbeatResponse,
     ConsumerGroupDescribeRequest,
     ConsumerGroupDescribeResponse,
+    UnregisterBrokerRequest,
+    UnregisterBrokerResponse,
 )
 
 

@@ -1,0 +1,322 @@
+"""``pykraft reassign-partitions``, shaped like kafka-reassign-partitions.sh (KIP-455), with Kafka's JSON:
+
+    pykraft reassign-partitions --bootstrap-server H:P --generate \\
+        --topics-to-move-json-file topics.json --broker-list 101,102,103,104
+    pykraft reassign-partitions --bootstrap-server H:P --execute --reassignment-json-file plan.json
+    pykraft reassign-partitions --bootstrap-server H:P --verify --reassignment-json-file plan.json
+    pykraft reassign-partitions --bootstrap-server H:P --cancel --reassignment-json-file plan.json
+
+``topics.json`` is ``{"version": 1, "topics": [{"topic": "t"}]}``; a plan is ``{"version": 1,
+"partitions": [{"topic": "t", "partition": 0, "replicas": [1, 2], "log_dirs": ["any", "any"]}]}``.
+``--generate`` prints the current assignment and a proposed one placing every partition of those topics
+over the brokers listed, as Kafka's rack-unaware AdminUtils.assignReplicasToBrokers does, with the
+partitions' current replication factor. ``--execute`` prints the current assignment (to roll back
+with) and sends AlterPartitionReassignments; it refuses while other reassignments are in progress
+unless ``--additional``. ``--verify`` says for each partition whether its move completed.
+``--cancel`` cancels the plan's partitions' reassignments, which restores their original replicas.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+from collections.abc import Sequence
+from typing import Any
+
+from kafka.protocol.admin import (
+    AlterPartitionReassignmentsRequest,
+    AlterPartitionReassignmentsResponse,
+    ListPartitionReassignmentsRequest,
+    ListPartitionReassignmentsResponse,
+)
+
+from pykraft.cli.common import (
+    ToolError,
+    UsageError,
+    add_connection_arguments,
+    admin_security,
+    error_name,
+    metadata,
+    run_tool,
+)
+from pykraft.io.kafka_connection import BrokerConnection
+
+ALTER_VERSION = 0
+LIST_VERSION = 0
+TIMEOUT_MS = 60_000
+
+Assignment = dict[tuple[str, int], list[int]]
+
+
+def _read_json(path: str, flag: str) -> Any:
+    try:
+        with open(path, encoding="utf-8") as fh:
+            return json.load(fh)
+    except OSError as exc:
+        raise UsageError(f"{flag} {path}: {exc.strerror}") from None
+    except json.JSONDecodeError as exc:
+        raise UsageError(f"{flag} {path}: not JSON ({exc.msg} at line {exc.lineno})") from None
+
+
+def topics_to_move(document: Any, path: str) -> list[str]:
+    """The topic names of a --topics-to-move-json-file (Kafka's parseTopicsData, version 1)."""
+    if not isinstance(document, dict) or not isinstance(document.get("topics"), list):
+        raise UsageError(f'--topics-to-move-json-file {path}: expected {{"version": 1, "topics": [...]}}')
+    names = []
+    for entry in document["topics"]:
+        if not isinstance(entry, dict) or not isinstance(entry.get("topic"), str):
+            raise UsageError(f'--topics-to-move-json-file {path}: each topic is {{"topic": NAME}}')
+        names.append(entry["topic"])
+    return names
+
+
+def plan_of(document: Any, path: str) -> Assignment:
+    """A --reassignment-json-file as (topic, partition) -> replicas (Kafka's parsePartitionReassignmentData)."""
+    if not isinstance(document, dict) or not isinstance(document.get("partitions"), list):
+        raise UsageError(f'--reassignment-json-file {path}: expected {{"version": 1, "partitions": [...]}}')
+    plan: Assignment = {}
+    for entry in document["partitions"]:
+        ok = (
+            isinstance(entry, dict)
+            and isinstance(entry.get("topic"), str)
+            and isinstance(entry.get("partition"), int)
+            and isinstance(entry.get("replicas"), list)
+            and all(isinstance(r, int) for r in entry["replicas"])
+        )
+        if not ok:
+            raise UsageError(
+                f"--reassignment-json-file {path}: each partition is "
+                '{"topic": NAME, "partition": N, "replicas": [ids]}'
+            )
+        key = (entry["topic"], entry["partition"])
+        if key in plan:
+            raise UsageError(f"--reassignment-json-file {path}: partition {key[0]}-{key[1]} is listed twice")
+        if len(set(entry["replicas"])) != len(entry["replicas"]):
+            raise UsageError(f"--reassignment-json-file {path}: {key[0]}-{key[1]} lists a broker twice")
+        plan[key] = list(entry["replicas"])
+    if not plan:
+        raise UsageError(f"--reassignment-json-file {path}: the partition list is empty")
+    return plan
+
+
+def assignment_json(assignment: Assignment) -> str:
+    """Kafka's formatAsReassignmentJson."""
+    return json.dumps(
+        {
+            "version": 1,
+            "partitions": [
+                {"topic": t, "partition": p, "replicas": r, "log_dirs": ["any"] * len(r)}
+                for (t, p), r in sorted(assignment.items())
+            ],
+        },
+        separators=(",", ":"),
+    )
+
+
+def assign_replicas_to_brokers(
+    brokers: Sequence[int], partitions: int, replication_factor: int, rng: random.Random
+) -> list[list[int]]:
+    """Kafka's rack-unaware AdminUtils.assignReplicasToBrokers: the first replicas round-robin from a
+    random start, the others shifted so that no two partitions repeat the same followers pattern."""
+    n = len(brokers)
+    if replication_factor > n:
+        raise ToolError(f"Replication factor: {replication_factor} larger than available brokers: {n}.")
+    start_index = rng.randrange(n)
+    next_replica_shift = rng.randrange(n)
+    result = []
+    for partition in range(partitions):
+        if partition > 0 and partition % n == 0:
+            next_replica_shift += 1
+        first = (partition + start_index) % n
+        replicas = [brokers[first]]
+        for j in range(replication_factor - 1):
+            shift = 1 + (next_replica_shift + j) % (n - 1)
+            replicas.append(brokers[(first + shift) % n])
+        result.append(replicas)
+    return result
+
+
+def current_assignment(conn: BrokerConnection, topics: list[str]) -> Assignment:
+    meta = metadata(conn, topics)
+    current: Assignment = {}
+    for topic in meta.topics:
+        if topic.error_code:
+            raise ToolError(f"topic {topic.name}: {error_name(topic.error_code)}")
+        for p in topic.partitions:
+            current[(topic.name, p.partition_index)] = list(p.replica_nodes)
+    return current
+
+
+def ongoing(conn: BrokerConnection) -> dict[tuple[str, int], Any]:
+    response = conn.request(
+        ListPartitionReassignmentsRequest(timeout_ms=TIMEOUT_MS, topics=None),
+        ListPartitionReassignmentsResponse,
+        LIST_VERSION,
+    )
+    if response.error_code:
+        raise ToolError(f"list reassignments: {error_name(response.error_code)}: {response.error_message}")
+    return {(t.name, p.partition_index): p for t in response.topics for p in t.partitions}
+
+
+def alter(conn: BrokerConnection, targets: dict[tuple[str, int], list[int] | None]) -> list[str]:
+    """AlterPartitionReassignments; the partitions it refused, as ``t-p: ERROR: message``."""
+    by_topic: dict[str, list[Any]] = {}
+    for (topic, partition), replicas in sorted(targets.items()):
+        by_topic.setdefault(topic, []).append(
+            AlterPartitionReassignmentsRequest.ReassignableTopic.ReassignablePartition(
+                partition_index=partition, replicas=replicas
+            )
+        )
+    request = AlterPartitionReassignmentsRequest(
+        timeout_ms=TIMEOUT_MS,
+        allow_replication_factor_change=True,
+        topics=[
+            AlterPartitionReassignmentsRequest.ReassignableTopic(name=name, partitions=parts)
+            for name, parts in by_topic.items()
+        ],
+    )
+    response = conn.request(request, AlterPartitionReassignmentsResponse, ALTER_VERSION)
+    if response.error_code:
+        raise ToolError(f"{error_name(response.error_code)}: {response.error_message}")
+    return [
+        f"{t.name}-{p.partition_index}: {error_name(p.error_code)}: {p.error_message}"
+        for t in response.responses
+        for p in t.partitions
+        if p.error_code
+    ]
+
+
+def _names(keys: Sequence[tuple[str, int]]) -> str:
+    return ",".join(f"{t}-{p}" for t, p in sorted(keys))
+
+
+def _connect(args: argparse.Namespace) -> BrokerConnection:
+    return BrokerConnection.to(
+        args.bootstrap_server, client_id="pykraft-reassign-partitions", security=admin_security(args)
+    )
+
+
+def _generate(args: argparse.Namespace) -> int:
+    if not args.topics_to_move_json_file or not args.broker_list:
+        raise UsageError("--generate needs --topics-to-move-json-file and --broker-list")
+    topics = topics_to_move(
+        _read_json(args.topics_to_move_json_file, "--topics-to-move-json-file"), args.topics_to_move_json_file
+    )
+    try:
+        brokers = [int(b) for b in args.broker_list.split(",") if b.strip()]
+    except ValueError:
+        raise UsageError(
+            f"--broker-list {args.broker_list!r}: a comma-separated list of broker ids"
+        ) from None
+    if len(set(brokers)) != len(brokers) or not brokers:
+        raise UsageError(f"--broker-list {args.broker_list!r}: each broker once")
+    with _connect(args) as conn:
+        current = current_assignment(conn, topics)
+    rng = random.Random()
+    proposed: Assignment = {}
+    for topic in dict.fromkeys(topics):
+        indexes = sorted(p for t, p in current if t == topic)
+        replication_factor = len(current[(topic, indexes[0])])
+        for index, replicas in zip(
+            indexes, assign_replicas_to_brokers(brokers, len(indexes), replication_factor, rng), strict=True
+        ):
+            proposed[(topic, index)] = replicas
+    print("Current partition replica assignment")
+    print(assignment_json(current))
+    print()
+    print("Proposed partition reassignment configuration")
+    print(assignment_json(proposed))
+    return 0
+
+
+def _plan(args: argparse.Namespace) -> Assignment:
+    if not args.reassignment_json_file:
+        raise UsageError("--execute, --verify and --cancel need --reassignment-json-file")
+    return plan_of(
+        _read_json(args.reassignment_json_file, "--reassignment-json-file"), args.reassignment_json_file
+    )
+
+
+def _execute(args: argparse.Namespace) -> int:
+    plan = _plan(args)
+    with _connect(args) as conn:
+        in_progress = ongoing(conn)
+        if in_progress and not args.additional:
+            raise ToolError(
+                "Cannot execute because there is an existing partition assignment. Use --additional to "
+                "override this and create a new partition assignment in addition to the existing one."
+            )
+        current = current_assignment(conn, sorted({t for t, _ in plan}))
+        missing = [key for key in plan if key not in current]
+        if missing:
+            raise ToolError(f"Topic-partitions not found: {_names(missing)}")
+        print("Current partition replica assignment")
+        print()
+        print(assignment_json({key: current[key] for key in plan}))
+        print()
+        print("Save this to use as the --reassignment-json-file option during rollback")
+        refused = alter(conn, dict(plan))
+    if refused:
+        raise ToolError("Error reassigning partition(s):\n" + "\n".join(refused))
+    print(f"Successfully started partition reassignments for {_names(list(plan))}")
+    return 0
+
+
+def _verify(args: argparse.Namespace) -> int:
+    plan = _plan(args)
+    with _connect(args) as conn:
+        in_progress = ongoing(conn)
+        current = current_assignment(conn, sorted({t for t, _ in plan}))
+    print("Status of partition reassignment:")
+    for key, target in sorted(plan.items()):
+        name = f"{key[0]}-{key[1]}"
+        if key in in_progress:
+            print(f"Reassignment of partition {name} is still in progress.")
+        elif current.get(key) == target:
+            print(f"Reassignment of partition {name} is completed.")
+        else:
+            print(
+                f"There is no active reassignment of partition {name}, but replica set is {current.get(key)} rather than {target}."
+            )
+    return 0
+
+
+def _cancel(args: argparse.Namespace) -> int:
+    plan = _plan(args)
+    with _connect(args) as conn:
+        refused = alter(conn, dict.fromkeys(plan))
+    if refused:
+        raise ToolError("Error cancelling partition reassignment(s):\n" + "\n".join(refused))
+    print(f"Successfully cancelled partition reassignments for: {_names(list(plan))}")
+    return 0
+
+
+def _run(args: argparse.Namespace) -> int:
+    actions = [name for name in ("generate", "execute", "verify", "cancel") if getattr(args, name)]
+    if len(actions) != 1:
+        raise UsageError("name exactly one of --generate, --execute, --verify, --cancel")
+    return {"generate": _generate, "execute": _execute, "verify": _verify, "cancel": _cancel}[actions[0]](
+        args
+    )
+
+
+def add_subcommands(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "reassign-partitions", help="move partitions between brokers (kafka-reassign-partitions, KIP-455)"
+    )
+    add_connection_arguments(parser)
+    for action, text in (
+        ("generate", "propose moving the topics of --topics-to-move-json-file onto --broker-list"),
+        ("execute", "start the reassignment of --reassignment-json-file"),
+        ("verify", "whether the reassignment of --reassignment-json-file completed"),
+        ("cancel", "cancel the reassignment of --reassignment-json-file"),
+    ):
+        parser.add_argument(f"--{action}", action="store_true", help=text)
+    parser.add_argument("--topics-to-move-json-file", metavar="FILE")
+    parser.add_argument("--broker-list", metavar="ID,ID,...")
+    parser.add_argument("--reassignment-json-file", metavar="FILE")
+    parser.add_argument(
+        "--additional", action="store_true", help="with --execute: while other reassignments are in progress"
+    )
+    parser.set_defaults(func=run_tool("reassign-partitions", _run))
