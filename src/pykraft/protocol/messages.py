@@ -223,6 +223,14 @@ ConsumerGroupHeartbeatRequest: Any = _schema_class("ConsumerGroupHeartbeatReques
 ConsumerGroupHeartbeatResponse: Any = _schema_class("ConsumerGroupHeartbeatResponse")
 ConsumerGroupDescribeRequest: Any = _schema_class("ConsumerGroupDescribeRequest")
 ConsumerGroupDescribeResponse: Any = _schema_class("ConsumerGroupDescribeResponse")
+ShareGroupHeartbeatRequest: Any = _schema_class("ShareGroupHeartbeatRequest")
+ShareGroupHeartbeatResponse: Any = _schema_class("ShareGroupHeartbeatResponse")
+ShareGroupDescribeRequest: Any = _schema_class("ShareGroupDescribeRequest")
+ShareGroupDescribeResponse: Any = _schema_class("ShareGroupDescribeResponse")
+ShareFetchRequest: Any = _schema_class("ShareFetchRequest")
+ShareFetchResponse: Any = _schema_class("ShareFetchResponse")
+ShareAcknowledgeRequest: Any = _schema_class("ShareAcknowledgeRequest")
+ShareAcknowledgeResponse: Any = _schema_class("ShareAcknowledgeResponse")
 
 
 # DescribeQuorum ships with kafka-python (0-2, the current schema); re-exported for symmetry.
@@ -250,6 +258,14 @@ OUR_MESSAGE_CLASSES: tuple[Any, ...] = (
     ConsumerGroupHeartbeatResponse,
     ConsumerGroupDescribeRequest,
     ConsumerGroupDescribeResponse,
+    ShareGroupHeartbeatRequest,
+    ShareGroupHeartbeatResponse,
+    ShareGroupDescribeRequest,
+    ShareGroupDescribeResponse,
+    ShareFetchRequest,
+    ShareFetchResponse,
+    ShareAcknowledgeRequest,
+    ShareAcknowledgeResponse,
 )
 
 
@@ -550,6 +566,14 @@ __all__ = [
     "FetchSnapshotRequest",
     "FetchSnapshotResponse",
     "RequestHeader",
+    "ShareAcknowledgeRequest",
+    "ShareAcknowledgeResponse",
+    "ShareFetchRequest",
+    "ShareFetchResponse",
+    "ShareGroupDescribeRequest",
+    "ShareGroupDescribeResponse",
+    "ShareGroupHeartbeatRequest",
+    "ShareGroupHeartbeatResponse",
     "VoteRequest",
     "VoteResponse",
     "api_versions_response",
