@@ -215,7 +215,7 @@ def test_random_interleavings_keep_the_invariants(steps, holes):
         if kind == "fetch":
             _, member, max_records = step
             start = sp.next_fetch_offset()
-            got = sp.acquire(member, [(f, l) for f, l in runs if l >= start], LOG_END, max_records, now_ms)
+            got = sp.acquire(member, [run for run in runs if run[1] >= start], LOG_END, max_records, now_ms)
             for run in got:
                 for offset in range(run.first_offset, run.last_offset + 1):
                     assert offset not in holes, "a record that does not exist was acquired"

@@ -12,9 +12,11 @@ unknown name, a value of the wrong type, a value outside the broker's
 INVALID_CONFIG with Kafka's message.
 
 pykraft's KIP-848 coordinator applies ``consumer.session.timeout.ms`` and
-``consumer.heartbeat.interval.ms`` per group; the ``share.*`` and ``streams.*`` ones are checked,
-stored and described (share and streams groups are not served yet), and their broker-side defaults
-and bounds are Kafka's (pykraft does not read ``group.share.*`` / ``group.streams.*``).
+``consumer.heartbeat.interval.ms`` per group, its share groups (KIP-932) the ``share.*`` ones; the
+``streams.*`` ones are checked, stored and described (streams groups are not served), and their
+broker-side defaults and bounds are Kafka's (pykraft reads ``group.share.session.timeout.ms``,
+``group.share.heartbeat.interval.ms`` and ``group.share.record.lock.duration.ms``, not their bounds
+nor ``group.streams.*``).
 """
 
 from __future__ import annotations
@@ -72,7 +74,8 @@ KAFKA_GROUP_COORDINATOR_SETTINGS: Final[dict[str, int]] = {
 
 def group_coordinator_settings(config: NodeConfig) -> dict[str, int]:
     """The broker settings group configs default to and are bounded by, by their Kafka names: this
-    node's group.consumer.* ones, Kafka's defaults for share and streams groups."""
+    node's group.consumer.* ones and group.share.* defaults, Kafka's bounds for share groups and
+    everything for streams groups."""
     return {
         **KAFKA_GROUP_COORDINATOR_SETTINGS,
         "group.consumer.session.timeout.ms": config.group_consumer_session_timeout_ms,
@@ -81,6 +84,9 @@ def group_coordinator_settings(config: NodeConfig) -> dict[str, int]:
         "group.consumer.heartbeat.interval.ms": config.group_consumer_heartbeat_interval_ms,
         "group.consumer.min.heartbeat.interval.ms": config.group_consumer_min_heartbeat_interval_ms,
         "group.consumer.max.heartbeat.interval.ms": config.group_consumer_max_heartbeat_interval_ms,
+        "group.share.session.timeout.ms": config.group_share_session_timeout_ms,
+        "group.share.heartbeat.interval.ms": config.group_share_heartbeat_interval_ms,
+        "group.share.record.lock.duration.ms": config.group_share_record_lock_duration_ms,
     }
 
 

@@ -944,7 +944,7 @@ class Node:
                 await self._wait_for_replication(results, waits, produce.timeout_ms)
             return [encode_produce_response(header.correlation_id, version, results)]
         request = messages.decode_request(header, view)
-        if key in (ApiKey.JOIN_GROUP, ApiKey.CONSUMER_GROUP_HEARTBEAT):
+        if key in (ApiKey.JOIN_GROUP, ApiKey.CONSUMER_GROUP_HEARTBEAT, ApiKey.SHARE_GROUP_HEARTBEAT):
             CURRENT_CLIENT.set((header.client_id or "", conn.peer))
         if key == ApiKey.FETCH:
             return await self._fetch(header, request)
