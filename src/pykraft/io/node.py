@@ -41,6 +41,7 @@ from pykraft.io.replica_fetcher import ReplicaFetchers
 from pykraft.io.request_metrics import RequestMetrics
 from pykraft.io.rpc_channel import ChannelSecurity, PeerUnavailable
 from pykraft.io.server import ConnectionInfo, ConnectionLimits, KafkaServer
+from pykraft.io.share_service import ShareService
 from pykraft.io.snapshots import SnapshotStateError
 from pykraft.io.tls import TlsConfigError, server_context
 from pykraft.io.txn_service import TxnService
@@ -139,6 +140,7 @@ class Node:
         self.producer_ids = ProducerIdManager(config.node_id)
         self.ctx: handlers.BrokerContext | None = None
         self.groups: GroupService | None = None
+        self.shares: ShareService | None = None
         self.txns: TxnService | None = None
         # Each SASL listener's PLAIN users and SCRAM lookup, by listener name.
         self._sasl_authenticators: dict[str, SaslAuthenticator] = {}
@@ -328,6 +330,8 @@ class Node:
             wait_replicated=self.wait_replicated,
             verify_txn=self.txns.verify,
         )
+        self.shares = ShareService(config, self.ctx, self._wait_for_data, self._notify_data)
+        self.groups.on_share_member_departed = self.shares.member_departed
         self._on_image()
         self._request_handlers = self._build_request_handlers()
         if link is None:
@@ -714,6 +718,8 @@ class Node:
             self.fetchers.update(followed, {b.node_id: (b.host, b.port) for b in view.brokers})
         if self.groups is not None:
             self.groups.on_image(view, self.metadata.image.configs)
+        if self.shares is not None:
+            self.shares.on_image(self.metadata.image.configs)
         if self.txns is not None:
             self.txns.on_image()
 
@@ -1144,7 +1150,8 @@ class Node:
 
         txns = self.txns
         groups = self.groups
-        assert txns is not None and groups is not None
+        shares = self.shares
+        assert txns is not None and groups is not None and shares is not None
 
         async def init_producer_id(request: Any, version: int) -> Any:
             if request.transactional_id is not None:
@@ -1203,6 +1210,8 @@ class Node:
             # The group APIs and committed offsets (io/group_service.py), transactions (io/txn_service.py).
             **groups.request_handlers(),
             **txns.request_handlers(),
+            # Share groups' fetches and acknowledgements on partition leaders (io/share_service.py).
+            **shares.request_handlers(),
         }
 
     def _config_handlers(self) -> dict[int, RequestHandler]:

@@ -189,6 +189,12 @@ SUPPORTED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     # The consumer group protocol (KIP-848, issue 19): v1 adds the server-side regex subscription.
     ApiKey.CONSUMER_GROUP_HEARTBEAT: (0, 1),
     ApiKey.CONSUMER_GROUP_DESCRIBE: (0, 0),
+    # Share groups (KIP-932, issue 31): the stable versions (v0 was Kafka 4.0's early access).
+    # ShareFetch/ShareAcknowledge stop before v2 (KIP-1206's acquire modes, KIP-1222's RENEW).
+    ApiKey.SHARE_GROUP_HEARTBEAT: (1, 1),
+    ApiKey.SHARE_GROUP_DESCRIBE: (1, 1),
+    ApiKey.SHARE_FETCH: (1, 1),
+    ApiKey.SHARE_ACKNOWLEDGE: (1, 1),
 }
 
 

@@ -1,0 +1,410 @@
+"""ShareFetch (78) and ShareAcknowledge (79) on a partition leader (KIP-932), pure: Kafka's
+SharePartitionManager and ShareSessionCache around the share partitions
+(coordinator/share_partition.py). The shell (io/share_service.py) long-polls.
+
+**Share sessions** are keyed by (group id, member id), as ShareSessionCache's ShareSessionKey. A
+ShareFetch with ShareSessionEpoch 0 opens one (carrying no acknowledgements: INVALID_REQUEST), -1
+closes it (its acknowledgements applied, the member's records in its partitions released); any other
+epoch must be the session's next (INVALID_SHARE_SESSION_EPOCH; SHARE_SESSION_NOT_FOUND without a
+session) and moves it on by one. A session remembers its partitions: a request names only the ones it
+adds (Topics) and removes (ForgottenTopicsData), and each fetch reads every partition of the session.
+ShareAcknowledge follows the same epochs but cannot open a session.
+
+**Share partitions** are made on the first fetch of a (group, topic partition) on its leader. Their
+start offset comes from the group's ``share.auto.offset.reset`` (Kafka's default ``latest``: the
+high watermark; ``earliest``: the log start; ``by_duration:<ISO-8601>``: the first record at or after
+now minus that). ``share.isolation.level`` read_committed reads to the last stable offset and never
+acquires an aborted transaction's records; control records are never acquired. The lock duration is
+the group's ``share.record.lock.duration.ms`` or ``group.share.record.lock.duration.ms``.
+
+Not durable yet: a new partition leader starts the share partition over from ``share.auto.offset.reset``
+(Kafka's leaders read and write the share-group state through the share coordinator,
+``__share_group_state``; pykraft does not have it).
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from pykraft.broker.handlers import BrokerContext, led_partition
+from pykraft.coordinator.share_partition import (
+    AcknowledgementBatch,
+    AcquiredRecords,
+    SharePartition,
+    SharePartitionConfig,
+)
+from pykraft.core.errors import ErrorCode
+from pykraft.core.group_configs import duration_ns, group_config_int
+from pykraft.protocol.messages import ShareAcknowledgeResponse, ShareFetchResponse
+from pykraft.protocol.records import committed_batches, scan_batches
+
+INITIAL_SESSION_EPOCH = 0
+FINAL_SESSION_EPOCH = -1
+# A share partition read takes at most this much of the log per fetch (Kafka's fetch.max.bytes
+# default caps a ShareFetch the same way).
+PARTITION_READ_BYTES = 1048576
+
+TopicPartition = tuple[uuid.UUID, int]
+
+
+@dataclass(slots=True)
+class ShareSession:
+    group_id: str
+    member_id: str
+    next_epoch: int
+    partitions: set[TopicPartition] = field(default_factory=set)
+
+
+@dataclass(frozen=True, slots=True)
+class ShareManagerConfig:
+    record_lock_duration_ms: int = 30000  # group.share.record.lock.duration.ms
+    delivery_count_limit: int = 5  # group.share.delivery.count.limit
+    partition_max_record_locks: int = 2000  # group.share.partition.max.record.locks
+
+
+@dataclass(slots=True)
+class PartitionOutcome:
+    error_code: ErrorCode = ErrorCode.NONE
+    acknowledge_error_code: ErrorCode = ErrorCode.NONE
+    leader_id: int = -1
+    leader_epoch: int = -1
+    records: bytes = b""
+    acquired: list[AcquiredRecords] = field(default_factory=list)
+    acknowledged: bool = False  # the request acknowledged records of this partition
+
+
+@dataclass(slots=True)
+class FetchContext:
+    """One ShareFetch between its session check (done once) and its reads (repeated while it waits)."""
+
+    error_code: ErrorCode
+    error_message: str | None = None
+    session: ShareSession | None = None
+    outcomes: dict[TopicPartition, PartitionOutcome] = field(default_factory=dict)
+    max_records: int = 0
+
+    @property
+    def acquired_any(self) -> bool:
+        return any(o.acquired for o in self.outcomes.values())
+
+
+def _acknowledgements(partition: Any) -> list[AcknowledgementBatch]:
+    return [
+        AcknowledgementBatch(b.first_offset, b.last_offset, tuple(b.acknowledge_types))
+        for b in partition.acknowledgement_batches
+    ]
+
+
+class ShareManager:
+    def __init__(self, ctx: BrokerContext, config: ShareManagerConfig) -> None:
+        self.ctx = ctx
+        self.config = config
+        self.partitions: dict[tuple[str, uuid.UUID, int], SharePartition] = {}
+        self.sessions: dict[tuple[str, str], ShareSession] = {}
+        self._group_configs: Mapping[str, Mapping[str, str]] = {}
+
+    def set_group_configs(self, configs: Mapping[str, Mapping[str, str]]) -> None:
+        self._group_configs = configs
+
+    def _group_config(self, group_id: str) -> Mapping[str, str]:
+        return self._group_configs.get(group_id, {})
+
+    def record_lock_duration_ms(self, group_id: str) -> int:
+        return group_config_int(
+            self._group_config(group_id), "share.record.lock.duration.ms", self.config.record_lock_duration_ms
+        )
+
+    # --- sessions ------------------------------------------------------------------------------------
+
+    def _session(
+        self, group_id: str, member_id: str, epoch: int, *, may_open: bool
+    ) -> tuple[ShareSession | None, ErrorCode]:
+        key = (group_id, member_id)
+        if epoch == INITIAL_SESSION_EPOCH:
+            if not may_open:
+                return None, ErrorCode.INVALID_SHARE_SESSION_EPOCH
+            opened = self.sessions[key] = ShareSession(group_id, member_id, 1)
+            return opened, ErrorCode.NONE
+        session = self.sessions.get(key)
+        if session is None:
+            return None, ErrorCode.SHARE_SESSION_NOT_FOUND
+        if epoch == FINAL_SESSION_EPOCH:
+            return session, ErrorCode.NONE
+        if epoch != session.next_epoch:
+            return None, ErrorCode.INVALID_SHARE_SESSION_EPOCH
+        session.next_epoch = 1 if epoch == 2**31 - 1 else epoch + 1
+        return session, ErrorCode.NONE
+
+    def _close(self, session: ShareSession) -> None:
+        self.sessions.pop((session.group_id, session.member_id), None)
+        for topic_id, index in session.partitions:
+            sp = self.partitions.get((session.group_id, topic_id, index))
+            if sp is not None:
+                sp.release_member(session.member_id)
+
+    def member_departed(self, group_id: str, member_id: str) -> None:
+        """The member left its group or its session there expired: its share session here ends and its
+        records are released (Kafka's ShareGroupListener.onMemberLeave)."""
+        session = self.sessions.get((group_id, member_id))
+        if session is not None:
+            self._close(session)
+        for (g, _, _), sp in self.partitions.items():
+            if g == group_id:
+                sp.release_member(member_id)
+
+    # --- locks ---------------------------------------------------------------------------------------
+
+    def expire_locks(self, now_ms: int) -> int:
+        return sum(sp.expire_locks(now_ms) for sp in self.partitions.values())
+
+    def next_deadline_ms(self) -> int | None:
+        deadlines = [d for sp in self.partitions.values() if (d := sp.next_deadline_ms()) is not None]
+        return min(deadlines) if deadlines else None
+
+    def drop_unled(self) -> None:
+        """Forget the share partitions of topic partitions this node no longer leads (new image)."""
+        names = {view.topic_id: name for name, view in self.ctx.cluster.topics.items()}
+        for key in list(self.partitions):
+            _, topic_id, index = key
+            name = names.get(topic_id)
+            if name is None or led_partition(self.ctx, name, index)[1] != ErrorCode.NONE:
+                del self.partitions[key]
+
+    # --- ShareFetch ----------------------------------------------------------------------------------
+
+    def begin_fetch(self, request: Any, now_ms: int) -> FetchContext:
+        """The session step and the acknowledgements of a ShareFetch (once per request)."""
+        group_id, member_id = request.group_id or "", request.member_id or ""
+        epoch = request.share_session_epoch
+        if not group_id:
+            return FetchContext(ErrorCode.INVALID_GROUP_ID, "Group id must be set.")
+        if not member_id:
+            return FetchContext(ErrorCode.INVALID_REQUEST, "Member id must be set.")
+        has_acks = any(p.acknowledgement_batches for t in request.topics for p in t.partitions)
+        if epoch == INITIAL_SESSION_EPOCH and has_acks:
+            return FetchContext(ErrorCode.INVALID_REQUEST, "Acknowledge data present on initial fetch.")
+        session, error = self._session(group_id, member_id, epoch, may_open=True)
+        if session is None:
+            return FetchContext(error)
+        fetch = FetchContext(ErrorCode.NONE, session=session, max_records=max(request.max_records, 0))
+        for topic in request.topics:
+            for p in topic.partitions:
+                tp = (topic.topic_id, p.partition_index)
+                if epoch != FINAL_SESSION_EPOCH:
+                    session.partitions.add(tp)
+                if p.acknowledgement_batches:
+                    outcome = fetch.outcomes.setdefault(tp, PartitionOutcome())
+                    outcome.acknowledged = True
+                    outcome.acknowledge_error_code = self._acknowledge(
+                        session, tp, _acknowledgements(p), now_ms
+                    )
+        for forgotten in request.forgotten_topics_data:
+            for index in forgotten.partitions:
+                session.partitions.discard((forgotten.topic_id, index))
+        if epoch == FINAL_SESSION_EPOCH:
+            self._close(session)
+            fetch.max_records = 0
+        return fetch
+
+    def acquire(self, fetch: FetchContext, now_ms: int) -> None:
+        """Read and acquire records of every partition of the fetch's session (repeated while the
+        request long-polls, until something is acquired)."""
+        session = fetch.session
+        if session is None or fetch.max_records <= 0:
+            return
+        self.expire_locks(now_ms)
+        names = {view.topic_id: name for name, view in self.ctx.cluster.topics.items()}
+        for tp in sorted(session.partitions, key=lambda k: (str(k[0]), k[1])):
+            if fetch.max_records <= 0:
+                break
+            outcome = fetch.outcomes.setdefault(tp, PartitionOutcome())
+            if outcome.acquired:
+                continue
+            self._read_partition(session, tp, names.get(tp[0]), outcome, fetch, now_ms)
+
+    def _read_partition(
+        self,
+        session: ShareSession,
+        tp: TopicPartition,
+        name: str | None,
+        outcome: PartitionOutcome,
+        fetch: FetchContext,
+        now_ms: int,
+    ) -> None:
+        if name is None:
+            outcome.error_code = ErrorCode.UNKNOWN_TOPIC_ID
+            return
+        part, error = led_partition(self.ctx, name, tp[1])
+        view = (
+            self.ctx.cluster.topics[name].partitions[tp[1]]
+            if error != ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            else None
+        )
+        if view is not None:
+            outcome.leader_id, outcome.leader_epoch = view.leader_id, view.leader_epoch
+        if part is None:
+            outcome.error_code = error
+            return
+        sp = self._share_partition(session.group_id, tp, part, now_ms)
+        if not sp.can_acquire():
+            return
+        read_committed = self._group_config(session.group_id).get("share.isolation.level") == "read_committed"
+        offset = max(sp.next_fetch_offset(), part.log.log_start_offset)
+        read = self.ctx.replicas.read(
+            part, offset, PARTITION_READ_BYTES, min_one_batch=True, isolation_level=1 if read_committed else 0
+        )
+        if read.error_code != ErrorCode.NONE:
+            outcome.error_code = read.error_code
+            return
+        chunk = b"".join(bytes(c) for c in read.chunks)
+        if not chunk:
+            return
+        batches = list(scan_batches(chunk, check_crc=False))
+        if not batches:
+            return
+        deliverable = committed_batches(chunk, batches, read.aborted_transactions if read_committed else None)
+        runs = [(h.base_offset, h.last_offset) for _, h in deliverable]
+        acquired = sp.acquire(session.member_id, runs, batches[-1][1].next_offset, fetch.max_records, now_ms)
+        if not acquired:
+            return
+        fetch.max_records -= sum(a.last_offset - a.first_offset + 1 for a in acquired)
+        outcome.acquired = acquired
+        # The whole batches holding acquired records: the client delivers only the acquired offsets.
+        outcome.records = b"".join(
+            chunk[pos : pos + h.size_in_bytes]
+            for pos, h in deliverable
+            if any(a.first_offset <= h.last_offset and a.last_offset >= h.base_offset for a in acquired)
+        )
+
+    def _share_partition(self, group_id: str, tp: TopicPartition, part: Any, now_ms: int) -> SharePartition:
+        key = (group_id, tp[0], tp[1])
+        sp = self.partitions.get(key)
+        if sp is None:
+            config = SharePartitionConfig(
+                record_lock_duration_ms=self.record_lock_duration_ms(group_id),
+                delivery_count_limit=self.config.delivery_count_limit,
+                max_in_flight_records=self.config.partition_max_record_locks,
+            )
+            sp = self.partitions[key] = SharePartition(self._initial_offset(group_id, part, now_ms), config)
+        return sp
+
+    def _initial_offset(self, group_id: str, part: Any, now_ms: int) -> int:
+        """The SPSO of a share partition new to its group: share.auto.offset.reset (Kafka's
+        ShareGroupAutoOffsetResetStrategy; ``latest`` unless the group says otherwise)."""
+        log = part.log
+        reset = self._group_config(group_id).get("share.auto.offset.reset", "latest").strip().lower()
+        if reset == "earliest":
+            return int(log.log_start_offset)
+        if reset.startswith("by_duration:"):
+            back_ns = duration_ns(reset[len("by_duration:") :]) or 0
+            found = log.offset_for_timestamp(now_ms - back_ns // 1_000_000)
+            return int(found[0]) if found is not None else int(log.high_watermark)
+        return int(log.high_watermark)
+
+    def _acknowledge(
+        self, session: ShareSession, tp: TopicPartition, batches: list[AcknowledgementBatch], now_ms: int
+    ) -> ErrorCode:
+        names = {view.topic_id: name for name, view in self.ctx.cluster.topics.items()}
+        name = names.get(tp[0])
+        if name is None:
+            return ErrorCode.UNKNOWN_TOPIC_ID
+        _, error = led_partition(self.ctx, name, tp[1])
+        if error != ErrorCode.NONE:
+            return error
+        sp = self.partitions.get((session.group_id, tp[0], tp[1]))
+        if sp is None:
+            return ErrorCode.INVALID_RECORD_STATE
+        sp.expire_locks(now_ms)
+        return sp.acknowledge(session.member_id, batches, now_ms)
+
+    def fetch_response(self, fetch: FetchContext, version: int, group_id: str) -> Any:
+        topic_cls: Any = ShareFetchResponse.ShareFetchableTopicResponse
+        partition_cls: Any = topic_cls.PartitionData
+        by_topic: dict[uuid.UUID, list[Any]] = {}
+        for (topic_id, index), o in sorted(fetch.outcomes.items(), key=lambda kv: (str(kv[0][0]), kv[0][1])):
+            if not (o.acquired or o.error_code or o.acknowledged):
+                continue
+            by_topic.setdefault(topic_id, []).append(
+                partition_cls(
+                    partition_index=index,
+                    error_code=o.error_code,
+                    error_message=None,
+                    acknowledge_error_code=o.acknowledge_error_code,
+                    acknowledge_error_message=None,
+                    current_leader=partition_cls.LeaderIdAndEpoch(
+                        leader_id=o.leader_id, leader_epoch=o.leader_epoch
+                    ),
+                    records=o.records,
+                    acquired_records=[
+                        partition_cls.AcquiredRecords(
+                            first_offset=a.first_offset,
+                            last_offset=a.last_offset,
+                            delivery_count=a.delivery_count,
+                        )
+                        for a in o.acquired
+                    ],
+                )
+            )
+        return ShareFetchResponse(
+            version=version,
+            throttle_time_ms=0,
+            error_code=fetch.error_code,
+            error_message=fetch.error_message,
+            acquisition_lock_timeout_ms=self.record_lock_duration_ms(group_id),
+            responses=[topic_cls(topic_id=t, partitions=ps) for t, ps in by_topic.items()],
+            node_endpoints=[],
+        )
+
+    # --- ShareAcknowledge ----------------------------------------------------------------------------
+
+    def share_acknowledge(self, request: Any, version: int, now_ms: int) -> Any:
+        group_id, member_id = request.group_id or "", request.member_id or ""
+        epoch = request.share_session_epoch
+        error_code, message = ErrorCode.NONE, None
+        session: ShareSession | None = None
+        if not group_id:
+            error_code, message = ErrorCode.INVALID_GROUP_ID, "Group id must be set."
+        elif not member_id:
+            error_code, message = ErrorCode.INVALID_REQUEST, "Member id must be set."
+        else:
+            session, error_code = self._session(group_id, member_id, epoch, may_open=False)
+        topic_cls: Any = ShareAcknowledgeResponse.ShareAcknowledgeTopicResponse
+        partition_cls: Any = topic_cls.PartitionData
+        topics = []
+        if session is not None:
+            names = {view.topic_id: name for name, view in self.ctx.cluster.topics.items()}
+            for topic in request.topics:
+                partitions = []
+                for p in topic.partitions:
+                    tp = (topic.topic_id, p.partition_index)
+                    error = self._acknowledge(session, tp, _acknowledgements(p), now_ms)
+                    leader_id = leader_epoch = -1
+                    name = names.get(topic.topic_id)
+                    if name is not None and p.partition_index < len(self.ctx.cluster.topics[name].partitions):
+                        view = self.ctx.cluster.topics[name].partitions[p.partition_index]
+                        leader_id, leader_epoch = view.leader_id, view.leader_epoch
+                    partitions.append(
+                        partition_cls(
+                            partition_index=p.partition_index,
+                            error_code=error,
+                            error_message=None,
+                            current_leader=partition_cls.LeaderIdAndEpoch(
+                                leader_id=leader_id, leader_epoch=leader_epoch
+                            ),
+                        )
+                    )
+                topics.append(topic_cls(topic_id=topic.topic_id, partitions=partitions))
+            if epoch == FINAL_SESSION_EPOCH:
+                self._close(session)
+        return ShareAcknowledgeResponse(
+            version=version,
+            throttle_time_ms=0,
+            error_code=error_code,
+            error_message=message,
+            acquisition_lock_timeout_ms=self.record_lock_duration_ms(group_id),
+            responses=topics,
+            node_endpoints=[],
+        )
