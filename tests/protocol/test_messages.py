@@ -183,6 +183,10 @@ def test_supported_versions_table() -> None:
         # KIP-848 consumer groups (issue 19).
         ApiKey.CONSUMER_GROUP_HEARTBEAT: (0, 1),
         ApiKey.CONSUMER_GROUP_DESCRIBE: (0, 0),
+        ApiKey.SHARE_GROUP_HEARTBEAT: (1, 1),
+        ApiKey.SHARE_GROUP_DESCRIBE: (1, 1),
+        ApiKey.SHARE_FETCH: (1, 1),
+        ApiKey.SHARE_ACKNOWLEDGE: (1, 1),
     }
     assert ApiKey.GET_TELEMETRY_SUBSCRIPTIONS not in SUPPORTED_VERSIONS
 

@@ -46,6 +46,9 @@ FINAL_SESSION_EPOCH = -1
 # A share partition read takes at most this much of the log per fetch (Kafka's fetch.max.bytes
 # default caps a ShareFetch the same way).
 PARTITION_READ_BYTES = 1048576
+# Share sessions one broker keeps at most (Kafka's group.share.max.share.sessions default): another is
+# refused SHARE_SESSION_LIMIT_REACHED.
+MAX_SHARE_SESSIONS = 2000
 
 TopicPartition = tuple[uuid.UUID, int]
 
@@ -126,6 +129,8 @@ class ShareManager:
         if epoch == INITIAL_SESSION_EPOCH:
             if not may_open:
                 return None, ErrorCode.INVALID_SHARE_SESSION_EPOCH
+            if key not in self.sessions and len(self.sessions) >= MAX_SHARE_SESSIONS:
+                return None, ErrorCode.SHARE_SESSION_LIMIT_REACHED
             opened = self.sessions[key] = ShareSession(group_id, member_id, 1)
             return opened, ErrorCode.NONE
         session = self.sessions.get(key)
@@ -383,7 +388,9 @@ class ShareManager:
                     error = self._acknowledge(session, tp, _acknowledgements(p), now_ms)
                     leader_id = leader_epoch = -1
                     name = names.get(topic.topic_id)
-                    if name is not None and p.partition_index < len(self.ctx.cluster.topics[name].partitions):
+                    if name is not None and 0 <= p.partition_index < len(
+                        self.ctx.cluster.topics[name].partitions
+                    ):
                         view = self.ctx.cluster.topics[name].partitions[p.partition_index]
                         leader_id, leader_epoch = view.leader_id, view.leader_epoch
                     partitions.append(

@@ -25,7 +25,8 @@ The SPSO moves past every leading record that is ACKNOWLEDGED or ARCHIVED, and o
 
 :meth:`SharePartition.state_batches` and :meth:`SharePartition.from_state` are the durable view
 (Kafka's ShareSnapshot state batches): acquisitions are not durable, so an ACQUIRED record is saved as
-AVAILABLE with its delivery count, and a new leader hands it out again.
+released (AVAILABLE with its delivery count, or ARCHIVED once delivered ``delivery_count_limit``
+times), and a new leader hands it out again.
 """
 
 from __future__ import annotations
@@ -123,9 +124,7 @@ class SharePartition:
         ``start_offset`` in the batches' states; the end offset after the last of them."""
         partition = cls(start_offset, config)
         for batch in sorted(batches, key=lambda b: b.first_offset):
-            state = batch.delivery_state
-            if state == RecordState.ACQUIRED:
-                state = RecordState.AVAILABLE
+            state = partition._durable_state(batch.delivery_state, batch.delivery_count)
             for offset in range(max(batch.first_offset, partition.end_offset), batch.last_offset + 1):
                 partition._records[offset] = InFlightRecord(state, batch.delivery_count)
             partition.end_offset = max(partition.end_offset, batch.last_offset + 1)
@@ -136,7 +135,7 @@ class SharePartition:
         """The in-flight records as durable runs (ACQUIRED saved as AVAILABLE)."""
         out: list[StateBatch] = []
         for offset, record in self._records.items():
-            state = RecordState.AVAILABLE if record.state == RecordState.ACQUIRED else record.state
+            state = self._durable_state(record.state, record.delivery_count)
             last = out[-1] if out else None
             if (
                 last is not None
@@ -148,6 +147,15 @@ class SharePartition:
             else:
                 out.append(StateBatch(offset, offset, state, record.delivery_count))
         return out
+
+    def _durable_state(self, state: RecordState, delivery_count: int) -> RecordState:
+        """An acquisition is not durable: saved, the record is released (archived once delivered
+        ``delivery_count_limit`` times)."""
+        if state not in (RecordState.ACQUIRED, RecordState.AVAILABLE):
+            return state
+        if delivery_count >= self.config.delivery_count_limit:
+            return RecordState.ARCHIVED
+        return RecordState.AVAILABLE
 
     # --- reading -------------------------------------------------------------------------------------
 
@@ -208,7 +216,7 @@ class SharePartition:
                         continue
                     record.delivery_count += 1
                 else:
-                    if self.end_offset - self.start_offset >= self.config.max_in_flight_records:
+                    if offset - self.start_offset >= self.config.max_in_flight_records:
                         complete = False
                         break
                     record = self._records[offset] = InFlightRecord(RecordState.ACQUIRED, 1)
@@ -220,7 +228,11 @@ class SharePartition:
             if not complete:
                 break
         if complete and fetched_end_offset > self.end_offset:
-            self.end_offset = fetched_end_offset  # trailing offsets without records
+            # Trailing offsets without records, within the in-flight span.
+            self.end_offset = max(
+                self.end_offset,
+                min(fetched_end_offset, self.start_offset + self.config.max_in_flight_records),
+            )
         self._advance_start()
         return _runs(acquired)
 
@@ -235,10 +247,25 @@ class SharePartition:
                 return ErrorCode.INVALID_REQUEST
             if any(t not in AcknowledgeType._value2member_map_ for t in types):
                 return ErrorCode.INVALID_REQUEST
-            for i, offset in enumerate(range(batch.first_offset, batch.last_offset + 1)):
-                ack = AcknowledgeType(types[0] if len(types) == 1 else types[i])
+            if batch.last_offset >= self.end_offset:
+                return ErrorCode.INVALID_RECORD_STATE  # never acquired
+            if len(types) == 1:
+                ack = AcknowledgeType(types[0])
+                if ack != AcknowledgeType.GAP and batch.first_offset < self.start_offset:
+                    return ErrorCode.INVALID_RECORD_STATE  # done with already
+                # One type for the run: walk the records in it (not every offset: the run may be long).
+                held = [o for o in self._records if batch.first_offset <= o <= batch.last_offset]
+                if ack != AcknowledgeType.GAP and len(held) != count:
+                    return ErrorCode.INVALID_RECORD_STATE  # offsets without a record in it
+                pairs = [(o, ack) for o in held]
+            else:
+                pairs = [
+                    (offset, AcknowledgeType(types[i]))
+                    for i, offset in enumerate(range(batch.first_offset, batch.last_offset + 1))
+                ]
+            for offset, ack in pairs:
                 record = self._records.get(offset) if offset >= self.start_offset else None
-                if record is None and ack == AcknowledgeType.GAP and offset < self.end_offset:
+                if record is None and ack == AcknowledgeType.GAP:
                     continue  # an offset without a record: nothing to do
                 if record is None or record.state != RecordState.ACQUIRED or record.member_id != member_id:
                     return ErrorCode.INVALID_RECORD_STATE
