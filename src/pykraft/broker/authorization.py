@@ -90,13 +90,18 @@ TOPIC_SHAPES: dict[int, TopicShape] = {
     ),
 }
 
-# ConsumerGroupHeartbeat (KIP-848) needs READ on the group like the classic group APIs.
+# ConsumerGroupHeartbeat (KIP-848) needs READ on the group like the classic group APIs, and so do the
+# share group's heartbeat, fetch and acknowledge (KIP-932; KafkaApis: GROUP_AUTHORIZATION_FAILED for
+# the whole request, READ on each topic checked in broker/share_fetch.py).
 GROUP_READ_APIS = (
     ApiKey.JOIN_GROUP,
     ApiKey.SYNC_GROUP,
     ApiKey.HEARTBEAT,
     ApiKey.LEAVE_GROUP,
     ApiKey.CONSUMER_GROUP_HEARTBEAT,
+    ApiKey.SHARE_GROUP_HEARTBEAT,
+    ApiKey.SHARE_FETCH,
+    ApiKey.SHARE_ACKNOWLEDGE,
 )
 
 
@@ -421,8 +426,8 @@ def split(api_key: int, request: Any, version: int) -> Denied:
             else:
                 request.groups_names = kept_groups
         return [(g, [], ErrorCode.GROUP_AUTHORIZATION_FAILED) for g in refused_groups]
-    if api_key == ApiKey.CONSUMER_GROUP_DESCRIBE:
-        # DESCRIBE on each group, the groups refused answered GROUP_AUTHORIZATION_FAILED (KIP-848).
+    if api_key in (ApiKey.CONSUMER_GROUP_DESCRIBE, ApiKey.SHARE_GROUP_DESCRIBE):
+        # DESCRIBE on each group, the groups refused answered GROUP_AUTHORIZATION_FAILED (KIP-848, KIP-932).
         refused_groups = [g for g in request.group_ids if not allowed(AclOperation.DESCRIBE, GROUP, g)]
         request.group_ids = [g for g in request.group_ids if g not in refused_groups]
         return [(g, [], ErrorCode.GROUP_AUTHORIZATION_FAILED) for g in refused_groups]
@@ -508,7 +513,7 @@ def merge(api_key: int, response: Any, denied: Denied) -> None:
                     members=[],
                 )
             )
-    elif api_key == ApiKey.CONSUMER_GROUP_DESCRIBE:
+    elif api_key in (ApiKey.CONSUMER_GROUP_DESCRIBE, ApiKey.SHARE_GROUP_DESCRIBE):
         for name, _, error in denied:
             response.groups.append(
                 cls.DescribedGroup(

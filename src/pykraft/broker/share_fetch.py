@@ -40,6 +40,7 @@ from pykraft.core.errors import ErrorCode
 from pykraft.core.group_configs import duration_ns, group_config_int
 from pykraft.protocol.messages import ShareAcknowledgeResponse, ShareFetchResponse
 from pykraft.protocol.records import committed_batches, scan_batches
+from pykraft.security.acls import AclOperation, ResourceType, allowed
 
 INITIAL_SESSION_EPOCH = 0
 FINAL_SESSION_EPOCH = -1
@@ -242,6 +243,9 @@ class ShareManager:
         if name is None:
             outcome.error_code = ErrorCode.UNKNOWN_TOPIC_ID
             return
+        if not allowed(AclOperation.READ, ResourceType.TOPIC, name):
+            outcome.error_code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+            return
         part, error = led_partition(self.ctx, name, tp[1])
         view = (
             self.ctx.cluster.topics[name].partitions[tp[1]]
@@ -316,6 +320,8 @@ class ShareManager:
         name = names.get(tp[0])
         if name is None:
             return ErrorCode.UNKNOWN_TOPIC_ID
+        if not allowed(AclOperation.READ, ResourceType.TOPIC, name):
+            return ErrorCode.TOPIC_AUTHORIZATION_FAILED
         _, error = led_partition(self.ctx, name, tp[1])
         if error != ErrorCode.NONE:
             return error
