@@ -12,9 +12,11 @@ the new assignment and epoch at its next heartbeat. The response carries the ass
 member joined or its assignment changed. A member whose heartbeats stop for
 ``group.share.session.timeout.ms`` (or the group's ``share.session.timeout.ms``) is removed.
 
-Members removed (left, expired) are reported through :meth:`ShareGroupCoordinator.take_departed` so
-the partition leaders' share sessions of theirs end and their acquired records are released (Kafka's
-ShareGroupListener.onMemberLeave).
+Members whose session expired are reported through :meth:`ShareGroupCoordinator.take_departed` so the
+share sessions of theirs on this node end and their acquired records are released (Kafka's
+ShareGroupListener.onMemberLeave). A member that leaves is not: it closes its share sessions itself
+(ShareFetch/ShareAcknowledge with epoch -1) carrying its last acknowledgements, which may reach the
+partition leader after the leave.
 
 Not durable: pykraft does not yet write Kafka's ShareGroup* records to ``__consumer_offsets``, so a new
 coordinator knows no share group and answers a member's heartbeat UNKNOWN_MEMBER_ID (it joins again).
@@ -188,7 +190,9 @@ class ShareGroupCoordinator:
         group = self.groups.get(req.group_id)
         if req.member_epoch == LEAVE_GROUP_MEMBER_EPOCH:
             if group is not None and req.member_id in group.members:
-                self._remove_member(group, req.member_id)
+                # Not departed: a member leaving closes its share sessions itself, with its last
+                # acknowledgements (which releasing its records first would refuse).
+                self._remove_member(group, req.member_id, expired=False)
             return ShareHeartbeatResult(
                 ErrorCode.NONE, member_id=req.member_id, member_epoch=LEAVE_GROUP_MEMBER_EPOCH
             )
@@ -284,14 +288,15 @@ class ShareGroupCoordinator:
         group.subscription_metadata = metadata
         return True
 
-    def _remove_member(self, group: ShareGroup, member_id: str) -> None:
+    def _remove_member(self, group: ShareGroup, member_id: str, *, expired: bool) -> None:
         del group.members[member_id]
         names = {n for m in group.members.values() for n in m.subscribed_topic_names}
         group.subscription_metadata = {n: v for n, v in group.subscription_metadata.items() if n in names}
         group.group_epoch += 1
         group.target_assignment = simple_assignment(group)
         group.assignment_epoch = group.group_epoch
-        self._departed.append((group.group_id, member_id))
+        if expired:
+            self._departed.append((group.group_id, member_id))
 
     # --- timers ------------------------------------------------------------------------------------
 
@@ -300,7 +305,7 @@ class ShareGroupCoordinator:
         for group in list(self.groups.values()):
             for member in list(group.members.values()):
                 if member.session_deadline_ms <= now_ms:
-                    self._remove_member(group, member.member_id)
+                    self._remove_member(group, member.member_id, expired=True)
 
     def next_deadline_ms(self) -> int | None:
         deadlines = [m.session_deadline_ms for g in self.groups.values() for m in g.members.values()]

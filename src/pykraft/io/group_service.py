@@ -130,7 +130,7 @@ class GroupService:
         self._wakeup = asyncio.Event()
         # The metadata image's configs last handed to the coordinator (on_image).
         self._configs: ConfigurationsImage | None = None
-        # Told of each share group member that left or expired (the share partitions it holds records
+        # Told of each share group member whose session expired (the share partitions it holds records
         # of release them: io/share_service.py).
         self.on_share_member_departed: Callable[[str, str], None] | None = None
 
