@@ -26,6 +26,7 @@ from confluent_kafka.admin import (
     ResourceType,
 )
 
+from pykraft.cli import main
 from pykraft.testing import RunningNode, running_node
 
 pytestmark = pytest.mark.slow
@@ -213,3 +214,39 @@ def test_share_auto_offset_reset_latest_skips_what_came_before(node: RunningNode
     finally:
         consumer.close()
     assert all(v.startswith("late") for v in seen), seen
+
+
+def test_share_groups_tool_lists_describes_and_deletes(
+    node: RunningNode, capsys: pytest.CaptureFixture[str]
+) -> None:
+    topic, group = "share-tool", "sg-tool"
+    _setup(node, topic, group, 4)
+    consumers = [_consumer(node, group, topic) for _ in range(2)]
+    got: list[int] = []
+    tool = ["share-groups", "--bootstrap-server", node.bootstrap_servers]
+    try:
+        _poll_until(consumers, lambda _, m: got.append(m.offset()), lambda: len(got) == 4)  # type: ignore[attr-defined]
+        capsys.readouterr()
+        assert main([*tool, "--list"]) == 0
+        assert group in capsys.readouterr().out.split()
+        assert main([*tool, "--describe", "--group", group, "--members"]) == 0
+        lines = capsys.readouterr().out.strip().splitlines()
+        assert lines[0].split()[:4] == ["GROUP", "CONSUMER-ID", "HOST", "CLIENT-ID"]
+        assert len(lines) == 3 and all(f"{topic}:0" in line for line in lines[1:])  # both get partition 0
+        assert main([*tool, "--describe", "--group", group, "--state"]) == 0
+        (row,) = capsys.readouterr().out.strip().splitlines()[1:]
+        assert row.split()[0] == group and row.split()[-2:] == ["Stable", "2"]
+        assert main([*tool, "--delete", "--group", group]) == 1
+        assert "NON_EMPTY_GROUP" in capsys.readouterr().err
+    finally:
+        for consumer in consumers:
+            consumer.close()
+    # Both left: the group is empty and may go.
+    assert main([*tool, "--list", "--state"]) == 0
+    assert [group, "Empty"] in [line.split() for line in capsys.readouterr().out.splitlines()]
+    assert main([*tool, "--delete", "--group", group]) == 0
+    assert main([*tool, "--describe", "--group", group]) == 1
+    assert "does not exist" in capsys.readouterr().err
+    # consumer-groups does not list share groups.
+    assert main(["consumer-groups", "--bootstrap-server", node.bootstrap_servers, "--list"]) == 0
+    assert "sg-five" not in capsys.readouterr().out

@@ -1193,6 +1193,10 @@ class GroupCoordinator:
             partition = self.partition_for(group_id)
             plan = plans.setdefault(partition, WritePlan(partition))
             error = self.coordinator_error(group_id) if group_id else ErrorCode.INVALID_GROUP_ID
+            if error == ErrorCode.NONE and group_id in self.share.groups:
+                # A share group: only an empty one (its membership is not written to the log yet).
+                plan.group_errors[group_id] = self.share.delete(group_id)
+                continue
             group = self.groups.get(group_id)
             consumer_group = self.consumer.groups.get(group_id)
             if error == ErrorCode.NONE and consumer_group is not None:
