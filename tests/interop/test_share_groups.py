@@ -35,6 +35,7 @@ LOCK_MS = 2000
 DELIVERY_COUNT_LIMIT = 3
 OVERRIDES = {
     "offsets.topic.num.partitions": "3",
+    "share.coordinator.state.topic.num.partitions": "3",
     "group.share.min.record.lock.duration.ms": "1000",
     "group.share.record.lock.duration.ms": str(LOCK_MS),
     "group.share.delivery.count.limit": str(DELIVERY_COUNT_LIMIT),

@@ -187,6 +187,8 @@ def test_supported_versions_table() -> None:
         ApiKey.SHARE_GROUP_DESCRIBE: (1, 1),
         ApiKey.SHARE_FETCH: (1, 1),
         ApiKey.SHARE_ACKNOWLEDGE: (1, 1),
+        ApiKey.READ_SHARE_GROUP_STATE: (0, 0),
+        ApiKey.WRITE_SHARE_GROUP_STATE: (0, 0),
     }
     assert ApiKey.GET_TELEMETRY_SUBSCRIPTIONS not in SUPPORTED_VERSIONS
 

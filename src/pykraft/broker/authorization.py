@@ -329,6 +329,29 @@ def _describe_log_dirs(request: Any, version: int) -> Any | None:
     )
 
 
+def _share_state_rpc(api_key: int) -> Callable[[Any, int], Any | None]:
+    """Read/WriteShareGroupState (KIP-932) are for brokers: CLUSTER_ACTION, else every partition
+    answered CLUSTER_AUTHORIZATION_FAILED (KafkaApis.handleReadShareGroupStateRequest)."""
+
+    def check(request: Any, version: int) -> Any | None:
+        if allowed_on_cluster(AclOperation.CLUSTER_ACTION):
+            return None
+        response_cls: Any = response_class(api_key)
+        result_cls = response_cls.fields["results"].data_class
+        partition_cls = result_cls.fields["partitions"].data_class
+        error = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+        results = [
+            result_cls(
+                topic_id=t.topic_id,
+                partitions=[partition_cls(partition=p.partition, error_code=error) for p in t.partitions],
+            )
+            for t in request.topics
+        ]
+        return response_cls(version=version, results=results)
+
+    return check
+
+
 _REFUSALS: dict[int, Callable[[Any, int], Any | None]] = {
     **{key: _group_read(key) for key in GROUP_READ_APIS},
     ApiKey.OFFSET_COMMIT: _offset_commit,
@@ -340,6 +363,8 @@ _REFUSALS: dict[int, Callable[[Any, int], Any | None]] = {
     ApiKey.ADD_OFFSETS_TO_TXN: _txn_write(ApiKey.ADD_OFFSETS_TO_TXN, group_op=True),
     ApiKey.END_TXN: _txn_write(ApiKey.END_TXN),
     ApiKey.WRITE_TXN_MARKERS: _write_txn_markers,
+    ApiKey.READ_SHARE_GROUP_STATE: _share_state_rpc(ApiKey.READ_SHARE_GROUP_STATE),
+    ApiKey.WRITE_SHARE_GROUP_STATE: _share_state_rpc(ApiKey.WRITE_SHARE_GROUP_STATE),
     ApiKey.ELECT_LEADERS: _elect_leaders,
     ApiKey.DESCRIBE_LOG_DIRS: _describe_log_dirs,
     **_security_refusals(),

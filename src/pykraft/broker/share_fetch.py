@@ -17,9 +17,13 @@ now minus that). ``share.isolation.level`` read_committed reads to the last stab
 acquires an aborted transaction's records; control records are never acquired. The lock duration is
 the group's ``share.record.lock.duration.ms`` or ``group.share.record.lock.duration.ms``.
 
-Not durable yet: a new partition leader starts the share partition over from ``share.auto.offset.reset``
-(Kafka's leaders read and write the share-group state through the share coordinator,
-``__share_group_state``; pykraft does not have it).
+**Durable state** goes through the share coordinator (Kafka's persister; the shell calls it): a share
+partition new to this leader is loaded from its state first (:meth:`ShareManager.missing`,
+:meth:`ShareManager.load`; a state never written starts at ``share.auto.offset.reset`` and is written
+before any record is acquired), and each change to what is durable (acknowledgements, lock expiries,
+releases) counts as a new version of it; an acknowledgement is answered once a write holding its version
+succeeded (:meth:`ShareManager.is_durable`). Acquisitions are not durable: a new leader hands out again
+what its predecessor had handed out and nobody acknowledged.
 """
 
 from __future__ import annotations
@@ -35,6 +39,7 @@ from pykraft.coordinator.share_partition import (
     AcquiredRecords,
     SharePartition,
     SharePartitionConfig,
+    StateBatch,
 )
 from pykraft.core.errors import ErrorCode
 from pykraft.core.group_configs import duration_ns, group_config_int
@@ -52,6 +57,7 @@ PARTITION_READ_BYTES = 1048576
 MAX_SHARE_SESSIONS = 2000
 
 TopicPartition = tuple[uuid.UUID, int]
+ShareKey = tuple[str, uuid.UUID, int]  # (group id, topic id, partition)
 
 
 @dataclass(slots=True)
@@ -78,6 +84,9 @@ class PartitionOutcome:
     records: bytes = b""
     acquired: list[AcquiredRecords] = field(default_factory=list)
     acknowledged: bool = False  # the request acknowledged records of this partition
+    # The share partition's change count once this request's acknowledgements were applied: they are
+    # answered once a state write at least this recent succeeded.
+    acknowledged_version: int = 0
 
 
 @dataclass(slots=True)
@@ -89,6 +98,7 @@ class FetchContext:
     session: ShareSession | None = None
     outcomes: dict[TopicPartition, PartitionOutcome] = field(default_factory=dict)
     max_records: int = 0
+    group_id: str = ""
 
     @property
     def acquired_any(self) -> bool:
@@ -106,7 +116,13 @@ class ShareManager:
     def __init__(self, ctx: BrokerContext, config: ShareManagerConfig) -> None:
         self.ctx = ctx
         self.config = config
-        self.partitions: dict[tuple[str, uuid.UUID, int], SharePartition] = {}
+        self.partitions: dict[ShareKey, SharePartition] = {}
+        # The leader epoch each share partition was loaded at; a change means another leader may have
+        # written its state since, so it is loaded again.
+        self.leader_epochs: dict[ShareKey, int] = {}
+        # Changes made to each share partition's durable state, and how many of them a write holds.
+        self.versions: dict[ShareKey, int] = {}
+        self.durable_versions: dict[ShareKey, int] = {}
         self.sessions: dict[tuple[str, str], ShareSession] = {}
         self._group_configs: Mapping[str, Mapping[str, str]] = {}
 
@@ -147,9 +163,10 @@ class ShareManager:
     def _close(self, session: ShareSession) -> None:
         self.sessions.pop((session.group_id, session.member_id), None)
         for topic_id, index in session.partitions:
-            sp = self.partitions.get((session.group_id, topic_id, index))
-            if sp is not None:
-                sp.release_member(session.member_id)
+            key = (session.group_id, topic_id, index)
+            sp = self.partitions.get(key)
+            if sp is not None and sp.release_member(session.member_id):
+                self._changed(key)
 
     def member_departed(self, group_id: str, member_id: str) -> None:
         """The member left its group or its session there expired: its share session here ends and its
@@ -157,27 +174,108 @@ class ShareManager:
         session = self.sessions.get((group_id, member_id))
         if session is not None:
             self._close(session)
-        for (g, _, _), sp in self.partitions.items():
-            if g == group_id:
-                sp.release_member(member_id)
+        for key, sp in self.partitions.items():
+            if key[0] == group_id and sp.release_member(member_id):
+                self._changed(key)
+
+    # --- durable state (the shell reads and writes it through the share coordinator) ------------------
+
+    def _changed(self, key: ShareKey) -> None:
+        self.versions[key] = self.versions.get(key, 0) + 1
+
+    def missing(self, fetch: FetchContext) -> list[tuple[ShareKey, int]]:
+        """(share partition, leader epoch) of the fetch's partitions led here and not loaded yet."""
+        session = fetch.session
+        if session is None or fetch.max_records <= 0:
+            return []
+        names = {view.topic_id: name for name, view in self.ctx.cluster.topics.items()}
+        out = []
+        for topic_id, index in sorted(session.partitions, key=lambda k: (str(k[0]), k[1])):
+            key = (session.group_id, topic_id, index)
+            name = names.get(topic_id)
+            if (
+                key in self.partitions
+                or name is None
+                or led_partition(self.ctx, name, index)[1] != ErrorCode.NONE
+            ):
+                continue
+            out.append((key, self.ctx.cluster.topics[name].partitions[index].leader_epoch))
+        return out
+
+    def load(
+        self, key: ShareKey, leader_epoch: int, state: tuple[int, list[StateBatch]] | None, now_ms: int
+    ) -> None:
+        """A share partition from its durable state (start offset, state batches), or new: its start
+        offset from share.auto.offset.reset, to be written before anything is acquired."""
+        group_id, topic_id, index = key
+        names = {view.topic_id: name for name, view in self.ctx.cluster.topics.items()}
+        name = names.get(topic_id)
+        part = led_partition(self.ctx, name, index)[0] if name is not None else None
+        if part is None or key in self.partitions:
+            return
+        config = SharePartitionConfig(
+            record_lock_duration_ms=self.record_lock_duration_ms(group_id),
+            delivery_count_limit=self.config.delivery_count_limit,
+            max_in_flight_records=self.config.partition_max_record_locks,
+        )
+        if state is None:
+            self.partitions[key] = SharePartition(self._initial_offset(group_id, part, now_ms), config)
+            self._changed(key)
+        else:
+            self.partitions[key] = SharePartition.from_state(state[0], state[1], config)
+            self.durable_versions[key] = self.versions.get(key, 0)
+        self.leader_epochs[key] = leader_epoch
+
+    def unwritten(self) -> list[ShareKey]:
+        """Share partitions with changes no write holds yet."""
+        return [
+            k
+            for k, v in self.versions.items()
+            if v > self.durable_versions.get(k, 0) and k in self.partitions
+        ]
+
+    def durable_state(self, key: ShareKey) -> tuple[int, int, int, list[StateBatch]] | None:
+        """(change count, leader epoch, start offset, state batches) to write, or None if not loaded."""
+        sp = self.partitions.get(key)
+        if sp is None:
+            return None
+        return self.versions.get(key, 0), self.leader_epochs[key], sp.start_offset, sp.state_batches()
+
+    def written(self, key: ShareKey, version: int) -> None:
+        self.durable_versions[key] = max(self.durable_versions.get(key, 0), version)
+
+    def is_durable(self, key: ShareKey, version: int) -> bool:
+        return self.durable_versions.get(key, 0) >= version
 
     # --- locks ---------------------------------------------------------------------------------------
 
     def expire_locks(self, now_ms: int) -> int:
-        return sum(sp.expire_locks(now_ms) for sp in self.partitions.values())
+        expired = 0
+        for key, sp in self.partitions.items():
+            count = sp.expire_locks(now_ms)
+            if count:
+                self._changed(key)
+                expired += count
+        return expired
 
     def next_deadline_ms(self) -> int | None:
         deadlines = [d for sp in self.partitions.values() if (d := sp.next_deadline_ms()) is not None]
         return min(deadlines) if deadlines else None
 
     def drop_unled(self) -> None:
-        """Forget the share partitions of topic partitions this node no longer leads (new image)."""
+        """Forget the share partitions of topic partitions this node no longer leads, or leads at a new
+        leader epoch (another leader may have written their state since): a new image."""
         names = {view.topic_id: name for name, view in self.ctx.cluster.topics.items()}
         for key in list(self.partitions):
             _, topic_id, index = key
             name = names.get(topic_id)
-            if name is None or led_partition(self.ctx, name, index)[1] != ErrorCode.NONE:
+            if (
+                name is None
+                or led_partition(self.ctx, name, index)[1] != ErrorCode.NONE
+                or self.ctx.cluster.topics[name].partitions[index].leader_epoch != self.leader_epochs.get(key)
+            ):
                 del self.partitions[key]
+                self.leader_epochs.pop(key, None)
 
     # --- ShareFetch ----------------------------------------------------------------------------------
 
@@ -195,18 +293,16 @@ class ShareManager:
         session, error = self._session(group_id, member_id, epoch, may_open=True)
         if session is None:
             return FetchContext(error)
-        fetch = FetchContext(ErrorCode.NONE, session=session, max_records=max(request.max_records, 0))
+        fetch = FetchContext(
+            ErrorCode.NONE, session=session, max_records=max(request.max_records, 0), group_id=group_id
+        )
         for topic in request.topics:
             for p in topic.partitions:
                 tp = (topic.topic_id, p.partition_index)
                 if epoch != FINAL_SESSION_EPOCH:
                     session.partitions.add(tp)
                 if p.acknowledgement_batches:
-                    outcome = fetch.outcomes.setdefault(tp, PartitionOutcome())
-                    outcome.acknowledged = True
-                    outcome.acknowledge_error_code = self._acknowledge(
-                        session, tp, _acknowledgements(p), now_ms
-                    )
+                    self._acknowledge_into(fetch, session, tp, _acknowledgements(p), now_ms)
         for forgotten in request.forgotten_topics_data:
             for index in forgotten.partitions:
                 session.partitions.discard((forgotten.topic_id, index))
@@ -257,8 +353,8 @@ class ShareManager:
         if part is None:
             outcome.error_code = error
             return
-        sp = self._share_partition(session.group_id, tp, part, now_ms)
-        if not sp.can_acquire():
+        sp = self.partitions.get((session.group_id, tp[0], tp[1]))
+        if sp is None or not sp.can_acquire():
             return
         read_committed = self._group_config(session.group_id).get("share.isolation.level") == "read_committed"
         offset = max(sp.next_fetch_offset(), part.log.log_start_offset)
@@ -288,18 +384,6 @@ class ShareManager:
             if any(a.first_offset <= h.last_offset and a.last_offset >= h.base_offset for a in acquired)
         )
 
-    def _share_partition(self, group_id: str, tp: TopicPartition, part: Any, now_ms: int) -> SharePartition:
-        key = (group_id, tp[0], tp[1])
-        sp = self.partitions.get(key)
-        if sp is None:
-            config = SharePartitionConfig(
-                record_lock_duration_ms=self.record_lock_duration_ms(group_id),
-                delivery_count_limit=self.config.delivery_count_limit,
-                max_in_flight_records=self.config.partition_max_record_locks,
-            )
-            sp = self.partitions[key] = SharePartition(self._initial_offset(group_id, part, now_ms), config)
-        return sp
-
     def _initial_offset(self, group_id: str, part: Any, now_ms: int) -> int:
         """The SPSO of a share partition new to its group: share.auto.offset.reset (Kafka's
         ShareGroupAutoOffsetResetStrategy; ``latest`` unless the group says otherwise)."""
@@ -325,11 +409,34 @@ class ShareManager:
         _, error = led_partition(self.ctx, name, tp[1])
         if error != ErrorCode.NONE:
             return error
-        sp = self.partitions.get((session.group_id, tp[0], tp[1]))
+        key = (session.group_id, tp[0], tp[1])
+        sp = self.partitions.get(key)
         if sp is None:
             return ErrorCode.INVALID_RECORD_STATE
-        sp.expire_locks(now_ms)
-        return sp.acknowledge(session.member_id, batches, now_ms)
+        if sp.expire_locks(now_ms):
+            self._changed(key)
+        error = sp.acknowledge(session.member_id, batches, now_ms)
+        if error == ErrorCode.NONE:
+            self._changed(key)
+        return error
+
+    def _acknowledge_into(
+        self,
+        context: FetchContext,
+        session: ShareSession,
+        tp: TopicPartition,
+        batches: list[AcknowledgementBatch],
+        now_ms: int,
+    ) -> None:
+        outcome = context.outcomes.setdefault(tp, PartitionOutcome())
+        outcome.acknowledged = True
+        outcome.acknowledge_error_code = self._acknowledge(session, tp, batches, now_ms)
+        outcome.acknowledged_version = self.versions.get((session.group_id, tp[0], tp[1]), 0)
+        names = {view.topic_id: name for name, view in self.ctx.cluster.topics.items()}
+        name = names.get(tp[0])
+        if name is not None and 0 <= tp[1] < len(self.ctx.cluster.topics[name].partitions):
+            view = self.ctx.cluster.topics[name].partitions[tp[1]]
+            outcome.leader_id, outcome.leader_epoch = view.leader_id, view.leader_epoch
 
     def fetch_response(self, fetch: FetchContext, version: int, group_id: str) -> Any:
         topic_cls: Any = ShareFetchResponse.ShareFetchableTopicResponse
@@ -371,53 +478,48 @@ class ShareManager:
 
     # --- ShareAcknowledge ----------------------------------------------------------------------------
 
-    def share_acknowledge(self, request: Any, version: int, now_ms: int) -> Any:
+    def begin_acknowledge(self, request: Any, now_ms: int) -> FetchContext:
+        """The session step and the acknowledgements of a ShareAcknowledge."""
         group_id, member_id = request.group_id or "", request.member_id or ""
         epoch = request.share_session_epoch
-        error_code, message = ErrorCode.NONE, None
-        session: ShareSession | None = None
         if not group_id:
-            error_code, message = ErrorCode.INVALID_GROUP_ID, "Group id must be set."
-        elif not member_id:
-            error_code, message = ErrorCode.INVALID_REQUEST, "Member id must be set."
-        else:
-            session, error_code = self._session(group_id, member_id, epoch, may_open=False)
+            return FetchContext(ErrorCode.INVALID_GROUP_ID, "Group id must be set.")
+        if not member_id:
+            return FetchContext(ErrorCode.INVALID_REQUEST, "Member id must be set.")
+        session, error = self._session(group_id, member_id, epoch, may_open=False)
+        if session is None:
+            return FetchContext(error, group_id=group_id)
+        context = FetchContext(ErrorCode.NONE, session=session, group_id=group_id)
+        for topic in request.topics:
+            for p in topic.partitions:
+                self._acknowledge_into(
+                    context, session, (topic.topic_id, p.partition_index), _acknowledgements(p), now_ms
+                )
+        if epoch == FINAL_SESSION_EPOCH:
+            self._close(session)
+        return context
+
+    def acknowledge_response(self, context: FetchContext, version: int) -> Any:
         topic_cls: Any = ShareAcknowledgeResponse.ShareAcknowledgeTopicResponse
         partition_cls: Any = topic_cls.PartitionData
-        topics = []
-        if session is not None:
-            names = {view.topic_id: name for name, view in self.ctx.cluster.topics.items()}
-            for topic in request.topics:
-                partitions = []
-                for p in topic.partitions:
-                    tp = (topic.topic_id, p.partition_index)
-                    error = self._acknowledge(session, tp, _acknowledgements(p), now_ms)
-                    leader_id = leader_epoch = -1
-                    name = names.get(topic.topic_id)
-                    if name is not None and 0 <= p.partition_index < len(
-                        self.ctx.cluster.topics[name].partitions
-                    ):
-                        view = self.ctx.cluster.topics[name].partitions[p.partition_index]
-                        leader_id, leader_epoch = view.leader_id, view.leader_epoch
-                    partitions.append(
-                        partition_cls(
-                            partition_index=p.partition_index,
-                            error_code=error,
-                            error_message=None,
-                            current_leader=partition_cls.LeaderIdAndEpoch(
-                                leader_id=leader_id, leader_epoch=leader_epoch
-                            ),
-                        )
-                    )
-                topics.append(topic_cls(topic_id=topic.topic_id, partitions=partitions))
-            if epoch == FINAL_SESSION_EPOCH:
-                self._close(session)
+        by_topic: dict[uuid.UUID, list[Any]] = {}
+        for (topic_id, index), o in context.outcomes.items():
+            by_topic.setdefault(topic_id, []).append(
+                partition_cls(
+                    partition_index=index,
+                    error_code=o.acknowledge_error_code,
+                    error_message=None,
+                    current_leader=partition_cls.LeaderIdAndEpoch(
+                        leader_id=o.leader_id, leader_epoch=o.leader_epoch
+                    ),
+                )
+            )
         return ShareAcknowledgeResponse(
             version=version,
             throttle_time_ms=0,
-            error_code=error_code,
-            error_message=message,
-            acquisition_lock_timeout_ms=self.record_lock_duration_ms(group_id),
-            responses=topics,
+            error_code=context.error_code,
+            error_message=context.error_message,
+            acquisition_lock_timeout_ms=self.record_lock_duration_ms(context.group_id),
+            responses=[topic_cls(topic_id=t, partitions=ps) for t, ps in by_topic.items()],
             node_endpoints=[],
         )

@@ -105,7 +105,7 @@ def decode_key(data: bytes) -> ConsumerGroupKey:
     version = key_version(data)
     if version not in CONSUMER_GROUP_KEY_VERSIONS:
         raise RecordFormatError(f"key version {version} is not a consumer group record")
-    r = _Reader(data, 2)
+    r = FlexibleReader(data, 2)
     group_id = r.classic_string()
     member_id = r.classic_string() if version in _MEMBER_KEYS else ""
     return ConsumerGroupKey(version, group_id, member_id)
@@ -114,7 +114,7 @@ def decode_key(data: bytes) -> ConsumerGroupKey:
 # --- flexible values ------------------------------------------------------------------------------------
 
 
-class _Reader(RecordReader):
+class FlexibleReader(RecordReader):
     """Adds the flexible versions' fields (varints, compact strings, uuids, tagged fields)."""
 
     __slots__ = ()
@@ -179,7 +179,7 @@ def _put_topic_partitions(out: bytearray, partitions: TopicPartitions) -> None:
         _tags(out)
 
 
-def _read_topic_partitions(r: _Reader) -> dict[uuid.UUID, frozenset[int]]:
+def _read_topic_partitions(r: FlexibleReader) -> dict[uuid.UUID, frozenset[int]]:
     out: dict[uuid.UUID, frozenset[int]] = {}
     for _ in range(r.count()):
         topic_id = r.uuid()
@@ -197,7 +197,7 @@ def encode_epoch_value(epoch: int) -> bytes:
 
 
 def decode_epoch_value(data: bytes) -> int:
-    r = _Reader(data)
+    r = FlexibleReader(data)
     r.value_version("epoch value")
     epoch = r.i32()
     r.tagged_fields()
@@ -220,7 +220,7 @@ def encode_partition_metadata_value(topics: Mapping[str, tuple[uuid.UUID, int]])
 
 
 def decode_partition_metadata_value(data: bytes) -> dict[str, tuple[uuid.UUID, int]]:
-    r = _Reader(data)
+    r = FlexibleReader(data)
     r.value_version("ConsumerGroupPartitionMetadataValue")
     out: dict[str, tuple[uuid.UUID, int]] = {}
     for _ in range(r.count()):
@@ -255,7 +255,7 @@ def encode_member_metadata_value(value: MemberMetadataValue) -> bytes:
 
 
 def decode_member_metadata_value(data: bytes) -> MemberMetadataValue:
-    r = _Reader(data)
+    r = FlexibleReader(data)
     r.value_version("ConsumerGroupMemberMetadataValue")
     instance_id = r.compact_nullable_string()
     rack_id = r.compact_nullable_string()
@@ -279,7 +279,7 @@ def encode_target_member_value(partitions: TopicPartitions) -> bytes:
 
 
 def decode_target_member_value(data: bytes) -> dict[uuid.UUID, frozenset[int]]:
-    r = _Reader(data)
+    r = FlexibleReader(data)
     r.value_version("ConsumerGroupTargetAssignmentMemberValue")
     out = _read_topic_partitions(r)
     r.tagged_fields()
@@ -298,7 +298,7 @@ def encode_current_assignment_value(value: CurrentAssignmentValue) -> bytes:
 
 
 def decode_current_assignment_value(data: bytes) -> CurrentAssignmentValue:
-    r = _Reader(data)
+    r = FlexibleReader(data)
     r.value_version("ConsumerGroupCurrentMemberAssignmentValue")
     member_epoch = r.i32()
     previous = r.i32()

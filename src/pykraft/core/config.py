@@ -192,6 +192,10 @@ class NodeConfig:
     group_share_max_record_lock_duration_ms: int = 60000
     group_share_delivery_count_limit: int = 5
     group_share_partition_max_record_locks: int = 2000
+    # The share coordinator's __share_group_state (KIP-932), Kafka's share.coordinator.state.topic.*.
+    share_coordinator_state_topic_num_partitions: int = 50
+    share_coordinator_state_topic_replication_factor: int = 3
+    share_coordinator_state_topic_segment_bytes: int = 104857600
     # KRaft quorum timeouts, Kafka's names and defaults (QuorumConfig; kafka-facts §7.3).
     controller_quorum_election_timeout_ms: int = 1000
     controller_quorum_fetch_timeout_ms: int = 2000
@@ -955,6 +959,15 @@ def load_config(text: str, overrides: dict[str, str] | None = None) -> NodeConfi
         group_share_delivery_count_limit=_int(props, "group.share.delivery.count.limit", 5, minimum=2),
         group_share_partition_max_record_locks=_int(
             props, "group.share.partition.max.record.locks", 2000, minimum=100
+        ),
+        share_coordinator_state_topic_num_partitions=_int(
+            props, "share.coordinator.state.topic.num.partitions", 50, minimum=1
+        ),
+        share_coordinator_state_topic_replication_factor=_int(
+            props, "share.coordinator.state.topic.replication.factor", 3, minimum=1
+        ),
+        share_coordinator_state_topic_segment_bytes=_int(
+            props, "share.coordinator.state.topic.segment.bytes", 104857600, minimum=14
         ),
         controller_quorum_election_timeout_ms=election_timeout_ms,
         controller_quorum_fetch_timeout_ms=fetch_timeout_ms,

@@ -42,6 +42,7 @@ from pykraft.io.request_metrics import RequestMetrics
 from pykraft.io.rpc_channel import ChannelSecurity, PeerUnavailable
 from pykraft.io.server import ConnectionInfo, ConnectionLimits, KafkaServer
 from pykraft.io.share_service import ShareService
+from pykraft.io.share_state_service import ShareStateService
 from pykraft.io.snapshots import SnapshotStateError
 from pykraft.io.tls import TlsConfigError, server_context
 from pykraft.io.txn_service import TxnService
@@ -141,6 +142,7 @@ class Node:
         self.ctx: handlers.BrokerContext | None = None
         self.groups: GroupService | None = None
         self.shares: ShareService | None = None
+        self.share_state: ShareStateService | None = None
         self.txns: TxnService | None = None
         # Each SASL listener's PLAIN users and SCRAM lookup, by listener name.
         self._sasl_authenticators: dict[str, SaslAuthenticator] = {}
@@ -330,7 +332,10 @@ class Node:
             wait_replicated=self.wait_replicated,
             verify_txn=self.txns.verify,
         )
-        self.shares = ShareService(config, self.ctx, self._wait_for_data, self._notify_data)
+        self.share_state = ShareStateService(
+            config, self.ctx, create_topics, self.wait_replicated, self._broker_security
+        )
+        self.shares = ShareService(config, self.ctx, self.share_state, self._wait_for_data, self._notify_data)
         self.groups.on_share_member_departed = self.shares.member_departed
         self._on_image()
         self._request_handlers = self._build_request_handlers()
@@ -559,6 +564,8 @@ class Node:
                 await bounded(server.stop(), functools.partial(_connections_left, server))
         if self.groups is not None:
             await bounded(self.groups.stop(), lambda: "the group coordinator")
+        if self.share_state is not None:
+            await bounded(self.share_state.stop(), lambda: "the share coordinator")
         if self.txns is not None:
             await bounded(self.txns.stop(), lambda: "the transaction coordinator")
         if self.fetchers is not None:
@@ -718,6 +725,8 @@ class Node:
             self.fetchers.update(followed, {b.node_id: (b.host, b.port) for b in view.brokers})
         if self.groups is not None:
             self.groups.on_image(view, self.metadata.image.configs)
+        if self.share_state is not None:
+            self.share_state.on_image()
         if self.shares is not None:
             self.shares.on_image(self.metadata.image.configs)
         if self.txns is not None:
@@ -1150,8 +1159,8 @@ class Node:
 
         txns = self.txns
         groups = self.groups
-        shares = self.shares
-        assert txns is not None and groups is not None and shares is not None
+        shares, share_state = self.shares, self.share_state
+        assert txns is not None and groups is not None and shares is not None and share_state is not None
 
         async def init_producer_id(request: Any, version: int) -> Any:
             if request.transactional_id is not None:
@@ -1212,6 +1221,8 @@ class Node:
             **txns.request_handlers(),
             # Share groups' fetches and acknowledgements on partition leaders (io/share_service.py).
             **shares.request_handlers(),
+            # The share coordinator's state RPCs, from partition leaders (io/share_state_service.py).
+            **share_state.request_handlers(),
         }
 
     def _config_handlers(self) -> dict[int, RequestHandler]:

@@ -121,6 +121,9 @@ class ApiKey(IntEnum):
     ADD_RAFT_VOTER = 80
     REMOVE_RAFT_VOTER = 81
     UPDATE_RAFT_VOTER = 82
+    INITIALIZE_SHARE_GROUP_STATE = 83
+    READ_SHARE_GROUP_STATE = 84
+    WRITE_SHARE_GROUP_STATE = 85
 
 
 # What the client listener advertises in ApiVersions, inclusive ranges. Fetch stops at 12 because
@@ -195,6 +198,9 @@ SUPPORTED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     ApiKey.SHARE_GROUP_DESCRIBE: (1, 1),
     ApiKey.SHARE_FETCH: (1, 1),
     ApiKey.SHARE_ACKNOWLEDGE: (1, 1),
+    # Between partition leaders and share coordinators (``__share_group_state``), CLUSTER_ACTION.
+    ApiKey.READ_SHARE_GROUP_STATE: (0, 0),
+    ApiKey.WRITE_SHARE_GROUP_STATE: (0, 0),
 }
 
 
@@ -237,6 +243,10 @@ ShareFetchRequest: Any = _schema_class("ShareFetchRequest")
 ShareFetchResponse: Any = _schema_class("ShareFetchResponse")
 ShareAcknowledgeRequest: Any = _schema_class("ShareAcknowledgeRequest")
 ShareAcknowledgeResponse: Any = _schema_class("ShareAcknowledgeResponse")
+ReadShareGroupStateRequest: Any = _schema_class("ReadShareGroupStateRequest")
+ReadShareGroupStateResponse: Any = _schema_class("ReadShareGroupStateResponse")
+WriteShareGroupStateRequest: Any = _schema_class("WriteShareGroupStateRequest")
+WriteShareGroupStateResponse: Any = _schema_class("WriteShareGroupStateResponse")
 
 
 # DescribeQuorum ships with kafka-python (0-2, the current schema); re-exported for symmetry.
@@ -272,6 +282,10 @@ OUR_MESSAGE_CLASSES: tuple[Any, ...] = (
     ShareFetchResponse,
     ShareAcknowledgeRequest,
     ShareAcknowledgeResponse,
+    ReadShareGroupStateRequest,
+    ReadShareGroupStateResponse,
+    WriteShareGroupStateRequest,
+    WriteShareGroupStateResponse,
 )
 
 
@@ -571,6 +585,8 @@ __all__ = [
     "EndQuorumEpochResponse",
     "FetchSnapshotRequest",
     "FetchSnapshotResponse",
+    "ReadShareGroupStateRequest",
+    "ReadShareGroupStateResponse",
     "RequestHeader",
     "ShareAcknowledgeRequest",
     "ShareAcknowledgeResponse",
@@ -582,6 +598,8 @@ __all__ = [
     "ShareGroupHeartbeatResponse",
     "VoteRequest",
     "VoteResponse",
+    "WriteShareGroupStateRequest",
+    "WriteShareGroupStateResponse",
     "api_versions_response",
     "decode_request",
     "encode_response",
