@@ -251,3 +251,62 @@ def test_share_groups_tool_lists_describes_and_deletes(
     # consumer-groups does not list share groups.
     assert main(["consumer-groups", "--bootstrap-server", node.bootstrap_servers, "--list"]) == 0
     assert "sg-five" not in capsys.readouterr().out
+
+
+def test_share_groups_tool_describes_offsets_and_resets_them(
+    node: RunningNode, capsys: pytest.CaptureFixture[str]
+) -> None:
+    topic, group, total = "share-reset", "sg-reset", 10
+    _setup(node, topic, group, total)
+    tool = ["share-groups", "--bootstrap-server", node.bootstrap_servers]
+
+    def receive_all() -> list[int]:
+        consumer = _consumer(node, group, topic)
+        got: list[int] = []
+        try:
+            _poll_until([consumer], lambda _, m: got.append(m.offset()), lambda: len(set(got)) == total)  # type: ignore[attr-defined]
+            consumer.commit_sync()  # implicit mode: accepts the last poll's records (close releases them)
+        finally:
+            consumer.close()
+        return got
+
+    assert sorted(set(receive_all())) == list(range(total))
+    capsys.readouterr()
+
+    def offsets_row() -> list[str]:
+        assert main([*tool, "--describe", "--group", group]) == 0
+        lines = capsys.readouterr().out.strip().splitlines()
+        assert lines[0].split() == ["GROUP", "TOPIC", "PARTITION", "LEADER-EPOCH", "START-OFFSET", "LAG"]
+        (row,) = lines[1:]
+        return row.split()
+
+    # Everything accepted: the share-partition start offset is at the log end, no lag.
+    assert offsets_row()[4:] == [str(total), "0"]
+    # A dry run plans without setting anything.
+    assert main([*tool, "--reset-offsets", "--group", group, "--topic", topic, "--to-offset", "4"]) == 0
+    assert capsys.readouterr().out.strip().splitlines()[1].split() == [group, topic, "0", "4"]
+    assert offsets_row()[4:] == [str(total), "0"]
+    assert (
+        main([*tool, "--reset-offsets", "--group", group, "--topic", topic, "--to-earliest", "--execute"])
+        == 0
+    )
+    capsys.readouterr()
+    assert offsets_row()[4:] == ["0", str(total)]
+    # A new member of the group gets every record again, from the start.
+    assert sorted(set(receive_all())) == list(range(total))
+    # A group with members is not reset.
+    member = _consumer(node, group, topic)
+    try:
+        _produce(node, topic, ["more"])
+        _poll_until(
+            [member],
+            lambda _, m: None,
+            lambda: bool(main([*tool, "--list", "--state"]) == 0 and "Stable" in capsys.readouterr().out),
+        )
+        assert (
+            main([*tool, "--reset-offsets", "--group", group, "--all-topics", "--to-latest", "--execute"])
+            == 1
+        )
+        assert "is not empty" in capsys.readouterr().err
+    finally:
+        member.close()

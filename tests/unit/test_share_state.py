@@ -64,6 +64,12 @@ def test_a_write_is_visible_once_applied_and_fenced_by_older_epochs():
     assert coordinator.plan_write(KEY, 0, 5, -1, ()).error_code == ErrorCode.INVALID_REQUEST
     newer = coordinator.plan_write(KEY, 0, 6, 14, ())
     assert newer.snapshot is not None and newer.snapshot.snapshot_epoch == 1
+    # The group coordinator starts the state over at a new state epoch, whatever the leader epoch;
+    # the leader's writes at the old state epoch are fenced from then on.
+    reset = coordinator.plan_write(KEY, 1, -1, 0, ())
+    assert reset.snapshot is not None and reset.snapshot.leader_epoch == 5
+    coordinator.apply(reset)
+    assert coordinator.plan_write(KEY, 0, 9, 20, ()).error_code == ErrorCode.FENCED_STATE_EPOCH
 
 
 def test_loading_replays_the_last_snapshot_and_other_partitions_are_not_ours():

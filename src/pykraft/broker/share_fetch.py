@@ -120,6 +120,8 @@ class ShareManager:
         # The leader epoch each share partition was loaded at; a change means another leader may have
         # written its state since, so it is loaded again.
         self.leader_epochs: dict[ShareKey, int] = {}
+        # The state epoch each was loaded at (the group coordinator bumps it to start the state over).
+        self.state_epochs: dict[ShareKey, int] = {}
         # Changes made to each share partition's durable state, and how many of them a write holds.
         self.versions: dict[ShareKey, int] = {}
         self.durable_versions: dict[ShareKey, int] = {}
@@ -161,12 +163,23 @@ class ShareManager:
         return session, ErrorCode.NONE
 
     def _close(self, session: ShareSession) -> None:
+        """End a share session, releasing what its member holds."""
         self.sessions.pop((session.group_id, session.member_id), None)
         for topic_id, index in session.partitions:
             key = (session.group_id, topic_id, index)
             sp = self.partitions.get(key)
             if sp is not None and sp.release_member(session.member_id):
                 self._changed(key)
+
+    def unload_idle_groups(self) -> None:
+        """Take out of memory the share partitions of groups without a share session here (Kafka's
+        ShareGroupListener.onGroupEmpty), once what is durable of them is written (the shell calls
+        this after its writes): nothing is held, and the next fetch loads their state afresh (it may
+        have been started over meanwhile: AlterShareGroupOffsets needs an empty group)."""
+        active = {group_id for group_id, _ in self.sessions}
+        for key in [k for k in self.partitions if k[0] not in active]:
+            if self.is_durable(key, self.versions.get(key, 0)):
+                self.unload(key)
 
     def member_departed(self, group_id: str, member_id: str) -> None:
         """The member left its group or its session there expired: its share session here ends and its
@@ -203,10 +216,10 @@ class ShareManager:
         return out
 
     def load(
-        self, key: ShareKey, leader_epoch: int, state: tuple[int, list[StateBatch]] | None, now_ms: int
+        self, key: ShareKey, leader_epoch: int, state: tuple[int, int, list[StateBatch]] | None, now_ms: int
     ) -> None:
-        """A share partition from its durable state (start offset, state batches), or new: its start
-        offset from share.auto.offset.reset, to be written before anything is acquired."""
+        """A share partition from its durable state (state epoch, start offset, state batches), or new:
+        its start offset from share.auto.offset.reset, to be written before anything is acquired."""
         group_id, topic_id, index = key
         names = {view.topic_id: name for name, view in self.ctx.cluster.topics.items()}
         name = names.get(topic_id)
@@ -220,11 +233,18 @@ class ShareManager:
         )
         if state is None:
             self.partitions[key] = SharePartition(self._initial_offset(group_id, part, now_ms), config)
+            self.state_epochs[key] = 0
             self._changed(key)
         else:
-            self.partitions[key] = SharePartition.from_state(state[0], state[1], config)
+            self.state_epochs[key] = state[0]
+            self.partitions[key] = SharePartition.from_state(state[1], state[2], config)
             self.durable_versions[key] = self.versions.get(key, 0)
         self.leader_epochs[key] = leader_epoch
+
+    def unload(self, key: ShareKey) -> None:
+        """Forget a share partition (its state was started over elsewhere): the next fetch loads it."""
+        self.partitions.pop(key, None)
+        self.leader_epochs.pop(key, None)
 
     def unwritten(self) -> list[ShareKey]:
         """Share partitions with changes no write holds yet."""
@@ -234,12 +254,19 @@ class ShareManager:
             if v > self.durable_versions.get(k, 0) and k in self.partitions
         ]
 
-    def durable_state(self, key: ShareKey) -> tuple[int, int, int, list[StateBatch]] | None:
-        """(change count, leader epoch, start offset, state batches) to write, or None if not loaded."""
+    def durable_state(self, key: ShareKey) -> tuple[int, int, int, int, list[StateBatch]] | None:
+        """(change count, state epoch, leader epoch, start offset, state batches) to write, or None if
+        not loaded."""
         sp = self.partitions.get(key)
         if sp is None:
             return None
-        return self.versions.get(key, 0), self.leader_epochs[key], sp.start_offset, sp.state_batches()
+        return (
+            self.versions.get(key, 0),
+            self.state_epochs[key],
+            self.leader_epochs[key],
+            sp.start_offset,
+            sp.state_batches(),
+        )
 
     def written(self, key: ShareKey, version: int) -> None:
         self.durable_versions[key] = max(self.durable_versions.get(key, 0), version)

@@ -1,10 +1,12 @@
 """``pykraft share-groups``, shaped like kafka-share-groups.sh (KIP-932): ``--list [--state]``,
-``--describe [--members|--state]`` and ``--delete`` of share groups.
+``--describe [--offsets|--members|--state]``, ``--reset-offsets`` (``--to-earliest``, ``--to-latest``,
+``--to-offset``; ``--topic T[:P,P]`` or ``--all-topics``; ``--dry-run`` or ``--execute``) and ``--delete``
+of share groups.
 
 ListGroups v5 with the ``share`` type on every broker; for a group, FindCoordinator ->
-ShareGroupDescribe (state, epochs, members and their assignments) as the tool prints them. Offsets
-(``--describe --offsets``, ``--reset-offsets``, ``--delete-offsets``) need the share-group state
-(DescribeShareGroupOffsets and friends, over ``__share_group_state``), which pykraft does not keep yet.
+ShareGroupDescribe (state, epochs, members and their assignments), DescribeShareGroupOffsets (each
+partition's share-partition start offset; lag = log end - start offset) or AlterShareGroupOffsets, as
+the tool prints them. (``--delete-offsets``, DeleteShareGroupOffsets, is not served yet.)
 """
 
 from __future__ import annotations
@@ -22,19 +24,32 @@ from kafka.protocol.admin import (
 from kafka.protocol.metadata import FindCoordinatorRequest, FindCoordinatorResponse
 
 from pykraft.cli.common import (
+    EARLIEST_TIMESTAMP,
+    LATEST_TIMESTAMP,
     ToolError,
+    TopicPartition,
     UsageError,
     add_connection_arguments,
     admin_security,
     error_name,
+    list_offsets,
     metadata,
     print_json,
     print_table,
     run_tool,
+    topic_partitions,
 )
+from pykraft.cli.groups import parse_topic_scope
 from pykraft.core.errors import ErrorCode
 from pykraft.io.kafka_connection import BrokerConnection, ClientSecurity
-from pykraft.protocol.messages import ShareGroupDescribeRequest, ShareGroupDescribeResponse
+from pykraft.protocol.messages import (
+    AlterShareGroupOffsetsRequest,
+    AlterShareGroupOffsetsResponse,
+    DescribeShareGroupOffsetsRequest,
+    DescribeShareGroupOffsetsResponse,
+    ShareGroupDescribeRequest,
+    ShareGroupDescribeResponse,
+)
 
 CLIENT_ID = "pykraft-share-groups"
 
@@ -107,6 +122,40 @@ def describe_share_group(
     }
 
 
+def share_group_offsets(
+    bootstrap: str, group: str, security: ClientSecurity | None = None
+) -> list[tuple[str, int, int, int, int | None]]:
+    """(topic, partition, leader epoch, start offset, lag) of every partition the group has state in."""
+    request_cls: Any = DescribeShareGroupOffsetsRequest.DescribeShareGroupOffsetsRequestGroup
+    with BrokerConnection.to(bootstrap, client_id=CLIENT_ID, security=security) as conn:
+        coordinator, _ = _coordinator(conn, group, security)
+        try:
+            response = coordinator.request(
+                DescribeShareGroupOffsetsRequest(groups=[request_cls(group_id=group, topics=None)]),
+                DescribeShareGroupOffsetsResponse,
+                version=0,
+            )
+        finally:
+            coordinator.close()
+        (described,) = response.groups
+        if described.error_code == ErrorCode.GROUP_ID_NOT_FOUND:
+            raise ToolError(f"Share group '{group}' does not exist.")
+        if described.error_code:
+            raise ToolError(f"DescribeShareGroupOffsets of {group!r}: {error_name(described.error_code)}")
+        rows = [(t.topic_name, p) for t in described.topics for p in t.partitions]
+        ends = list_offsets(
+            conn, {(name, p.partition_index): LATEST_TIMESTAMP for name, p in rows}, security=security
+        )
+    out = []
+    for name, p in sorted(rows, key=lambda r: (r[0], r[1].partition_index)):
+        if p.error_code:
+            raise ToolError(f"{name}-{p.partition_index}: {error_name(p.error_code)}")
+        end = ends[(name, p.partition_index)][0]
+        lag = None if p.start_offset < 0 else max(end - p.start_offset, 0)
+        out.append((name, p.partition_index, p.leader_epoch, p.start_offset, lag))
+    return out
+
+
 def _groups_of(args: argparse.Namespace, security: ClientSecurity | None) -> list[str]:
     if args.all_groups:
         return [g for g, _ in list_share_groups(args.bootstrap_server, security)]
@@ -155,8 +204,7 @@ def _describe(args: argparse.Namespace, security: ClientSecurity | None) -> int:
                     (*r[:4], m["member_epoch"], *r[4:]) for r, m in zip(rows, info["members"], strict=True)
                 ]
             print_table(headers, rows)
-        else:
-            # kafka-share-groups --describe --state (also the default here: offsets are not kept yet).
+        elif args.state is not None:
             coordinator = info["coordinator"]
             headers = ["GROUP", "COORDINATOR (ID)", "STATE", "#MEMBERS"]
             row: tuple[object, ...] = (
@@ -169,6 +217,87 @@ def _describe(args: argparse.Namespace, security: ClientSecurity | None) -> int:
                 headers[2:2] = ["GROUP-EPOCH", "ASSIGNMENT-EPOCH"]
                 row = (*row[:2], info["group_epoch"], info["assignment_epoch"], *row[2:])
             print_table(headers, [row])
+        else:
+            offsets = share_group_offsets(args.bootstrap_server, info["group"], security)
+            if info["state"] == "Empty":
+                print(f"\nShare group '{info['group']}' has no active members.", file=sys.stderr)
+            print_table(
+                ["GROUP", "TOPIC", "PARTITION", "LEADER-EPOCH", "START-OFFSET", "LAG"],
+                [
+                    (info["group"], t, p, epoch, "-" if start < 0 else start, "-" if lag is None else lag)
+                    for t, p, epoch, start, lag in offsets
+                ],
+            )
+    return 0
+
+
+def _reset(args: argparse.Namespace, security: ClientSecurity | None) -> int:
+    """kafka-share-groups --reset-offsets: the new start offsets of an inactive share group's partitions,
+    planned (--dry-run) or set (--execute, AlterShareGroupOffsets)."""
+    specs = [args.to_earliest, args.to_latest, args.to_offset is not None]
+    if sum(specs) != 1:
+        raise UsageError("--reset-offsets: give exactly one of --to-earliest, --to-latest, --to-offset")
+    if bool(args.topic) == bool(args.all_topics):
+        raise UsageError("--reset-offsets: give --topic (one or more) or --all-topics")
+    if args.dry_run and args.execute:
+        raise UsageError("--reset-offsets: --dry-run and --execute exclude each other")
+    groups = _groups_of(args, security)
+    if len(groups) != 1:
+        raise UsageError("--reset-offsets: give one --group")
+    group = groups[0]
+    with BrokerConnection.to(args.bootstrap_server, client_id=CLIENT_ID, security=security) as conn:
+        if args.all_topics:
+            names = sorted(
+                {t for t, _, _, _, _ in share_group_offsets(args.bootstrap_server, group, security)}
+            )
+            scope: list[tuple[str, list[int] | None]] = [(t, None) for t in names]
+        else:
+            scope = parse_topic_scope(args.topic)
+        meta = metadata(conn, sorted({t for t, parts in scope if parts is None})) if scope else None
+        partitions: list[TopicPartition] = []
+        for topic, parts in scope:
+            partitions += [
+                (topic, p) for p in (parts if parts is not None else topic_partitions(meta, topic))
+            ]
+        if args.to_offset is not None:
+            planned = {tp: args.to_offset for tp in partitions}
+        else:
+            spec = EARLIEST_TIMESTAMP if args.to_earliest else LATEST_TIMESTAMP
+            found = list_offsets(conn, {tp: spec for tp in partitions}, security=security)
+            planned = {tp: found[tp][0] for tp in partitions}
+        if args.execute:
+            coordinator, _ = _coordinator(conn, group, security)
+            topic_cls: Any = AlterShareGroupOffsetsRequest.AlterShareGroupOffsetsRequestTopic
+            by_topic: dict[str, list[Any]] = {}
+            for (topic, p), offset in sorted(planned.items()):
+                by_topic.setdefault(topic, []).append(
+                    topic_cls.AlterShareGroupOffsetsRequestPartition(partition_index=p, start_offset=offset)
+                )
+            try:
+                response = coordinator.request(
+                    AlterShareGroupOffsetsRequest(
+                        group_id=group,
+                        topics=[topic_cls(topic_name=t, partitions=ps) for t, ps in by_topic.items()],
+                    ),
+                    AlterShareGroupOffsetsResponse,
+                    version=0,
+                )
+            finally:
+                coordinator.close()
+            if response.error_code == ErrorCode.NON_EMPTY_GROUP:
+                raise ToolError(
+                    f"Share group '{group}' is not empty: its members must stop before its offsets are reset."
+                )
+            if response.error_code:
+                raise ToolError(f"AlterShareGroupOffsets of {group!r}: {error_name(response.error_code)}")
+            for t in response.responses:
+                for p in t.partitions:
+                    if p.error_code:
+                        raise ToolError(f"{t.topic_name}-{p.partition_index}: {error_name(p.error_code)}")
+    print_table(
+        ["GROUP", "TOPIC", "PARTITION", "NEW-OFFSET"],
+        [(group, t, p, offset) for (t, p), offset in sorted(planned.items())],
+    )
     return 0
 
 
@@ -200,13 +329,15 @@ def _delete(args: argparse.Namespace, security: ClientSecurity | None) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
-    if sum([args.list, args.describe, args.delete]) != 1:
-        raise UsageError("give exactly one of --list, --describe, --delete")
+    if sum([args.list, args.describe, args.reset_offsets, args.delete]) != 1:
+        raise UsageError("give exactly one of --list, --describe, --reset-offsets, --delete")
     security = admin_security(args)
     if args.list:
         return _list(args, security)
     if args.describe:
         return _describe(args, security)
+    if args.reset_offsets:
+        return _reset(args, security)
     return _delete(args, security)
 
 
@@ -214,13 +345,19 @@ def add_subcommands(subparsers: argparse._SubParsersAction[argparse.ArgumentPars
     parser = subparsers.add_parser(
         "share-groups",
         help="list, describe, delete share groups (kafka-share-groups)",
-        description="List all share groups, describe a share group or delete share group info "
-        "(as kafka-share-groups.sh; offsets are not kept yet).",
+        description="List all share groups, describe a share group, reset share group offsets or delete "
+        "share group info (as kafka-share-groups.sh).",
     )
     add_connection_arguments(parser)
     actions = parser.add_argument_group("actions")
     actions.add_argument("--list", action="store_true", help="List all share groups.")
     actions.add_argument("--describe", action="store_true", help="Describe share group(s).")
+    actions.add_argument(
+        "--reset-offsets",
+        action="store_true",
+        help="Reset offsets of share group. The instances should be inactive. --dry-run (the default) "
+        "plans, --execute sets them; one of --to-earliest, --to-latest, --to-offset; --all-topics or --topic.",
+    )
     actions.add_argument("--delete", action="store_true", help="Delete share group(s) (empty ones only).")
     parser.add_argument(
         "--group", action="append", metavar="GROUP", help="The share group we wish to act on."
@@ -236,6 +373,20 @@ def add_subcommands(subparsers: argparse._SubParsersAction[argparse.ArgumentPars
         "'--list', it displays the state of all groups (or only those in the given comma-separated states).",
     )
     parser.add_argument("--members", action="store_true", help="Describe members of the group.")
+    parser.add_argument(
+        "--offsets", action="store_true", help="Describe the group and list its offsets (default)."
+    )
+    parser.add_argument(
+        "--topic", action="append", metavar="TOPIC[:P,P]", help="The topic (and partitions) to reset."
+    )
+    parser.add_argument(
+        "--all-topics", action="store_true", help="Reset every topic the group has offsets in."
+    )
+    parser.add_argument("--to-earliest", action="store_true", help="Reset offsets to earliest offset.")
+    parser.add_argument("--to-latest", action="store_true", help="Reset offsets to latest offset.")
+    parser.add_argument("--to-offset", type=int, metavar="OFFSET", help="Reset offsets to a specific offset.")
+    parser.add_argument("--dry-run", action="store_true", help="Only show the result (the default).")
+    parser.add_argument("--execute", action="store_true", help="Execute the reset.")
     parser.add_argument("--verbose", action="store_true", help="Provide additional information (epochs).")
     parser.add_argument("--json", action="store_true", help="one JSON document, for scripts (pykraft)")
     parser.set_defaults(func=run_tool("share-groups", _run))

@@ -51,6 +51,7 @@ from pykraft.coordinator.offsets_records import (
     subscribed_topics,
 )
 from pykraft.coordinator.share_group import (
+    ShareGroup,
     ShareGroupConfig,
     ShareGroupCoordinator,
     ShareGroupDescription,
@@ -1301,6 +1302,21 @@ class GroupCoordinator:
                 ErrorCode.GROUP_ID_NOT_FOUND, group_id, f"Group {group_id} is not a share group."
             )
         return self.share.describe(group_id)
+
+    def share_group_for_offsets(self, group_id: str, *, alter: bool) -> tuple[ErrorCode, ShareGroup | None]:
+        """The share group whose offsets DescribeShareGroupOffsets (``alter`` False) or
+        AlterShareGroupOffsets (made if new; only when empty: NON_EMPTY_GROUP) works on."""
+        error = self.coordinator_error(group_id) if group_id else ErrorCode.INVALID_GROUP_ID
+        if error != ErrorCode.NONE:
+            return error, None
+        classic = self.groups.get(group_id)
+        if group_id in self.consumer.groups or (classic is not None and classic.state != GroupState.DEAD):
+            return ErrorCode.GROUP_ID_NOT_FOUND, None
+        if not alter:
+            group = self.share.groups.get(group_id)
+            return (ErrorCode.NONE, group) if group is not None else (ErrorCode.GROUP_ID_NOT_FOUND, None)
+        group = self.share.empty_group(group_id)
+        return (ErrorCode.NONE, group) if group is not None else (ErrorCode.NON_EMPTY_GROUP, None)
 
     def list_share_groups(self, states_filter: set[str] | None = None) -> list[tuple[str, str]]:
         """(group id, state) of every share group this node coordinates."""

@@ -105,6 +105,10 @@ class ShareGroup:
     # Subscribed topic name -> (topic id, partition count) when the epoch was last bumped.
     subscription_metadata: dict[str, tuple[uuid.UUID, int]] = field(default_factory=dict)
     target_assignment: dict[str, Partitions] = field(default_factory=dict)
+    # Every topic the group ever subscribed to or had offsets altered in: name -> (topic id, partition
+    # count); what DescribeShareGroupOffsets lists when asked for all (Kafka's
+    # ShareGroupStatePartitionMetadata, kept in memory here).
+    initialized_topics: dict[str, tuple[uuid.UUID, int]] = field(default_factory=dict)
 
     def state(self) -> ShareGroupState:
         return ShareGroupState.STABLE if self.members else ShareGroupState.EMPTY
@@ -283,6 +287,7 @@ class ShareGroupCoordinator:
             for name in names
             if (info := topics.get(name)) is not None
         }
+        group.initialized_topics.update(metadata)
         if metadata == group.subscription_metadata:
             return False
         group.subscription_metadata = metadata
@@ -338,6 +343,14 @@ class ShareGroupCoordinator:
                 for m in group.members.values()
             ),
         )
+
+    def empty_group(self, group_id: str) -> ShareGroup | None:
+        """The share group ``group_id`` for AlterShareGroupOffsets: made if it does not exist, None if
+        it has members (NON_EMPTY_GROUP)."""
+        group = self.groups.get(group_id)
+        if group is None:
+            group = self.groups[group_id] = ShareGroup(group_id, self.partition_for(group_id))
+        return None if group.members else group
 
     def delete(self, group_id: str) -> ErrorCode:
         """DeleteGroups on a share group: only an empty one (NON_EMPTY_GROUP otherwise)."""

@@ -17,8 +17,10 @@ in-flight records are bounded by ``group.share.partition.max.record.locks``), so
 snapshot; pykraft writes no ShareUpdate records (Kafka's deltas between snapshots) and a loaded
 partition takes each key's last snapshot.
 
-A write from a leader with an older leader epoch, or an older state epoch, than the state's is fenced
-(FENCED_LEADER_EPOCH / FENCED_STATE_EPOCH): a deposed leader can never overwrite its successor's state.
+A write with an older state epoch than the state's is fenced (FENCED_STATE_EPOCH), and so is one with
+the same state epoch from an older leader epoch (FENCED_LEADER_EPOCH): a deposed leader can never
+overwrite its successor's state, nor a leader the state the group coordinator started over with a new
+state epoch (AlterShareGroupOffsets).
 The shell applies a write once the ISR has its record, and only then answers it.
 """
 
@@ -203,10 +205,13 @@ class ShareCoordinator:
             return ShareWritePlan(ErrorCode.INVALID_REQUEST)
         current = self.states.get(key)
         if current is not None:
-            if leader_epoch < current.leader_epoch:
-                return ShareWritePlan(ErrorCode.FENCED_LEADER_EPOCH)
             if state_epoch < current.state_epoch:
                 return ShareWritePlan(ErrorCode.FENCED_STATE_EPOCH)
+            if state_epoch == current.state_epoch and leader_epoch < current.leader_epoch:
+                return ShareWritePlan(ErrorCode.FENCED_LEADER_EPOCH)
+            # A new state epoch is the group coordinator starting the state over (AlterShareGroupOffsets,
+            # as Kafka's InitializeShareGroupState): the leaders' writes at the old one are fenced from now.
+            leader_epoch = max(leader_epoch, current.leader_epoch)
         snapshot = ShareSnapshot(
             (current.snapshot_epoch + 1) & 0xFFFF if current is not None else 0,
             state_epoch,

@@ -41,6 +41,7 @@ from pykraft.io.replica_fetcher import ReplicaFetchers
 from pykraft.io.request_metrics import RequestMetrics
 from pykraft.io.rpc_channel import ChannelSecurity, PeerUnavailable
 from pykraft.io.server import ConnectionInfo, ConnectionLimits, KafkaServer
+from pykraft.io.share_offsets import ShareOffsets
 from pykraft.io.share_service import ShareService
 from pykraft.io.share_state_service import ShareStateService
 from pykraft.io.snapshots import SnapshotStateError
@@ -1223,6 +1224,8 @@ class Node:
             **shares.request_handlers(),
             # The share coordinator's state RPCs, from partition leaders (io/share_state_service.py).
             **share_state.request_handlers(),
+            # Share-group offsets on the group's coordinator (io/share_offsets.py).
+            **ShareOffsets(groups.coordinator, share_state, ctx).request_handlers(),
         }
 
     def _config_handlers(self) -> dict[int, RequestHandler]:

@@ -80,6 +80,7 @@ class ShareService:
     def member_departed(self, group_id: str, member_id: str) -> None:
         self.manager.member_departed(group_id, member_id)
         self._notify_data()  # released records: long-polling fetches of the others may take them
+        self.manager.unload_idle_groups()
 
     # --- durable state ---------------------------------------------------------------------------------
 
@@ -93,10 +94,16 @@ class ShareService:
             state = self.manager.durable_state(key)
             if state is None:
                 return ErrorCode.NOT_LEADER_OR_FOLLOWER
-            current, leader_epoch, start_offset, batches = state
-            error = await self.persister.write(_state_key(key), leader_epoch, start_offset, batches)
+            current, state_epoch, leader_epoch, start_offset, batches = state
+            error = await self.persister.write(
+                _state_key(key), state_epoch, leader_epoch, start_offset, batches
+            )
             if error == ErrorCode.NONE:
                 self.manager.written(key, current)
+            elif error in (ErrorCode.FENCED_STATE_EPOCH, ErrorCode.FENCED_LEADER_EPOCH):
+                # The state was started over (AlterShareGroupOffsets) or another leader wrote it since:
+                # what this node holds is stale; the next fetch loads it again.
+                self.manager.unload(key)
             return error
 
     async def _persist_acknowledgements(self, context: FetchContext) -> None:
@@ -112,6 +119,7 @@ class ShareService:
         # Lock expiries and releases are written too (best effort: a later write carries them anyway).
         for key in self.manager.unwritten():
             await self._write(key, self.manager.versions.get(key, 0))
+        self.manager.unload_idle_groups()
 
     async def _load(self, context: FetchContext) -> None:
         """Read the state of the fetch's share partitions new to this leader; one never written starts
@@ -120,7 +128,11 @@ class ShareService:
             error, snapshot = await self.persister.read(_state_key(key), leader_epoch)
             if error != ErrorCode.NONE:
                 continue  # the coordinator is moving or loading: a later fetch tries again
-            state = None if snapshot is None else (snapshot.start_offset, list(snapshot.state_batches))
+            state = (
+                None
+                if snapshot is None
+                else (snapshot.state_epoch, snapshot.start_offset, list(snapshot.state_batches))
+            )
             self.manager.load(key, leader_epoch, state, now_ms())
             if (
                 snapshot is None

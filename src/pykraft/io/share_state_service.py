@@ -262,7 +262,12 @@ class ShareStateService:
         )
 
     async def write(
-        self, key: ShareStateKey, leader_epoch: int, start_offset: int, batches: list[StateBatch]
+        self,
+        key: ShareStateKey,
+        state_epoch: int,
+        leader_epoch: int,
+        start_offset: int,
+        batches: list[StateBatch],
     ) -> ErrorCode:
         data: Any = WriteShareGroupStateRequest.WriteStateData
         partition_cls: Any = data.PartitionData
@@ -274,7 +279,7 @@ class ShareStateService:
                     partitions=[
                         partition_cls(
                             partition=key.partition,
-                            state_epoch=0,
+                            state_epoch=state_epoch,
                             leader_epoch=leader_epoch,
                             start_offset=start_offset,
                             state_batches=[

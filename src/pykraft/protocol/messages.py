@@ -124,6 +124,8 @@ class ApiKey(IntEnum):
     INITIALIZE_SHARE_GROUP_STATE = 83
     READ_SHARE_GROUP_STATE = 84
     WRITE_SHARE_GROUP_STATE = 85
+    DESCRIBE_SHARE_GROUP_OFFSETS = 90
+    ALTER_SHARE_GROUP_OFFSETS = 91
 
 
 # What the client listener advertises in ApiVersions, inclusive ranges. Fetch stops at 12 because
@@ -201,6 +203,9 @@ SUPPORTED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     # Between partition leaders and share coordinators (``__share_group_state``), CLUSTER_ACTION.
     ApiKey.READ_SHARE_GROUP_STATE: (0, 0),
     ApiKey.WRITE_SHARE_GROUP_STATE: (0, 0),
+    # Share-group offsets from the group coordinator (kafka-share-groups --describe / --reset-offsets).
+    ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS: (0, 0),
+    ApiKey.ALTER_SHARE_GROUP_OFFSETS: (0, 0),
 }
 
 
@@ -247,6 +252,10 @@ ReadShareGroupStateRequest: Any = _schema_class("ReadShareGroupStateRequest")
 ReadShareGroupStateResponse: Any = _schema_class("ReadShareGroupStateResponse")
 WriteShareGroupStateRequest: Any = _schema_class("WriteShareGroupStateRequest")
 WriteShareGroupStateResponse: Any = _schema_class("WriteShareGroupStateResponse")
+DescribeShareGroupOffsetsRequest: Any = _schema_class("DescribeShareGroupOffsetsRequest")
+DescribeShareGroupOffsetsResponse: Any = _schema_class("DescribeShareGroupOffsetsResponse")
+AlterShareGroupOffsetsRequest: Any = _schema_class("AlterShareGroupOffsetsRequest")
+AlterShareGroupOffsetsResponse: Any = _schema_class("AlterShareGroupOffsetsResponse")
 
 
 # DescribeQuorum ships with kafka-python (0-2, the current schema); re-exported for symmetry.
@@ -286,6 +295,10 @@ OUR_MESSAGE_CLASSES: tuple[Any, ...] = (
     ReadShareGroupStateResponse,
     WriteShareGroupStateRequest,
     WriteShareGroupStateResponse,
+    DescribeShareGroupOffsetsRequest,
+    DescribeShareGroupOffsetsResponse,
+    AlterShareGroupOffsetsRequest,
+    AlterShareGroupOffsetsResponse,
 )
 
 
@@ -566,6 +579,8 @@ __all__ = [
     "SUPPORTED_VERSIONS",
     "AllocateProducerIdsRequest",
     "AllocateProducerIdsResponse",
+    "AlterShareGroupOffsetsRequest",
+    "AlterShareGroupOffsetsResponse",
     "AlterPartitionRequest",
     "AlterPartitionResponse",
     "ApiKey",
@@ -581,6 +596,8 @@ __all__ = [
     "ConsumerGroupHeartbeatResponse",
     "DescribeQuorumRequest",
     "DescribeQuorumResponse",
+    "DescribeShareGroupOffsetsRequest",
+    "DescribeShareGroupOffsetsResponse",
     "EndQuorumEpochRequest",
     "EndQuorumEpochResponse",
     "FetchSnapshotRequest",
