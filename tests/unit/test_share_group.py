@@ -147,3 +147,40 @@ def test_not_the_coordinator():
     coord = _coordinator()
     coord.owned_partitions.clear()
     assert _heartbeat(coord, "a", 0).error_code == ErrorCode.NOT_COORDINATOR
+
+
+def test_the_group_is_kept_as_share_group_records_and_loaded_by_a_new_coordinator():
+    coord = _coordinator()
+    _heartbeat(coord, "a", 0)
+    _heartbeat(coord, "b", 0, ("t", "u"))
+    _heartbeat(coord, "c", 0)
+    _heartbeat(coord, "c", -1, None)  # left: its records' tombstones follow
+    writes = coord.take_writes()
+    versions = {int.from_bytes(key[:2], "big") for _, records in writes for key, _ in records}
+    assert versions == {10, 11, 14, 15}  # member metadata, group epoch, current assignment, state topics
+    loaded = _coordinator()
+    partition = coord.partition_for("sg")
+    loaded.begin_load(partition)
+    for _, records in writes:
+        for key, value in records:
+            loaded.replay(partition, key, value, NOW_MS + 1)
+    loaded.finish_load(partition, NOW_MS + 1)
+    before, after = coord.describe_share_group("sg"), loaded.describe_share_group("sg")
+    assert after.group_epoch == before.group_epoch and after.state == "Stable"
+    assert {
+        (m.member_id, m.member_epoch, m.subscribed_topic_names, frozenset(m.assignment.items()))
+        for m in after.members
+    } == {
+        (m.member_id, m.member_epoch, m.subscribed_topic_names, frozenset(m.assignment.items()))
+        for m in before.members
+    }
+    # Its members carry on with their epochs at the new coordinator.
+    b = next(m for m in after.members if m.member_id == "b")
+    assert _heartbeat(loaded, "b", b.member_epoch, None).error_code == ErrorCode.NONE
+    # Deleting the empty group writes every record's tombstone.
+    for member, epoch in (("a", -1), ("b", -1)):
+        _heartbeat(loaded, member, epoch, None)
+    loaded.take_writes()
+    assert loaded.delete_groups(["sg"])[0].group_errors == {"sg": ErrorCode.NONE}
+    tombstones = [value for _, records in loaded.take_writes() for _, value in records]
+    assert tombstones and all(value is None for value in tombstones)

@@ -39,8 +39,26 @@ TARGET_ASSIGNMENT_METADATA_KEY = 6
 TARGET_ASSIGNMENT_MEMBER_KEY = 7
 CURRENT_MEMBER_ASSIGNMENT_KEY = 8
 CONSUMER_GROUP_KEY_VERSIONS = frozenset(range(METADATA_KEY, CURRENT_MEMBER_ASSIGNMENT_KEY + 1))
+# Share groups (KIP-932), coordinator/share_group_records.py: keys 9-15 in the same layout.
+SHARE_PARTITION_METADATA_KEY = 9
+SHARE_MEMBER_METADATA_KEY = 10
+SHARE_METADATA_KEY = 11
+SHARE_TARGET_ASSIGNMENT_METADATA_KEY = 12
+SHARE_TARGET_ASSIGNMENT_MEMBER_KEY = 13
+SHARE_CURRENT_MEMBER_ASSIGNMENT_KEY = 14
+SHARE_STATE_PARTITION_METADATA_KEY = 15
+SHARE_GROUP_KEY_VERSIONS = frozenset(
+    range(SHARE_PARTITION_METADATA_KEY, SHARE_STATE_PARTITION_METADATA_KEY + 1)
+)
 # Keys with a member id after the group id.
-_MEMBER_KEYS = (MEMBER_METADATA_KEY, TARGET_ASSIGNMENT_MEMBER_KEY, CURRENT_MEMBER_ASSIGNMENT_KEY)
+_MEMBER_KEYS = (
+    MEMBER_METADATA_KEY,
+    TARGET_ASSIGNMENT_MEMBER_KEY,
+    CURRENT_MEMBER_ASSIGNMENT_KEY,
+    SHARE_MEMBER_METADATA_KEY,
+    SHARE_TARGET_ASSIGNMENT_MEMBER_KEY,
+    SHARE_CURRENT_MEMBER_ASSIGNMENT_KEY,
+)
 
 _I8 = struct.Struct(">b")
 _I16 = struct.Struct(">h")
@@ -101,10 +119,10 @@ def key_version(data: bytes) -> int:
 
 
 def decode_key(data: bytes) -> ConsumerGroupKey:
-    """A consumer group record's key (its version one of 3-8)."""
+    """A consumer (3-8) or share (9-15) group record's key."""
     version = key_version(data)
-    if version not in CONSUMER_GROUP_KEY_VERSIONS:
-        raise RecordFormatError(f"key version {version} is not a consumer group record")
+    if version not in CONSUMER_GROUP_KEY_VERSIONS and version not in SHARE_GROUP_KEY_VERSIONS:
+        raise RecordFormatError(f"key version {version} is not a consumer or share group record")
     r = FlexibleReader(data, 2)
     group_id = r.classic_string()
     member_id = r.classic_string() if version in _MEMBER_KEYS else ""
@@ -160,15 +178,15 @@ class FlexibleReader(RecordReader):
             raise RecordFormatError(f"unknown {name} version {version}")
 
 
-def _tags(out: bytearray) -> None:
+def put_no_tags(out: bytearray) -> None:
     wire.put_uvarint(out, 0)  # no tagged fields
 
 
-def _value(version: int = 0) -> bytearray:
+def value_header(version: int = 0) -> bytearray:
     return bytearray(_I16.pack(version))
 
 
-def _put_topic_partitions(out: bytearray, partitions: TopicPartitions) -> None:
+def put_topic_partitions(out: bytearray, partitions: TopicPartitions) -> None:
     items = sorted(((t, sorted(ps)) for t, ps in partitions.items()), key=lambda item: str(item[0]))
     wire.put_array_count(out, len(items), True)
     for topic_id, parts in items:
@@ -176,10 +194,10 @@ def _put_topic_partitions(out: bytearray, partitions: TopicPartitions) -> None:
         wire.put_array_count(out, len(parts), True)
         for p in parts:
             out += _I32.pack(p)
-        _tags(out)
+        put_no_tags(out)
 
 
-def _read_topic_partitions(r: FlexibleReader) -> dict[uuid.UUID, frozenset[int]]:
+def read_topic_partitions(r: FlexibleReader) -> dict[uuid.UUID, frozenset[int]]:
     out: dict[uuid.UUID, frozenset[int]] = {}
     for _ in range(r.count()):
         topic_id = r.uuid()
@@ -190,9 +208,9 @@ def _read_topic_partitions(r: FlexibleReader) -> dict[uuid.UUID, frozenset[int]]
 
 def encode_epoch_value(epoch: int) -> bytes:
     """ConsumerGroupMetadataValue and ConsumerGroupTargetAssignmentMetadataValue: one int32."""
-    out = _value()
+    out = value_header()
     out += _I32.pack(epoch)
-    _tags(out)
+    put_no_tags(out)
     return bytes(out)
 
 
@@ -206,7 +224,7 @@ def decode_epoch_value(data: bytes) -> int:
 
 def encode_partition_metadata_value(topics: Mapping[str, tuple[uuid.UUID, int]]) -> bytes:
     """ConsumerGroupPartitionMetadataValue: topic name -> (topic id, partition count); no racks."""
-    out = _value()
+    out = value_header()
     wire.put_array_count(out, len(topics), True)
     for name in sorted(topics):
         topic_id, count = topics[name]
@@ -214,8 +232,8 @@ def encode_partition_metadata_value(topics: Mapping[str, tuple[uuid.UUID, int]])
         wire.put_string(out, name, True)
         out += _I32.pack(count)
         wire.put_array_count(out, 0, True)  # PartitionMetadata: deprecated since 4.0, left empty
-        _tags(out)
-    _tags(out)
+        put_no_tags(out)
+    put_no_tags(out)
     return bytes(out)
 
 
@@ -239,7 +257,7 @@ def decode_partition_metadata_value(data: bytes) -> dict[str, tuple[uuid.UUID, i
 
 
 def encode_member_metadata_value(value: MemberMetadataValue) -> bytes:
-    out = _value()
+    out = value_header()
     wire.put_nullable_string(out, value.instance_id, True)
     wire.put_nullable_string(out, value.rack_id, True)
     wire.put_string(out, value.client_id, True)
@@ -250,7 +268,7 @@ def encode_member_metadata_value(value: MemberMetadataValue) -> bytes:
     wire.put_nullable_string(out, value.subscribed_topic_regex, True)
     out += _I32.pack(value.rebalance_timeout_ms)
     wire.put_nullable_string(out, value.server_assignor, True)
-    _tags(out)  # ClassicMemberMetadata (tag 0) is absent: the member speaks the consumer protocol
+    put_no_tags(out)  # ClassicMemberMetadata (tag 0) is absent: the member speaks the consumer protocol
     return bytes(out)
 
 
@@ -272,28 +290,28 @@ def decode_member_metadata_value(data: bytes) -> MemberMetadataValue:
 
 
 def encode_target_member_value(partitions: TopicPartitions) -> bytes:
-    out = _value()
-    _put_topic_partitions(out, partitions)
-    _tags(out)
+    out = value_header()
+    put_topic_partitions(out, partitions)
+    put_no_tags(out)
     return bytes(out)
 
 
 def decode_target_member_value(data: bytes) -> dict[uuid.UUID, frozenset[int]]:
     r = FlexibleReader(data)
     r.value_version("ConsumerGroupTargetAssignmentMemberValue")
-    out = _read_topic_partitions(r)
+    out = read_topic_partitions(r)
     r.tagged_fields()
     return out
 
 
 def encode_current_assignment_value(value: CurrentAssignmentValue) -> bytes:
-    out = _value()
+    out = value_header()
     out += _I32.pack(value.member_epoch)
     out += _I32.pack(value.previous_member_epoch)
     out += _I8.pack(value.state)
-    _put_topic_partitions(out, value.assigned_partitions)
-    _put_topic_partitions(out, value.partitions_pending_revocation)
-    _tags(out)
+    put_topic_partitions(out, value.assigned_partitions)
+    put_topic_partitions(out, value.partitions_pending_revocation)
+    put_no_tags(out)
     return bytes(out)
 
 
@@ -303,8 +321,8 @@ def decode_current_assignment_value(data: bytes) -> CurrentAssignmentValue:
     member_epoch = r.i32()
     previous = r.i32()
     state = r.i8()
-    assigned = _read_topic_partitions(r)
-    pending = _read_topic_partitions(r)
+    assigned = read_topic_partitions(r)
+    pending = read_topic_partitions(r)
     r.tagged_fields()
     return CurrentAssignmentValue(member_epoch, previous, state, assigned, pending)
 

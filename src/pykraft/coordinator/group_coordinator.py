@@ -341,7 +341,7 @@ class GroupCoordinator:
 
     def take_writes(self) -> list[tuple[int, list[tuple[bytes, bytes | None]]]]:
         out, self._writes = self._writes, []
-        return out + self.consumer.take_writes()
+        return out + self.consumer.take_writes() + self.share.take_writes()
 
     # --- ownership and loading ---------------------------------------------------------------------
 
@@ -368,6 +368,9 @@ class GroupCoordinator:
             raise RecordFormatError("a __consumer_offsets record without a key")
         if consumer_group_records.key_version(key) in consumer_group_records.CONSUMER_GROUP_KEY_VERSIONS:
             self.consumer.replay(partition, consumer_group_records.decode_key(key), value, now_ms)
+            return
+        if consumer_group_records.key_version(key) in consumer_group_records.SHARE_GROUP_KEY_VERSIONS:
+            self.share.replay(partition, consumer_group_records.decode_key(key), value, now_ms)
             return
         decoded = decode_key(key)
         group = self.groups.get(decoded.group_id)
@@ -1195,7 +1198,7 @@ class GroupCoordinator:
             plan = plans.setdefault(partition, WritePlan(partition))
             error = self.coordinator_error(group_id) if group_id else ErrorCode.INVALID_GROUP_ID
             if error == ErrorCode.NONE and group_id in self.share.groups:
-                # A share group: only an empty one (its membership is not written to the log yet).
+                # A share group: only an empty one; its records' tombstones go with the share writes.
                 plan.group_errors[group_id] = self.share.delete(group_id)
                 continue
             group = self.groups.get(group_id)

@@ -18,8 +18,9 @@ ShareGroupListener.onMemberLeave). A member that leaves is not: it closes its sh
 (ShareFetch/ShareAcknowledge with epoch -1) carrying its last acknowledgements, which may reach the
 partition leader after the leave.
 
-Not durable: pykraft does not yet write Kafka's ShareGroup* records to ``__consumer_offsets``, so a new
-coordinator knows no share group and answers a member's heartbeat UNKNOWN_MEMBER_ID (it joins again).
+The group is kept as Kafka's ShareGroup* records in ``__consumer_offsets``
+(coordinator/share_group_records.py): its epoch, the topics it has state in, and each member's metadata
+and current assignment; a new coordinator replays them, and its members carry on with their epochs.
 """
 
 from __future__ import annotations
@@ -30,12 +31,23 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 
+from pykraft.coordinator import share_group_records as rec
 from pykraft.coordinator.consumer_group import (
     JOIN_GROUP_MEMBER_EPOCH,
     LEAVE_GROUP_MEMBER_EPOCH,
     Partitions,
     Topics,
     kafka_uuid_string,
+)
+from pykraft.coordinator.consumer_group_records import (
+    SHARE_CURRENT_MEMBER_ASSIGNMENT_KEY,
+    SHARE_MEMBER_METADATA_KEY,
+    SHARE_METADATA_KEY,
+    SHARE_STATE_PARTITION_METADATA_KEY,
+    ConsumerGroupKey,
+    decode_epoch_value,
+    encode_epoch_value,
+    encode_key,
 )
 from pykraft.core.errors import ErrorCode
 from pykraft.core.group_configs import group_config_int
@@ -109,6 +121,8 @@ class ShareGroup:
     # count); what DescribeShareGroupOffsets lists when asked for all (Kafka's
     # ShareGroupStatePartitionMetadata, kept in memory here).
     initialized_topics: dict[str, tuple[uuid.UUID, int]] = field(default_factory=dict)
+    # The value each of the group's records was last written with (key -> value).
+    written: dict[bytes, bytes] = field(default_factory=dict)
 
     def state(self) -> ShareGroupState:
         return ShareGroupState.STABLE if self.members else ShareGroupState.EMPTY
@@ -162,6 +176,7 @@ class ShareGroupCoordinator:
         # Group id -> its own configs (the GROUP resource's ConfigRecords).
         self._group_configs: Mapping[str, Mapping[str, str]] = {}
         self._departed: list[tuple[str, str]] = []
+        self._writes: list[tuple[int, list[tuple[bytes, bytes | None]]]] = []
 
     def set_group_configs(self, configs: Mapping[str, Mapping[str, str]]) -> None:
         self._group_configs = configs
@@ -178,6 +193,84 @@ class ShareGroupCoordinator:
         return group_config_int(
             self.group_configs(group_id), SHARE_HEARTBEAT_INTERVAL_MS, self.config.heartbeat_interval_ms
         )
+
+    def take_writes(self) -> list[tuple[int, list[tuple[bytes, bytes | None]]]]:
+        """Records for ``__consumer_offsets`` (partition, [(key, value or None)]) since the last call."""
+        out, self._writes = self._writes, []
+        return out
+
+    def _sync(self, group: ShareGroup, member_ids: list[str]) -> None:
+        """Queue the records of the group and of ``member_ids`` whose value changed since written (a
+        member gone: its tombstones)."""
+        wanted: dict[bytes, bytes | None] = {
+            encode_key(ConsumerGroupKey(SHARE_METADATA_KEY, group.group_id)): encode_epoch_value(
+                group.group_epoch
+            ),
+            encode_key(
+                ConsumerGroupKey(SHARE_STATE_PARTITION_METADATA_KEY, group.group_id)
+            ): rec.encode_state_partition_metadata_value(group.initialized_topics),
+        }
+        for member_id in member_ids:
+            member = group.members.get(member_id)
+            metadata_key = encode_key(ConsumerGroupKey(SHARE_MEMBER_METADATA_KEY, group.group_id, member_id))
+            assignment_key = encode_key(
+                ConsumerGroupKey(SHARE_CURRENT_MEMBER_ASSIGNMENT_KEY, group.group_id, member_id)
+            )
+            if member is None:
+                wanted[metadata_key] = wanted[assignment_key] = None
+                continue
+            wanted[metadata_key] = rec.encode_member_metadata_value(
+                rec.ShareMemberMetadataValue(
+                    member.rack_id, member.client_id, member.client_host, member.subscribed_topic_names
+                )
+            )
+            wanted[assignment_key] = rec.encode_current_assignment_value(
+                member.member_epoch, member.member_epoch, member.assignment
+            )
+        records: list[tuple[bytes, bytes | None]] = []
+        for key, value in wanted.items():
+            if value is None:
+                if group.written.pop(key, None) is not None:
+                    records.append((key, None))
+            elif group.written.get(key) != value:
+                group.written[key] = value
+                records.append((key, value))
+        if records:
+            self._writes.append((group.partition, records))
+
+    def replay(self, partition: int, key: ConsumerGroupKey, value: bytes | None, now_ms: int) -> None:
+        """Apply one share group record read from ``__consumer_offsets`` (the load path). The target
+        assignment is the simple assignor's again at the members' next heartbeats."""
+        gid = key.group_id
+        group = self.groups.get(gid)
+        if value is None:
+            if group is None:
+                return
+            if key.version == SHARE_METADATA_KEY:
+                del self.groups[gid]
+            elif key.version == SHARE_MEMBER_METADATA_KEY:
+                group.members.pop(key.member_id, None)
+            return
+        if group is None:
+            group = self.groups[gid] = ShareGroup(gid, partition)
+        group.written[encode_key(key)] = value
+        if key.version == SHARE_METADATA_KEY:
+            group.group_epoch = group.assignment_epoch = decode_epoch_value(value)
+        elif key.version == SHARE_STATE_PARTITION_METADATA_KEY:
+            group.initialized_topics = rec.decode_state_partition_metadata_value(value)
+        elif key.version in (SHARE_MEMBER_METADATA_KEY, SHARE_CURRENT_MEMBER_ASSIGNMENT_KEY):
+            member = group.members.get(key.member_id)
+            if member is None:
+                member = group.members[key.member_id] = ShareGroupMember(key.member_id, 0, "", "")
+            # A loaded member gets a whole session to heartbeat to its new coordinator (as Kafka does).
+            member.session_deadline_ms = now_ms + self.session_timeout_ms(gid)
+            if key.version == SHARE_MEMBER_METADATA_KEY:
+                v = rec.decode_member_metadata_value(value)
+                member.rack_id, member.client_id, member.client_host = v.rack_id, v.client_id, v.client_host
+                member.subscribed_topic_names = v.subscribed_topic_names
+            else:
+                member.member_epoch, member.assignment = rec.decode_current_assignment_value(value)
+                group.target_assignment[key.member_id] = member.assignment
 
     def take_departed(self) -> list[tuple[str, str]]:
         """(group id, member id) of every member removed since the last call."""
@@ -252,6 +345,7 @@ class ShareGroupCoordinator:
         member.member_epoch = group.assignment_epoch
         member.session_deadline_ms = now_ms + self.session_timeout_ms(group.group_id)
         send_assignment = joining or member.assignment != previous
+        self._sync(group, [member.member_id])
         return ShareHeartbeatResult(
             ErrorCode.NONE,
             member_id=member.member_id,
@@ -302,6 +396,7 @@ class ShareGroupCoordinator:
         group.assignment_epoch = group.group_epoch
         if expired:
             self._departed.append((group.group_id, member_id))
+        self._sync(group, [member_id])
 
     # --- timers ------------------------------------------------------------------------------------
 
@@ -352,6 +447,11 @@ class ShareGroupCoordinator:
             group = self.groups[group_id] = ShareGroup(group_id, self.partition_for(group_id))
         return None if group.members else group
 
+    def initialize_topic(self, group: ShareGroup, name: str, topic_id: uuid.UUID, partitions: int) -> None:
+        """The group has state in this topic now (AlterShareGroupOffsets)."""
+        group.initialized_topics[name] = (topic_id, partitions)
+        self._sync(group, [])
+
     def delete(self, group_id: str) -> ErrorCode:
         """DeleteGroups on a share group: only an empty one (NON_EMPTY_GROUP otherwise)."""
         group = self.groups.get(group_id)
@@ -360,6 +460,7 @@ class ShareGroupCoordinator:
         if group.members:
             return ErrorCode.NON_EMPTY_GROUP
         del self.groups[group_id]
+        self._writes.append((group.partition, [(key, None) for key in group.written]))
         return ErrorCode.NONE
 
     def unload(self, partition: int) -> None:

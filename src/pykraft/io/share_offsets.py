@@ -120,7 +120,7 @@ class ShareOffsets:
                     )
                 )
             if group is not None and view is not None:
-                group.initialized_topics[name] = (view.topic_id, len(view.partitions))
+                self.coordinator.share.initialize_topic(group, name, view.topic_id, len(view.partitions))
             responses.append(
                 topic_cls(topic_name=name, topic_id=view.topic_id if view else None, partitions=rows)
             )
