@@ -294,6 +294,13 @@ def test_share_groups_tool_describes_offsets_and_resets_them(
     assert offsets_row()[4:] == ["0", str(total)]
     # A new member of the group gets every record again, from the start.
     assert sorted(set(receive_all())) == list(range(total))
+    # Deleting the group's offsets in the topic: nothing described, and it starts over from
+    # share.auto.offset.reset (earliest) when fetched again.
+    assert main([*tool, "--delete-offsets", "--group", group, "--topic", topic]) == 0
+    assert capsys.readouterr().out.strip().splitlines()[1].split() == [topic, "Successful"]
+    assert main([*tool, "--describe", "--group", group]) == 0
+    assert capsys.readouterr().out.strip().splitlines()[1:] == []
+    assert sorted(set(receive_all())) == list(range(total))
     # A group with members is not reset.
     member = _consumer(node, group, topic)
     try:

@@ -191,6 +191,8 @@ def test_supported_versions_table() -> None:
         ApiKey.WRITE_SHARE_GROUP_STATE: (0, 0),
         ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS: (0, 0),
         ApiKey.ALTER_SHARE_GROUP_OFFSETS: (0, 0),
+        ApiKey.DELETE_SHARE_GROUP_STATE: (0, 0),
+        ApiKey.DELETE_SHARE_GROUP_OFFSETS: (0, 0),
     }
     assert ApiKey.GET_TELEMETRY_SUBSCRIPTIONS not in SUPPORTED_VERSIONS
 

@@ -89,3 +89,15 @@ def test_loading_replays_the_last_snapshot_and_other_partitions_are_not_ours():
     assert error == ErrorCode.NONE and state is not None and state.start_offset == 14
     loaded.unload(partition)
     assert loaded.read(KEY)[0] == ErrorCode.NOT_COORDINATOR and not loaded.states
+
+
+def test_deleting_a_state_writes_its_tombstone():
+    coordinator = _owning()
+    assert coordinator.plan_delete(KEY).records == []  # nothing to delete
+    coordinator.apply(coordinator.plan_write(KEY, 0, 5, 10, BATCHES))
+    plan = coordinator.plan_delete(KEY)
+    assert plan.records == [(encode_key(KEY), None)]
+    coordinator.apply(plan)
+    assert coordinator.read(KEY) == (ErrorCode.NONE, None)
+    # A new state may start at state epoch 0 again.
+    assert coordinator.plan_write(KEY, 0, 0, 3, ()).error_code == ErrorCode.NONE

@@ -103,6 +103,7 @@ GROUP_READ_APIS = (
     ApiKey.SHARE_FETCH,
     ApiKey.SHARE_ACKNOWLEDGE,
     ApiKey.ALTER_SHARE_GROUP_OFFSETS,
+    ApiKey.DELETE_SHARE_GROUP_OFFSETS,
 )
 
 
@@ -366,6 +367,7 @@ _REFUSALS: dict[int, Callable[[Any, int], Any | None]] = {
     ApiKey.WRITE_TXN_MARKERS: _write_txn_markers,
     ApiKey.READ_SHARE_GROUP_STATE: _share_state_rpc(ApiKey.READ_SHARE_GROUP_STATE),
     ApiKey.WRITE_SHARE_GROUP_STATE: _share_state_rpc(ApiKey.WRITE_SHARE_GROUP_STATE),
+    ApiKey.DELETE_SHARE_GROUP_STATE: _share_state_rpc(ApiKey.DELETE_SHARE_GROUP_STATE),
     ApiKey.ELECT_LEADERS: _elect_leaders,
     ApiKey.DESCRIBE_LOG_DIRS: _describe_log_dirs,
     **_security_refusals(),

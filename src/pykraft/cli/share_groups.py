@@ -1,12 +1,13 @@
 """``pykraft share-groups``, shaped like kafka-share-groups.sh (KIP-932): ``--list [--state]``,
 ``--describe [--offsets|--members|--state]``, ``--reset-offsets`` (``--to-earliest``, ``--to-latest``,
-``--to-offset``; ``--topic T[:P,P]`` or ``--all-topics``; ``--dry-run`` or ``--execute``) and ``--delete``
-of share groups.
+``--to-offset``; ``--topic T[:P,P]`` or ``--all-topics``; ``--dry-run`` or ``--execute``),
+``--delete-offsets --topic T`` and ``--delete`` of share groups.
 
 ListGroups v5 with the ``share`` type on every broker; for a group, FindCoordinator ->
 ShareGroupDescribe (state, epochs, members and their assignments), DescribeShareGroupOffsets (each
 partition's share-partition start offset; lag = log end - start offset) or AlterShareGroupOffsets, as
-the tool prints them. (``--delete-offsets``, DeleteShareGroupOffsets, is not served yet.)
+the tool prints them; ``--delete-offsets`` (DeleteShareGroupOffsets) deletes an inactive group's state in
+whole topics, which then start over from ``share.auto.offset.reset``.
 """
 
 from __future__ import annotations
@@ -45,6 +46,8 @@ from pykraft.io.kafka_connection import BrokerConnection, ClientSecurity
 from pykraft.protocol.messages import (
     AlterShareGroupOffsetsRequest,
     AlterShareGroupOffsetsResponse,
+    DeleteShareGroupOffsetsRequest,
+    DeleteShareGroupOffsetsResponse,
     DescribeShareGroupOffsetsRequest,
     DescribeShareGroupOffsetsResponse,
     ShareGroupDescribeRequest,
@@ -301,6 +304,41 @@ def _reset(args: argparse.Namespace, security: ClientSecurity | None) -> int:
     return 0
 
 
+def _delete_offsets(args: argparse.Namespace, security: ClientSecurity | None) -> int:
+    """kafka-share-groups --delete-offsets: an inactive group's state in whole topics."""
+    groups = _groups_of(args, security)
+    if len(groups) != 1 or not args.topic:
+        raise UsageError("--delete-offsets: give one --group and one or more --topic")
+    group = groups[0]
+    topic_cls: Any = DeleteShareGroupOffsetsRequest.DeleteShareGroupOffsetsRequestTopic
+    with BrokerConnection.to(args.bootstrap_server, client_id=CLIENT_ID, security=security) as conn:
+        coordinator, _ = _coordinator(conn, group, security)
+    try:
+        response = coordinator.request(
+            DeleteShareGroupOffsetsRequest(
+                group_id=group, topics=[topic_cls(topic_name=t) for t in args.topic]
+            ),
+            DeleteShareGroupOffsetsResponse,
+            version=0,
+        )
+    finally:
+        coordinator.close()
+    if response.error_code == ErrorCode.NON_EMPTY_GROUP:
+        raise ToolError(
+            f"Share group '{group}' is not empty: its members must stop before its offsets are deleted."
+        )
+    if response.error_code == ErrorCode.GROUP_ID_NOT_FOUND:
+        raise ToolError(f"Share group '{group}' does not exist.")
+    if response.error_code:
+        raise ToolError(f"DeleteShareGroupOffsets of {group!r}: {error_name(response.error_code)}")
+    rows = []
+    for t in response.responses:
+        errors = {error_name(p.error_code) for p in t.partitions if p.error_code}
+        rows.append((t.topic_name, "Successful" if not errors else "Error: " + ", ".join(sorted(errors))))
+    print_table(["TOPIC", "STATUS"], rows)
+    return 1 if any(status != "Successful" for _, status in rows) else 0
+
+
 def _delete(args: argparse.Namespace, security: ClientSecurity | None) -> int:
     groups = _groups_of(args, security)
     failures: dict[str, str] = {}
@@ -329,8 +367,10 @@ def _delete(args: argparse.Namespace, security: ClientSecurity | None) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
-    if sum([args.list, args.describe, args.reset_offsets, args.delete]) != 1:
-        raise UsageError("give exactly one of --list, --describe, --reset-offsets, --delete")
+    if sum([args.list, args.describe, args.reset_offsets, args.delete_offsets, args.delete]) != 1:
+        raise UsageError(
+            "give exactly one of --list, --describe, --reset-offsets, --delete-offsets, --delete"
+        )
     security = admin_security(args)
     if args.list:
         return _list(args, security)
@@ -338,6 +378,8 @@ def _run(args: argparse.Namespace) -> int:
         return _describe(args, security)
     if args.reset_offsets:
         return _reset(args, security)
+    if args.delete_offsets:
+        return _delete_offsets(args, security)
     return _delete(args, security)
 
 
@@ -357,6 +399,11 @@ def add_subcommands(subparsers: argparse._SubParsersAction[argparse.ArgumentPars
         action="store_true",
         help="Reset offsets of share group. The instances should be inactive. --dry-run (the default) "
         "plans, --execute sets them; one of --to-earliest, --to-latest, --to-offset; --all-topics or --topic.",
+    )
+    actions.add_argument(
+        "--delete-offsets",
+        action="store_true",
+        help="Delete offsets of share group in --topic (inactive groups).",
     )
     actions.add_argument("--delete", action="store_true", help="Delete share group(s) (empty ones only).")
     parser.add_argument(

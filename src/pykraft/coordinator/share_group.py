@@ -452,6 +452,11 @@ class ShareGroupCoordinator:
         group.initialized_topics[name] = (topic_id, partitions)
         self._sync(group, [])
 
+    def forget_topic(self, group: ShareGroup, name: str) -> None:
+        """The group's state in this topic is deleted (DeleteShareGroupOffsets)."""
+        group.initialized_topics.pop(name, None)
+        self._sync(group, [])
+
     def delete(self, group_id: str) -> ErrorCode:
         """DeleteGroups on a share group: only an empty one (NON_EMPTY_GROUP otherwise)."""
         group = self.groups.get(group_id)

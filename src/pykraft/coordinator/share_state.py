@@ -1,6 +1,6 @@
 """The share coordinator (KIP-932): the durable state of every share partition, kept in
 ``__share_group_state`` and served to partition leaders by ReadShareGroupState (84) and
-WriteShareGroupState (85), as Kafka's ShareCoordinatorShard. Pure.
+WriteShareGroupState (85), DeleteShareGroupState (86), as Kafka's ShareCoordinatorShard. Pure.
 
 A share partition's state lives in the ``__share_group_state`` partition its key
 ``groupId:topicId:partition`` hashes to (Kafka's SharePartitionKey.asCoordinatorKey, the topic id as
@@ -21,7 +21,8 @@ A write with an older state epoch than the state's is fenced (FENCED_STATE_EPOCH
 the same state epoch from an older leader epoch (FENCED_LEADER_EPOCH): a deposed leader can never
 overwrite its successor's state, nor a leader the state the group coordinator started over with a new
 state epoch (AlterShareGroupOffsets).
-The shell applies a write once the ISR has its record, and only then answers it.
+The shell applies a write once the ISR has its record, and only then answers it. DeleteShareGroupState
+(86) writes the key's tombstone: the share partition starts over from ``share.auto.offset.reset``.
 """
 
 from __future__ import annotations
@@ -227,7 +228,20 @@ class ShareCoordinator:
             [(encode_key(key), encode_snapshot(snapshot))],
         )
 
+    def plan_delete(self, key: ShareStateKey) -> ShareWritePlan:
+        """DeleteShareGroupState: the key's tombstone (nothing to write when it has no state)."""
+        error = self.coordinator_error(key)
+        if error != ErrorCode.NONE:
+            return ShareWritePlan(error)
+        partition = state_partition_for(key, self.num_partitions)
+        records: list[tuple[bytes, bytes | None]] = [(encode_key(key), None)] if key in self.states else []
+        return ShareWritePlan(ErrorCode.NONE, partition, key, None, records)
+
     def apply(self, plan: ShareWritePlan) -> None:
-        """The plan's record is replicated: its state is the share partition's now."""
-        if plan.key is not None and plan.snapshot is not None and plan.partition in self.owned_partitions:
+        """The plan's record is replicated: its state (none: deleted) is the share partition's now."""
+        if plan.key is None or plan.partition not in self.owned_partitions:
+            return
+        if plan.snapshot is None:
+            self.states.pop(plan.key, None)
+        else:
             self.states[plan.key] = plan.snapshot

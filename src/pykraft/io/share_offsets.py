@@ -1,11 +1,13 @@
-"""DescribeShareGroupOffsets (90) and AlterShareGroupOffsets (91) on a share group's coordinator
-(KIP-932; Kafka's GroupCoordinatorService.describeShareGroupOffsets / alterShareGroupOffsets): the
-share-partition start offsets, read from and written to the share coordinators through the persister
-(io/share_state_service.py).
+"""DescribeShareGroupOffsets (90), AlterShareGroupOffsets (91) and DeleteShareGroupOffsets (92) on a
+share group's coordinator (KIP-932; Kafka's GroupCoordinatorService.describeShareGroupOffsets /
+alterShareGroupOffsets / deleteShareGroupOffsets): the share-partition start offsets, read from, written
+to and deleted at the share coordinators through the persister (io/share_state_service.py).
 
 Altering needs an empty share group (NON_EMPTY_GROUP; a group id that is not a share group is
 GROUP_ID_NOT_FOUND) and starts each partition's state over at a new state epoch with nothing in flight,
-so the partition leader's next write at the old epoch is fenced and it loads the new state.
+so the partition leader's next write at the old epoch is fenced and it loads the new state. Deleting
+(an empty group too) removes the group's state in whole topics: it starts over from
+``share.auto.offset.reset`` when fetched again.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from pykraft.io.share_state_service import ShareStateService
 from pykraft.protocol.messages import (
     AlterShareGroupOffsetsResponse,
     ApiKey,
+    DeleteShareGroupOffsetsResponse,
     DescribeShareGroupOffsetsResponse,
 )
 from pykraft.security.acls import AclOperation, ResourceType, allowed
@@ -40,6 +43,7 @@ class ShareOffsets:
         return {
             ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS: self.describe_share_group_offsets,
             ApiKey.ALTER_SHARE_GROUP_OFFSETS: self.alter_share_group_offsets,
+            ApiKey.DELETE_SHARE_GROUP_OFFSETS: self.delete_share_group_offsets,
         }
 
     async def describe_share_group_offsets(self, request: Any, version: int) -> Any:
@@ -142,3 +146,43 @@ class ShareOffsets:
             return error
         state_epoch = snapshot.state_epoch + 1 if snapshot is not None else 1
         return await self.persister.write(key, state_epoch, -1, start_offset, [])
+
+    async def delete_share_group_offsets(self, request: Any, version: int) -> Any:
+        topic_cls: Any = DeleteShareGroupOffsetsResponse.DeleteShareGroupOffsetsResponseTopic
+        partition_cls: Any = topic_cls.DeleteShareGroupOffsetsResponsePartition
+        group_id = request.group_id or ""
+        error, group = self.coordinator.share_group_for_offsets(group_id, alter=False)
+        if group is not None and group.members:
+            error, group = ErrorCode.NON_EMPTY_GROUP, None
+        responses = []
+        for topic in request.topics:
+            name = topic.topic_name
+            view = self.ctx.cluster.topics.get(name)
+            rows = []
+            if (
+                group is not None
+                and view is not None
+                and allowed(AclOperation.READ, ResourceType.TOPIC, name)
+            ):
+                for index in range(len(view.partitions)):
+                    partition_error = await self.persister.delete(
+                        ShareStateKey(group_id, view.topic_id, index)
+                    )
+                    rows.append(
+                        partition_cls(partition_index=index, error_code=partition_error, error_message=None)
+                    )
+                if all(r.error_code == ErrorCode.NONE for r in rows):
+                    self.coordinator.share.forget_topic(group, name)
+            elif group is not None:
+                missing = (
+                    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                    if view is None
+                    else ErrorCode.TOPIC_AUTHORIZATION_FAILED
+                )
+                rows.append(partition_cls(partition_index=0, error_code=missing, error_message=None))
+            responses.append(
+                topic_cls(topic_name=name, topic_id=view.topic_id if view else None, partitions=rows)
+            )
+        return DeleteShareGroupOffsetsResponse(
+            version=version, throttle_time_ms=0, error_code=error, error_message=None, responses=responses
+        )

@@ -26,6 +26,7 @@ from pykraft.coordinator.share_state import (
     ShareCoordinator,
     ShareSnapshot,
     ShareStateKey,
+    ShareWritePlan,
     state_partition_for,
 )
 from pykraft.core.config import NodeConfig
@@ -34,6 +35,8 @@ from pykraft.io.internal_topics import CreateTopics, InternalTopic, iter_batches
 from pykraft.io.rpc_channel import ChannelSecurity, PeerUnavailable, RpcClient
 from pykraft.protocol.messages import (
     ApiKey,
+    DeleteShareGroupStateRequest,
+    DeleteShareGroupStateResponse,
     ReadShareGroupStateRequest,
     ReadShareGroupStateResponse,
     WriteShareGroupStateRequest,
@@ -97,6 +100,7 @@ class ShareStateService:
         return {
             ApiKey.READ_SHARE_GROUP_STATE: self.read_share_group_state,
             ApiKey.WRITE_SHARE_GROUP_STATE: self.write_share_group_state,
+            ApiKey.DELETE_SHARE_GROUP_STATE: self.delete_share_group_state,
         }
 
     async def stop(self) -> None:
@@ -181,6 +185,21 @@ class ShareStateService:
             results.append(result_cls(topic_id=topic.topic_id, partitions=partitions))
         return WriteShareGroupStateResponse(version=version, results=results)
 
+    async def delete_share_group_state(self, request: Any, version: int) -> Any:
+        result_cls: Any = DeleteShareGroupStateResponse.DeleteStateResult
+        partition_cls: Any = result_cls.PartitionResult
+        results = []
+        for topic in request.topics:
+            partitions = []
+            for p in topic.partitions:
+                plan = self.coordinator.plan_delete(
+                    ShareStateKey(request.group_id, topic.topic_id, p.partition)
+                )
+                error = await self._apply(plan)
+                partitions.append(partition_cls(partition=p.partition, error_code=error, error_message=None))
+            results.append(result_cls(topic_id=topic.topic_id, partitions=partitions))
+        return DeleteShareGroupStateResponse(version=version, results=results)
+
     async def _write(
         self,
         key: ShareStateKey,
@@ -189,8 +208,13 @@ class ShareStateService:
         start_offset: int,
         batches: tuple[StateBatch, ...],
     ) -> ErrorCode:
-        plan = self.coordinator.plan_write(key, state_epoch, leader_epoch, start_offset, batches)
-        if plan.error_code != ErrorCode.NONE:
+        return await self._apply(
+            self.coordinator.plan_write(key, state_epoch, leader_epoch, start_offset, batches)
+        )
+
+    async def _apply(self, plan: ShareWritePlan) -> ErrorCode:
+        """Append the plan's records, wait for the ISR, then apply it."""
+        if plan.error_code != ErrorCode.NONE or not plan.records:
             return plan.error_code
         part = self.ctx.replicas.get(SHARE_STATE_TOPIC, plan.partition)
         if part is None:
@@ -260,6 +284,19 @@ class ShareStateService:
         return ErrorCode.NONE, ShareSnapshot(
             0, result.state_epoch, leader_epoch, result.start_offset, _batches(result.state_batches)
         )
+
+    async def delete(self, key: ShareStateKey) -> ErrorCode:
+        """Delete the share partition's state (it starts over from share.auto.offset.reset)."""
+        data: Any = DeleteShareGroupStateRequest.DeleteStateData
+        request = DeleteShareGroupStateRequest(
+            group_id=key.group_id,
+            topics=[data(topic_id=key.topic_id, partitions=[data.PartitionData(partition=key.partition)])],
+        )
+        response = await self._call(key, request, self.delete_share_group_state)
+        if response is None:
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        (result,) = response.results[0].partitions
+        return ErrorCode(result.error_code)
 
     async def write(
         self,

@@ -124,8 +124,10 @@ class ApiKey(IntEnum):
     INITIALIZE_SHARE_GROUP_STATE = 83
     READ_SHARE_GROUP_STATE = 84
     WRITE_SHARE_GROUP_STATE = 85
+    DELETE_SHARE_GROUP_STATE = 86
     DESCRIBE_SHARE_GROUP_OFFSETS = 90
     ALTER_SHARE_GROUP_OFFSETS = 91
+    DELETE_SHARE_GROUP_OFFSETS = 92
 
 
 # What the client listener advertises in ApiVersions, inclusive ranges. Fetch stops at 12 because
@@ -203,9 +205,11 @@ SUPPORTED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     # Between partition leaders and share coordinators (``__share_group_state``), CLUSTER_ACTION.
     ApiKey.READ_SHARE_GROUP_STATE: (0, 0),
     ApiKey.WRITE_SHARE_GROUP_STATE: (0, 0),
+    ApiKey.DELETE_SHARE_GROUP_STATE: (0, 0),
     # Share-group offsets from the group coordinator (kafka-share-groups --describe / --reset-offsets).
     ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS: (0, 0),
     ApiKey.ALTER_SHARE_GROUP_OFFSETS: (0, 0),
+    ApiKey.DELETE_SHARE_GROUP_OFFSETS: (0, 0),
 }
 
 
@@ -256,6 +260,10 @@ DescribeShareGroupOffsetsRequest: Any = _schema_class("DescribeShareGroupOffsets
 DescribeShareGroupOffsetsResponse: Any = _schema_class("DescribeShareGroupOffsetsResponse")
 AlterShareGroupOffsetsRequest: Any = _schema_class("AlterShareGroupOffsetsRequest")
 AlterShareGroupOffsetsResponse: Any = _schema_class("AlterShareGroupOffsetsResponse")
+DeleteShareGroupStateRequest: Any = _schema_class("DeleteShareGroupStateRequest")
+DeleteShareGroupStateResponse: Any = _schema_class("DeleteShareGroupStateResponse")
+DeleteShareGroupOffsetsRequest: Any = _schema_class("DeleteShareGroupOffsetsRequest")
+DeleteShareGroupOffsetsResponse: Any = _schema_class("DeleteShareGroupOffsetsResponse")
 
 
 # DescribeQuorum ships with kafka-python (0-2, the current schema); re-exported for symmetry.
@@ -299,6 +307,10 @@ OUR_MESSAGE_CLASSES: tuple[Any, ...] = (
     DescribeShareGroupOffsetsResponse,
     AlterShareGroupOffsetsRequest,
     AlterShareGroupOffsetsResponse,
+    DeleteShareGroupStateRequest,
+    DeleteShareGroupStateResponse,
+    DeleteShareGroupOffsetsRequest,
+    DeleteShareGroupOffsetsResponse,
 )
 
 
@@ -594,6 +606,10 @@ __all__ = [
     "ConsumerGroupDescribeResponse",
     "ConsumerGroupHeartbeatRequest",
     "ConsumerGroupHeartbeatResponse",
+    "DeleteShareGroupOffsetsRequest",
+    "DeleteShareGroupOffsetsResponse",
+    "DeleteShareGroupStateRequest",
+    "DeleteShareGroupStateResponse",
     "DescribeQuorumRequest",
     "DescribeQuorumResponse",
     "DescribeShareGroupOffsetsRequest",
