@@ -64,6 +64,12 @@ def _batches(wire_batches: Any) -> tuple[StateBatch, ...]:
     )
 
 
+def _key(group_id: str, topic_id: Any, partition: int) -> ShareStateKey | None:
+    """The share partition a request names; None for a null (zero) topic id, which names none
+    (INVALID_REQUEST, as Kafka's ShareCoordinatorService checks)."""
+    return ShareStateKey(group_id, topic_id, partition) if topic_id is not None else None
+
+
 class ShareStateService:
     def __init__(
         self,
@@ -146,8 +152,9 @@ class ShareStateService:
         for topic in request.topics:
             partitions = []
             for p in topic.partitions:
-                error, snapshot = self.coordinator.read(
-                    ShareStateKey(request.group_id, topic.topic_id, p.partition)
+                key = _key(request.group_id, topic.topic_id, p.partition)
+                error, snapshot = (
+                    self.coordinator.read(key) if key is not None else (ErrorCode.INVALID_REQUEST, None)
                 )
                 partitions.append(
                     partition_cls(
@@ -177,10 +184,12 @@ class ShareStateService:
         for topic in request.topics:
             partitions = []
             for p in topic.partitions:
-                key = ShareStateKey(request.group_id, topic.topic_id, p.partition)
-                error = await self._write(
-                    key, p.state_epoch, p.leader_epoch, p.start_offset, _batches(p.state_batches)
-                )
+                key = _key(request.group_id, topic.topic_id, p.partition)
+                error = ErrorCode.INVALID_REQUEST
+                if key is not None:
+                    error = await self._write(
+                        key, p.state_epoch, p.leader_epoch, p.start_offset, _batches(p.state_batches)
+                    )
                 partitions.append(partition_cls(partition=p.partition, error_code=error, error_message=None))
             results.append(result_cls(topic_id=topic.topic_id, partitions=partitions))
         return WriteShareGroupStateResponse(version=version, results=results)
@@ -192,10 +201,10 @@ class ShareStateService:
         for topic in request.topics:
             partitions = []
             for p in topic.partitions:
-                plan = self.coordinator.plan_delete(
-                    ShareStateKey(request.group_id, topic.topic_id, p.partition)
-                )
-                error = await self._apply(plan)
+                key = _key(request.group_id, topic.topic_id, p.partition)
+                error = ErrorCode.INVALID_REQUEST
+                if key is not None:
+                    error = await self._apply(self.coordinator.plan_delete(key))
                 partitions.append(partition_cls(partition=p.partition, error_code=error, error_message=None))
             results.append(result_cls(topic_id=topic.topic_id, partitions=partitions))
         return DeleteShareGroupStateResponse(version=version, results=results)
