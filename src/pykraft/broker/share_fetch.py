@@ -29,6 +29,7 @@ what its predecessor had handed out and nobody acknowledged.
 from __future__ import annotations
 
 import uuid
+from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -36,6 +37,7 @@ from typing import Any
 from pykraft.broker.handlers import BrokerContext, led_partition
 from pykraft.coordinator.share_partition import (
     AcknowledgementBatch,
+    AcknowledgeType,
     AcquiredRecords,
     SharePartition,
     SharePartitionConfig,
@@ -126,6 +128,8 @@ class ShareManager:
         self.versions: dict[ShareKey, int] = {}
         self.durable_versions: dict[ShareKey, int] = {}
         self.sessions: dict[tuple[str, str], ShareSession] = {}
+        # Records acknowledged, by type (Kafka's ShareGroupMetrics RecordAcknowledgementsPerSec).
+        self.acknowledged_records: Counter[AcknowledgeType] = Counter()
         self._group_configs: Mapping[str, Mapping[str, str]] = {}
 
     def set_group_configs(self, configs: Mapping[str, Mapping[str, str]]) -> None:
@@ -445,6 +449,13 @@ class ShareManager:
         error = sp.acknowledge(session.member_id, batches, now_ms)
         if error == ErrorCode.NONE:
             self._changed(key)
+            for batch in batches:
+                types = batch.acknowledge_types
+                if len(types) == 1:
+                    types = types * (batch.last_offset - batch.first_offset + 1)
+                self.acknowledged_records.update(
+                    AcknowledgeType(t) for t in types if t != AcknowledgeType.GAP
+                )
         return error
 
     def _acknowledge_into(

@@ -34,6 +34,7 @@ from prometheus_client.registry import Collector, CollectorRegistry
 from pykraft.coordinator.consumer_group import ConsumerGroupState
 from pykraft.coordinator.group_coordinator import GroupState
 from pykraft.coordinator.share_group import ShareGroupState
+from pykraft.coordinator.share_partition import AcknowledgeType
 from pykraft.io.request_metrics import OTHER_VERSION, Histogram, request_name
 
 if TYPE_CHECKING:
@@ -165,6 +166,8 @@ class NodeCollector(Collector):
             yield from self._broker()
         if node.groups is not None:
             yield from self._groups()
+        if node.shares is not None:
+            yield from self._shares()
         if node.metadata is not None and node.metadata.raft is not None:
             yield from self._metadata()
 
@@ -409,6 +412,26 @@ class NodeCollector(Collector):
                 sum(1 for group in share_groups.values() if group.state() is share_state),
             )
         yield share_by_state
+
+    def _shares(self) -> Iterator[Metric]:
+        shares = self.node.shares
+        assert shares is not None
+        # Kafka's kafka.server:type=ShareGroupMetrics,name=RecordAcknowledgementsPerSec,ackType=...
+        acknowledged = CounterMetricFamily(
+            "kafka_server_sharegroupmetrics_recordacknowledgements",
+            "Records acknowledged on the share partitions this node leads, by acknowledgement type",
+            labels=["acktype"],
+        )
+        for ack_type in (
+            AcknowledgeType.ACCEPT,
+            AcknowledgeType.RELEASE,
+            AcknowledgeType.REJECT,
+            AcknowledgeType.RENEW,
+        ):
+            acknowledged.add_metric(
+                [ack_type.name.capitalize()], shares.manager.acknowledged_records[ack_type]
+            )
+        yield acknowledged
 
     # --- the metadata log and the controller --------------------------------------------------------
 
