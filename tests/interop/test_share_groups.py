@@ -239,6 +239,8 @@ def test_share_groups_tool_lists_describes_and_deletes(
         assert row.split()[0] == group and row.split()[-2:] == ["Stable", "2"]
         assert main([*tool, "--delete", "--group", group]) == 1
         assert "NON_EMPTY_GROUP" in capsys.readouterr().err
+        for consumer in consumers:
+            consumer.commit_sync()  # every record accepted: the share-partition start offset is 4
     finally:
         for consumer in consumers:
             consumer.close()
@@ -248,6 +250,13 @@ def test_share_groups_tool_lists_describes_and_deletes(
     assert main([*tool, "--delete", "--group", group]) == 0
     assert main([*tool, "--describe", "--group", group]) == 1
     assert "does not exist" in capsys.readouterr().err
+    # Its share state went with it: a new group of that id starts over (share.auto.offset.reset earliest).
+    again = _consumer(node, group, topic)
+    redelivered: list[int] = []
+    try:
+        _poll_until([again], lambda _, m: redelivered.append(m.offset()), lambda: len(set(redelivered)) == 4)  # type: ignore[attr-defined]
+    finally:
+        again.close()
     # consumer-groups does not list share groups.
     assert main(["consumer-groups", "--bootstrap-server", node.bootstrap_servers, "--list"]) == 0
     assert "sg-five" not in capsys.readouterr().out

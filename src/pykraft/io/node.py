@@ -1162,6 +1162,7 @@ class Node:
         groups = self.groups
         shares, share_state = self.shares, self.share_state
         assert txns is not None and groups is not None and shares is not None and share_state is not None
+        share_offsets = ShareOffsets(groups.coordinator, share_state, ctx)
 
         async def init_producer_id(request: Any, version: int) -> Any:
             if request.transactional_id is not None:
@@ -1224,8 +1225,10 @@ class Node:
             **shares.request_handlers(),
             # The share coordinator's state RPCs, from partition leaders (io/share_state_service.py).
             **share_state.request_handlers(),
-            # Share-group offsets on the group's coordinator (io/share_offsets.py).
-            **ShareOffsets(groups.coordinator, share_state, ctx).request_handlers(),
+            # Share-group offsets on the group's coordinator (io/share_offsets.py); deleting a share
+            # group deletes its share state first.
+            **share_offsets.request_handlers(),
+            ApiKey.DELETE_GROUPS: share_offsets.delete_groups(groups.delete_groups),
         }
 
     def _config_handlers(self) -> dict[int, RequestHandler]:

@@ -7,13 +7,16 @@ Altering needs an empty share group (NON_EMPTY_GROUP; a group id that is not a s
 GROUP_ID_NOT_FOUND) and starts each partition's state over at a new state epoch with nothing in flight,
 so the partition leader's next write at the old epoch is fenced and it loads the new state. Deleting
 (an empty group too) removes the group's state in whole topics: it starts over from
-``share.auto.offset.reset`` when fetched again.
+``share.auto.offset.reset`` when fetched again. DeleteGroups on an empty share group deletes all its
+state first (Kafka's deleteGroups through the persister), so a new group of that id starts afresh.
 """
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from typing import Any
+
+from kafka.protocol.admin import DeleteGroupsResponse
 
 from pykraft.broker.handlers import BrokerContext
 from pykraft.coordinator.group_coordinator import GroupCoordinator
@@ -186,3 +189,30 @@ class ShareOffsets:
         return DeleteShareGroupOffsetsResponse(
             version=version, throttle_time_ms=0, error_code=error, error_message=None, responses=responses
         )
+
+    def delete_groups(self, delete: RequestHandler) -> RequestHandler:
+        """DeleteGroups around the group service's: an empty share group's state at the share
+        coordinators goes first; a group whose state could not be deleted answers that error and
+        stays."""
+
+        async def handle(request: Any, version: int) -> Any:
+            refused: dict[str, ErrorCode] = {}
+            for group_id in request.groups_names:
+                group = self.coordinator.share.groups.get(group_id or "")
+                if group is None or group.members or self.coordinator.coordinator_error(group.group_id):
+                    continue
+                for topic_id, count in list(group.initialized_topics.values()):
+                    for index in range(count):
+                        error = await self.persister.delete(ShareStateKey(group.group_id, topic_id, index))
+                        if error != ErrorCode.NONE:
+                            refused[group.group_id] = error
+            if refused:
+                request.groups_names = [g for g in request.groups_names if g not in refused]
+            response = await delete(request, version)
+            response.results.extend(
+                DeleteGroupsResponse.DeletableGroupResult(group_id=g, error_code=e)
+                for g, e in refused.items()
+            )
+            return response
+
+        return handle
