@@ -100,9 +100,11 @@ class ShareService:
             )
             if error == ErrorCode.NONE:
                 self.manager.written(key, current)
-            elif error in (ErrorCode.FENCED_STATE_EPOCH, ErrorCode.FENCED_LEADER_EPOCH):
-                # The state was started over (AlterShareGroupOffsets) or another leader wrote it since:
-                # what this node holds is stale; the next fetch loads it again.
+            else:
+                # What this node holds is not what is durable: a write refused or unanswered (its
+                # acknowledgements answered with the error must not stand, as Kafka's SharePartition
+                # rolls them back), or the state was started over (AlterShareGroupOffsets) or written by
+                # another leader since (fenced). The next fetch loads the durable state again.
                 self.manager.unload(key)
             return error
 
