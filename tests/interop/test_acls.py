@@ -98,6 +98,14 @@ from pykraft.protocol.messages import (
     ConsumerGroupHeartbeatResponse,
     DescribeQuorumRequest,
     DescribeQuorumResponse,
+    ShareAcknowledgeRequest,
+    ShareAcknowledgeResponse,
+    ShareFetchRequest,
+    ShareFetchResponse,
+    ShareGroupDescribeRequest,
+    ShareGroupDescribeResponse,
+    ShareGroupHeartbeatRequest,
+    ShareGroupHeartbeatResponse,
 )
 from pykraft.testing import free_port
 from tests.interop.test_restart import _start_server, _stop_server
@@ -379,6 +387,53 @@ ROWS: list[Row] = [
         "ConsumerGroupHeartbeat",
         _req(ConsumerGroupHeartbeatRequest, group_id="g-1", member_id="nobody", member_epoch=5),
         ConsumerGroupHeartbeatResponse,
+        1,
+        lambda r: [r.error_code],
+        GROUP_DENIED,
+    ),
+    (
+        # KIP-932 (issue 31): READ on the group for the share group's heartbeat, fetch and acknowledge,
+        # DESCRIBE for its describe. A share group nobody joined: bob's answers change nothing.
+        "ShareGroupHeartbeat",
+        _req(ShareGroupHeartbeatRequest, group_id="g-share", member_id="nobody", member_epoch=5),
+        ShareGroupHeartbeatResponse,
+        1,
+        lambda r: [r.error_code],
+        GROUP_DENIED,
+    ),
+    (
+        "ShareGroupDescribe",
+        _req(ShareGroupDescribeRequest, group_ids=["g-share"], include_authorized_operations=False),
+        ShareGroupDescribeResponse,
+        1,
+        lambda r: [g.error_code for g in r.groups],
+        GROUP_DENIED,
+    ),
+    (
+        "ShareFetch",
+        _req(
+            ShareFetchRequest,
+            group_id="g-share",
+            member_id="nobody",
+            share_session_epoch=0,
+            max_wait_ms=0,
+            min_bytes=1,
+            max_records=10,
+            batch_size=10,
+            topics=[],
+            forgotten_topics_data=[],
+        ),
+        ShareFetchResponse,
+        1,
+        lambda r: [r.error_code],
+        GROUP_DENIED,
+    ),
+    (
+        "ShareAcknowledge",
+        _req(
+            ShareAcknowledgeRequest, group_id="g-share", member_id="nobody", share_session_epoch=-1, topics=[]
+        ),
+        ShareAcknowledgeResponse,
         1,
         lambda r: [r.error_code],
         GROUP_DENIED,

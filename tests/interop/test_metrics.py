@@ -127,6 +127,13 @@ def test_counters_move_by_what_was_produced_and_consumed(node: tuple[RunningNode
     assert ("pykraft_logcleaner_passes_total", frozenset()) in after  # the log cleaner's counters
     groups_by_protocol = "kafka_server_group_coordinator_metrics_group_count"
     assert (groups_by_protocol, frozenset({("protocol", "consumer")})) in after
+    assert (groups_by_protocol, frozenset({("protocol", "share")})) in after
+    assert (
+        "kafka_server_group_coordinator_metrics_share_group_count",
+        frozenset({("state", "empty")}),
+    ) in after
+    acknowledged = "kafka_server_sharegroupmetrics_recordacknowledgements_total"
+    assert (acknowledged, frozenset({("acktype", "Accept")})) in after
     assert _value(after, "kafka_server_socketservermetrics_connection_count", listener="PLAINTEXT") > 0
     assert moved("kafka_server_socketservermetrics_connection_creation_total", listener="PLAINTEXT") >= 2
     assert _value(after, "kafka_server_raftmetrics_log_end_offset") > 0

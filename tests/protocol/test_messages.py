@@ -191,6 +191,16 @@ def test_supported_versions_table() -> None:
         # KIP-848 consumer groups (issue 19).
         ApiKey.CONSUMER_GROUP_HEARTBEAT: (0, 1),
         ApiKey.CONSUMER_GROUP_DESCRIBE: (0, 0),
+        ApiKey.SHARE_GROUP_HEARTBEAT: (1, 1),
+        ApiKey.SHARE_GROUP_DESCRIBE: (1, 1),
+        ApiKey.SHARE_FETCH: (1, 1),
+        ApiKey.SHARE_ACKNOWLEDGE: (1, 1),
+        ApiKey.READ_SHARE_GROUP_STATE: (0, 0),
+        ApiKey.WRITE_SHARE_GROUP_STATE: (0, 0),
+        ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS: (0, 0),
+        ApiKey.ALTER_SHARE_GROUP_OFFSETS: (0, 0),
+        ApiKey.DELETE_SHARE_GROUP_STATE: (0, 0),
+        ApiKey.DELETE_SHARE_GROUP_OFFSETS: (0, 0),
     }
     assert ApiKey.GET_TELEMETRY_SUBSCRIPTIONS not in SUPPORTED_VERSIONS
 

@@ -90,13 +90,20 @@ TOPIC_SHAPES: dict[int, TopicShape] = {
     ),
 }
 
-# ConsumerGroupHeartbeat (KIP-848) needs READ on the group like the classic group APIs.
+# ConsumerGroupHeartbeat (KIP-848) needs READ on the group like the classic group APIs, and so do the
+# share group's heartbeat, fetch and acknowledge (KIP-932; KafkaApis: GROUP_AUTHORIZATION_FAILED for
+# the whole request, READ on each topic checked in broker/share_fetch.py).
 GROUP_READ_APIS = (
     ApiKey.JOIN_GROUP,
     ApiKey.SYNC_GROUP,
     ApiKey.HEARTBEAT,
     ApiKey.LEAVE_GROUP,
     ApiKey.CONSUMER_GROUP_HEARTBEAT,
+    ApiKey.SHARE_GROUP_HEARTBEAT,
+    ApiKey.SHARE_FETCH,
+    ApiKey.SHARE_ACKNOWLEDGE,
+    ApiKey.ALTER_SHARE_GROUP_OFFSETS,
+    ApiKey.DELETE_SHARE_GROUP_OFFSETS,
 )
 
 
@@ -350,6 +357,29 @@ def _describe_quorum(request: Any, version: int) -> Any | None:
     )
 
 
+def _share_state_rpc(api_key: int) -> Callable[[Any, int], Any | None]:
+    """Read/WriteShareGroupState (KIP-932) are for brokers: CLUSTER_ACTION, else every partition
+    answered CLUSTER_AUTHORIZATION_FAILED (KafkaApis.handleReadShareGroupStateRequest)."""
+
+    def check(request: Any, version: int) -> Any | None:
+        if allowed_on_cluster(AclOperation.CLUSTER_ACTION):
+            return None
+        response_cls: Any = response_class(api_key)
+        result_cls = response_cls.fields["results"].data_class
+        partition_cls = result_cls.fields["partitions"].data_class
+        error = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+        results = [
+            result_cls(
+                topic_id=t.topic_id,
+                partitions=[partition_cls(partition=p.partition, error_code=error) for p in t.partitions],
+            )
+            for t in request.topics
+        ]
+        return response_cls(version=version, results=results)
+
+    return check
+
+
 _REFUSALS: dict[int, Callable[[Any, int], Any | None]] = {
     **{key: _group_read(key) for key in GROUP_READ_APIS},
     ApiKey.OFFSET_COMMIT: _offset_commit,
@@ -361,6 +391,9 @@ _REFUSALS: dict[int, Callable[[Any, int], Any | None]] = {
     ApiKey.ADD_OFFSETS_TO_TXN: _txn_write(ApiKey.ADD_OFFSETS_TO_TXN, group_op=True),
     ApiKey.END_TXN: _txn_write(ApiKey.END_TXN),
     ApiKey.WRITE_TXN_MARKERS: _write_txn_markers,
+    ApiKey.READ_SHARE_GROUP_STATE: _share_state_rpc(ApiKey.READ_SHARE_GROUP_STATE),
+    ApiKey.WRITE_SHARE_GROUP_STATE: _share_state_rpc(ApiKey.WRITE_SHARE_GROUP_STATE),
+    ApiKey.DELETE_SHARE_GROUP_STATE: _share_state_rpc(ApiKey.DELETE_SHARE_GROUP_STATE),
     ApiKey.ELECT_LEADERS: _elect_leaders,
     ApiKey.DESCRIBE_LOG_DIRS: _describe_log_dirs,
     ApiKey.DESCRIBE_QUORUM: _describe_quorum,
@@ -448,8 +481,8 @@ def split(api_key: int, request: Any, version: int) -> Denied:
             else:
                 request.groups_names = kept_groups
         return [(g, [], ErrorCode.GROUP_AUTHORIZATION_FAILED) for g in refused_groups]
-    if api_key == ApiKey.CONSUMER_GROUP_DESCRIBE:
-        # DESCRIBE on each group, the groups refused answered GROUP_AUTHORIZATION_FAILED (KIP-848).
+    if api_key in (ApiKey.CONSUMER_GROUP_DESCRIBE, ApiKey.SHARE_GROUP_DESCRIBE):
+        # DESCRIBE on each group, the groups refused answered GROUP_AUTHORIZATION_FAILED (KIP-848, KIP-932).
         refused_groups = [g for g in request.group_ids if not allowed(AclOperation.DESCRIBE, GROUP, g)]
         request.group_ids = [g for g in request.group_ids if g not in refused_groups]
         return [(g, [], ErrorCode.GROUP_AUTHORIZATION_FAILED) for g in refused_groups]
@@ -535,7 +568,7 @@ def merge(api_key: int, response: Any, denied: Denied) -> None:
                     members=[],
                 )
             )
-    elif api_key == ApiKey.CONSUMER_GROUP_DESCRIBE:
+    elif api_key in (ApiKey.CONSUMER_GROUP_DESCRIBE, ApiKey.SHARE_GROUP_DESCRIBE):
         for name, _, error in denied:
             response.groups.append(
                 cls.DescribedGroup(

@@ -22,6 +22,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "pykraft.spark.commands",
     "pykraft.cli.metadata",
     "pykraft.cli.groups",
+    "pykraft.cli.share_groups",
     "pykraft.cli.console",
     "pykraft.cli.get_offsets",
     "pykraft.cli.perf",

@@ -92,7 +92,12 @@ def list_groups(bootstrap: str, security: ClientSecurity | None = None) -> list[
             response = broker.request(ListGroupsRequest(states_filter=[]), ListGroupsResponse, version=4)
         finally:
             broker.close()
-        groups.extend((g.group_id, g.protocol_type, g.group_state) for g in response.groups)
+        # Share groups are kafka-share-groups' (KIP-932), not kafka-consumer-groups'.
+        groups.extend(
+            (g.group_id, g.protocol_type, g.group_state)
+            for g in response.groups
+            if g.protocol_type != "share"
+        )
     return sorted(groups)
 
 

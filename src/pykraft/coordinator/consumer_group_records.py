@@ -41,8 +41,26 @@ TARGET_ASSIGNMENT_METADATA_KEY = 6
 TARGET_ASSIGNMENT_MEMBER_KEY = 7
 CURRENT_MEMBER_ASSIGNMENT_KEY = 8
 CONSUMER_GROUP_KEY_VERSIONS = frozenset(range(METADATA_KEY, CURRENT_MEMBER_ASSIGNMENT_KEY + 1))
+# Share groups (KIP-932), coordinator/share_group_records.py: keys 9-15 in the same layout.
+SHARE_PARTITION_METADATA_KEY = 9
+SHARE_MEMBER_METADATA_KEY = 10
+SHARE_METADATA_KEY = 11
+SHARE_TARGET_ASSIGNMENT_METADATA_KEY = 12
+SHARE_TARGET_ASSIGNMENT_MEMBER_KEY = 13
+SHARE_CURRENT_MEMBER_ASSIGNMENT_KEY = 14
+SHARE_STATE_PARTITION_METADATA_KEY = 15
+SHARE_GROUP_KEY_VERSIONS = frozenset(
+    range(SHARE_PARTITION_METADATA_KEY, SHARE_STATE_PARTITION_METADATA_KEY + 1)
+)
 # Keys with a member id after the group id.
-_MEMBER_KEYS = (MEMBER_METADATA_KEY, TARGET_ASSIGNMENT_MEMBER_KEY, CURRENT_MEMBER_ASSIGNMENT_KEY)
+_MEMBER_KEYS = (
+    MEMBER_METADATA_KEY,
+    TARGET_ASSIGNMENT_MEMBER_KEY,
+    CURRENT_MEMBER_ASSIGNMENT_KEY,
+    SHARE_MEMBER_METADATA_KEY,
+    SHARE_TARGET_ASSIGNMENT_MEMBER_KEY,
+    SHARE_CURRENT_MEMBER_ASSIGNMENT_KEY,
+)
 
 _I8 = struct.Struct(">b")
 _I16 = struct.Struct(">h")
@@ -113,11 +131,11 @@ def key_version(data: bytes) -> int:
 
 
 def decode_key(data: bytes) -> ConsumerGroupKey:
-    """A consumer group record's key (its version one of 3-8)."""
+    """A consumer (3-8) or share (9-15) group record's key."""
     version = key_version(data)
-    if version not in CONSUMER_GROUP_KEY_VERSIONS:
-        raise RecordFormatError(f"key version {version} is not a consumer group record")
-    r = _Reader(data, 2)
+    if version not in CONSUMER_GROUP_KEY_VERSIONS and version not in SHARE_GROUP_KEY_VERSIONS:
+        raise RecordFormatError(f"key version {version} is not a consumer or share group record")
+    r = FlexibleReader(data, 2)
     group_id = r.classic_string()
     member_id = r.classic_string() if version in _MEMBER_KEYS else ""
     return ConsumerGroupKey(version, group_id, member_id)
@@ -126,7 +144,7 @@ def decode_key(data: bytes) -> ConsumerGroupKey:
 # --- flexible values ------------------------------------------------------------------------------------
 
 
-class _Reader(RecordReader):
+class FlexibleReader(RecordReader):
     """Adds the flexible versions' fields (varints, compact strings, uuids, tagged fields)."""
 
     __slots__ = ()
@@ -188,15 +206,15 @@ class _Reader(RecordReader):
             raise RecordFormatError(f"unknown {name} version {version}")
 
 
-def _tags(out: bytearray) -> None:
+def put_no_tags(out: bytearray) -> None:
     wire.put_uvarint(out, 0)  # no tagged fields
 
 
-def _value(version: int = 0) -> bytearray:
+def value_header(version: int = 0) -> bytearray:
     return bytearray(_I16.pack(version))
 
 
-def _put_topic_partitions(out: bytearray, partitions: TopicPartitions) -> None:
+def put_topic_partitions(out: bytearray, partitions: TopicPartitions) -> None:
     items = sorted(((t, sorted(ps)) for t, ps in partitions.items()), key=lambda item: str(item[0]))
     wire.put_array_count(out, len(items), True)
     for topic_id, parts in items:
@@ -204,10 +222,10 @@ def _put_topic_partitions(out: bytearray, partitions: TopicPartitions) -> None:
         wire.put_array_count(out, len(parts), True)
         for p in parts:
             out += _I32.pack(p)
-        _tags(out)
+        put_no_tags(out)
 
 
-def _read_topic_partitions(r: _Reader) -> dict[uuid.UUID, frozenset[int]]:
+def read_topic_partitions(r: FlexibleReader) -> dict[uuid.UUID, frozenset[int]]:
     out: dict[uuid.UUID, frozenset[int]] = {}
     for _ in range(r.count()):
         topic_id = r.uuid()
@@ -218,14 +236,14 @@ def _read_topic_partitions(r: _Reader) -> dict[uuid.UUID, frozenset[int]]:
 
 def encode_epoch_value(epoch: int) -> bytes:
     """ConsumerGroupMetadataValue and ConsumerGroupTargetAssignmentMetadataValue: one int32."""
-    out = _value()
+    out = value_header()
     out += _I32.pack(epoch)
-    _tags(out)
+    put_no_tags(out)
     return bytes(out)
 
 
 def decode_epoch_value(data: bytes) -> int:
-    r = _Reader(data)
+    r = FlexibleReader(data)
     r.value_version("epoch value")
     epoch = r.i32()
     r.tagged_fields()
@@ -234,7 +252,7 @@ def decode_epoch_value(data: bytes) -> int:
 
 def encode_partition_metadata_value(topics: Mapping[str, tuple[uuid.UUID, int]]) -> bytes:
     """ConsumerGroupPartitionMetadataValue: topic name -> (topic id, partition count); no racks."""
-    out = _value()
+    out = value_header()
     wire.put_array_count(out, len(topics), True)
     for name in sorted(topics):
         topic_id, count = topics[name]
@@ -242,13 +260,13 @@ def encode_partition_metadata_value(topics: Mapping[str, tuple[uuid.UUID, int]])
         wire.put_string(out, name, True)
         out += _I32.pack(count)
         wire.put_array_count(out, 0, True)  # PartitionMetadata: deprecated since 4.0, left empty
-        _tags(out)
-    _tags(out)
+        put_no_tags(out)
+    put_no_tags(out)
     return bytes(out)
 
 
 def decode_partition_metadata_value(data: bytes) -> dict[str, tuple[uuid.UUID, int]]:
-    r = _Reader(data)
+    r = FlexibleReader(data)
     r.value_version("ConsumerGroupPartitionMetadataValue")
     out: dict[str, tuple[uuid.UUID, int]] = {}
     for _ in range(r.count()):
@@ -267,7 +285,7 @@ def decode_partition_metadata_value(data: bytes) -> dict[str, tuple[uuid.UUID, i
 
 
 def encode_member_metadata_value(value: MemberMetadataValue) -> bytes:
-    out = _value()
+    out = value_header()
     wire.put_nullable_string(out, value.instance_id, True)
     wire.put_nullable_string(out, value.rack_id, True)
     wire.put_string(out, value.client_id, True)
@@ -280,7 +298,7 @@ def encode_member_metadata_value(value: MemberMetadataValue) -> bytes:
     wire.put_nullable_string(out, value.server_assignor, True)
     classic = value.classic_member_metadata
     if classic is None:
-        _tags(out)  # ClassicMemberMetadata (tag 0) is absent: the member speaks the consumer protocol
+        put_no_tags(out)  # ClassicMemberMetadata (tag 0) is absent: the member speaks the consumer protocol
         return bytes(out)
     # A nullable struct in a tagged field: a presence varint (1) before the struct (Kafka's generated
     # writers; 0 would be null).
@@ -291,8 +309,8 @@ def encode_member_metadata_value(value: MemberMetadataValue) -> bytes:
         wire.put_string(body, name, True)
         wire.put_uvarint(body, len(metadata) + 1)
         body += metadata
-        _tags(body)
-    _tags(body)
+        put_no_tags(body)
+    put_no_tags(body)
     wire.put_uvarint(out, 1)  # one tagged field: tag 0, its size, its bytes
     wire.put_uvarint(out, 0)
     wire.put_uvarint(out, len(body))
@@ -300,7 +318,7 @@ def encode_member_metadata_value(value: MemberMetadataValue) -> bytes:
 
 
 def decode_member_metadata_value(data: bytes) -> MemberMetadataValue:
-    r = _Reader(data)
+    r = FlexibleReader(data)
     r.value_version("ConsumerGroupMemberMetadataValue")
     instance_id = r.compact_nullable_string()
     rack_id = r.compact_nullable_string()
@@ -313,7 +331,7 @@ def decode_member_metadata_value(data: bytes) -> MemberMetadataValue:
     classic = None
     span = r.tagged_field_spans().get(0)
     if span is not None:
-        c = _Reader(data[: span[1]], span[0])
+        c = FlexibleReader(data[: span[1]], span[0])
         if c.uvarint() == 0:
             return MemberMetadataValue(
                 instance_id, rack_id, client_id, client_host, names, regex, rebalance_timeout_ms, assignor
@@ -331,39 +349,39 @@ def decode_member_metadata_value(data: bytes) -> MemberMetadataValue:
 
 
 def encode_target_member_value(partitions: TopicPartitions) -> bytes:
-    out = _value()
-    _put_topic_partitions(out, partitions)
-    _tags(out)
+    out = value_header()
+    put_topic_partitions(out, partitions)
+    put_no_tags(out)
     return bytes(out)
 
 
 def decode_target_member_value(data: bytes) -> dict[uuid.UUID, frozenset[int]]:
-    r = _Reader(data)
+    r = FlexibleReader(data)
     r.value_version("ConsumerGroupTargetAssignmentMemberValue")
-    out = _read_topic_partitions(r)
+    out = read_topic_partitions(r)
     r.tagged_fields()
     return out
 
 
 def encode_current_assignment_value(value: CurrentAssignmentValue) -> bytes:
-    out = _value()
+    out = value_header()
     out += _I32.pack(value.member_epoch)
     out += _I32.pack(value.previous_member_epoch)
     out += _I8.pack(value.state)
-    _put_topic_partitions(out, value.assigned_partitions)
-    _put_topic_partitions(out, value.partitions_pending_revocation)
-    _tags(out)
+    put_topic_partitions(out, value.assigned_partitions)
+    put_topic_partitions(out, value.partitions_pending_revocation)
+    put_no_tags(out)
     return bytes(out)
 
 
 def decode_current_assignment_value(data: bytes) -> CurrentAssignmentValue:
-    r = _Reader(data)
+    r = FlexibleReader(data)
     r.value_version("ConsumerGroupCurrentMemberAssignmentValue")
     member_epoch = r.i32()
     previous = r.i32()
     state = r.i8()
-    assigned = _read_topic_partitions(r)
-    pending = _read_topic_partitions(r)
+    assigned = read_topic_partitions(r)
+    pending = read_topic_partitions(r)
     r.tagged_fields()
     return CurrentAssignmentValue(member_epoch, previous, state, assigned, pending)
 

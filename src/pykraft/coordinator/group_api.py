@@ -384,6 +384,14 @@ def handle_list_groups(coordinator: GroupCoordinator, request: Any, version: int
         for group_id, state in coordinator.list_consumer_groups(states)
         if types is None or "consumer" in types
     ]
+    # KIP-932 share groups: type and protocol type "share".
+    groups += [
+        ListGroupsResponse.ListedGroup(
+            group_id=group_id, protocol_type="share", group_state=state, group_type="share"
+        )
+        for group_id, state in coordinator.list_share_groups(states)
+        if types is None or "share" in types
+    ]
     return ListGroupsResponse(version=version, throttle_time_ms=0, error_code=ErrorCode.NONE, groups=groups)
 
 

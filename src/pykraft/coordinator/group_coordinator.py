@@ -53,6 +53,14 @@ from pykraft.coordinator.offsets_records import (
     partition_for,
     subscribed_topics,
 )
+from pykraft.coordinator.share_group import (
+    ShareGroup,
+    ShareGroupConfig,
+    ShareGroupCoordinator,
+    ShareGroupDescription,
+    ShareHeartbeatRequest,
+    ShareHeartbeatResult,
+)
 from pykraft.core.errors import ErrorCode
 
 CONSUMER_PROTOCOL_TYPE = "consumer"
@@ -79,6 +87,8 @@ class GroupConfig:
     offset_metadata_max_bytes: int = 4096
     # group.consumer.* (KIP-848 consumer groups, coordinator/consumer_group.py).
     consumer: ConsumerGroupConfig = ConsumerGroupConfig()
+    # group.share.* (KIP-932 share groups, coordinator/share_group.py).
+    share: ShareGroupConfig = ShareGroupConfig()
 
 
 # --- requests and results (plain data; the protocol layer translates per version) --------------------
@@ -306,6 +316,8 @@ class GroupCoordinator:
         # KIP-848 consumer groups live beside the classic ones; a group id is one or the other, and
         # converts into the other online (coordinator/group_migration.py).
         self.consumer = ConsumerGroupCoordinator(config.consumer, self.partition_for, rng)
+        # ... and so do share groups (KIP-932).
+        self.share = ShareGroupCoordinator(config.share, self.partition_for, rng)
         # OffsetCommits appended and not yet replicated, per group (Kafka's pendingOffsetCommits): not
         # visible to OffsetFetch until the ISR has them, and require_stable answers UNSTABLE_OFFSET_COMMIT
         # for their partitions meanwhile (issue 32).
@@ -320,7 +332,7 @@ class GroupCoordinator:
 
     def take_writes(self) -> list[tuple[int, list[tuple[bytes, bytes | None]]]]:
         out, self._writes = self._writes, []
-        return out + self.consumer.take_writes()
+        return out + self.consumer.take_writes() + self.share.take_writes()
 
     # --- ownership and loading ---------------------------------------------------------------------
 
@@ -347,6 +359,9 @@ class GroupCoordinator:
             raise RecordFormatError("a __consumer_offsets record without a key")
         if consumer_group_records.key_version(key) in consumer_group_records.CONSUMER_GROUP_KEY_VERSIONS:
             self.consumer.replay(partition, consumer_group_records.decode_key(key), value, now_ms)
+            return
+        if consumer_group_records.key_version(key) in consumer_group_records.SHARE_GROUP_KEY_VERSIONS:
+            self.share.replay(partition, consumer_group_records.decode_key(key), value, now_ms)
             return
         decoded = decode_key(key)
         group = self.groups.get(decoded.group_id)
@@ -387,6 +402,7 @@ class GroupCoordinator:
         self.owned_partitions.discard(partition)
         self.loading_partitions.discard(partition)
         self.consumer.unload(partition)
+        self.share.unload(partition)
         for group_id, group in list(self.groups.items()):
             if group.partition != partition:
                 continue
@@ -455,6 +471,9 @@ class GroupCoordinator:
         ):
             return fail(ErrorCode.INVALID_SESSION_TIMEOUT)
         if not req.protocol_type or not req.protocols:
+            return fail(ErrorCode.INCONSISTENT_GROUP_PROTOCOL)
+        if req.group_id in self.share.groups:
+            # Kafka's classicGroupJoin: the group exists and is not a consumer group.
             return fail(ErrorCode.INCONSISTENT_GROUP_PROTOCOL)
         consumer_group = self.consumer.groups.get(req.group_id)
         if consumer_group is not None:
@@ -914,6 +933,7 @@ class GroupCoordinator:
     def tick(self, now_ms: int) -> None:
         """Fire every timer due at ``now_ms``: session expiry, join and sync deadlines."""
         self.consumer.tick(now_ms)
+        self.share.tick(now_ms)
         for group in list(self.groups.values()):
             self._expire_members(group, now_ms)
             if (
@@ -964,6 +984,9 @@ class GroupCoordinator:
     def next_deadline_ms(self) -> int | None:
         """The earliest time :meth:`tick` has something to do (for the shell's timer)."""
         best: int | None = self.consumer.next_deadline_ms()
+        share_deadline = self.share.next_deadline_ms()
+        if share_deadline is not None and (best is None or share_deadline < best):
+            best = share_deadline
         for group in self.groups.values():
             candidates = [group.join_deadline_ms, group.sync_deadline_ms, *group.pending_members.values()]
             for m in group.members.values():
@@ -1215,6 +1238,10 @@ class GroupCoordinator:
             partition = self.partition_for(group_id)
             plan = plans.setdefault(partition, WritePlan(partition))
             error = self.coordinator_error(group_id) if group_id else ErrorCode.INVALID_GROUP_ID
+            if error == ErrorCode.NONE and group_id in self.share.groups:
+                # A share group: only an empty one; its records' tombstones go with the share writes.
+                plan.group_errors[group_id] = self.share.delete(group_id)
+                continue
             group = self.groups.get(group_id)
             consumer_group = self.consumer.groups.get(group_id)
             if error == ErrorCode.NONE and consumer_group is not None:
@@ -1247,6 +1274,10 @@ class GroupCoordinator:
         error = self.coordinator_error(req.group_id) if req.group_id else ErrorCode.NONE
         if error != ErrorCode.NONE:
             return HeartbeatResult(error)
+        if req.group_id in self.share.groups:
+            return HeartbeatResult(
+                ErrorCode.GROUP_ID_NOT_FOUND, f"Group {req.group_id} is not a consumer group."
+            )
         classic = self.groups.get(req.group_id)
         conversion = None
         if (
@@ -1332,6 +1363,62 @@ class GroupCoordinator:
         """OffsetFetch v9 from a consumer group member: its epoch must be current (Kafka's
         ConsumerGroup.validateOffsetFetch)."""
         return self.consumer.validate_offset_fetch(group_id, member_id, member_epoch)
+
+    # --- KIP-932 share groups: the group-type checks around coordinator/share_group.py ----------------
+
+    def share_group_heartbeat(
+        self, req: ShareHeartbeatRequest, topics: Topics, now_ms: int
+    ) -> ShareHeartbeatResult:
+        """ShareGroupHeartbeat: a group id that is a classic or consumer group is not a share group
+        (Kafka's getOrMaybeCreateShareGroup: GROUP_ID_NOT_FOUND)."""
+        error = self.coordinator_error(req.group_id) if req.group_id else ErrorCode.NONE
+        if error != ErrorCode.NONE:
+            return ShareHeartbeatResult(error)
+        classic = self.groups.get(req.group_id)
+        if req.group_id in self.consumer.groups or (classic is not None and classic.state != GroupState.DEAD):
+            return ShareHeartbeatResult(
+                ErrorCode.GROUP_ID_NOT_FOUND, f"Group {req.group_id} is not a share group."
+            )
+        return self.share.heartbeat(req, topics, now_ms)
+
+    def describe_share_group(self, group_id: str) -> ShareGroupDescription:
+        error = self.coordinator_error(group_id) if group_id else ErrorCode.INVALID_GROUP_ID
+        if error != ErrorCode.NONE:
+            return ShareGroupDescription(error, group_id)
+        if group_id not in self.share.groups and (
+            group_id in self.groups or group_id in self.consumer.groups
+        ):
+            return ShareGroupDescription(
+                ErrorCode.GROUP_ID_NOT_FOUND, group_id, f"Group {group_id} is not a share group."
+            )
+        return self.share.describe(group_id)
+
+    def share_group_for_offsets(self, group_id: str, *, alter: bool) -> tuple[ErrorCode, ShareGroup | None]:
+        """The share group whose offsets DescribeShareGroupOffsets (``alter`` False) or
+        AlterShareGroupOffsets (made if new; only when empty: NON_EMPTY_GROUP) works on."""
+        error = self.coordinator_error(group_id) if group_id else ErrorCode.INVALID_GROUP_ID
+        if error != ErrorCode.NONE:
+            return error, None
+        classic = self.groups.get(group_id)
+        if group_id in self.consumer.groups or (classic is not None and classic.state != GroupState.DEAD):
+            return ErrorCode.GROUP_ID_NOT_FOUND, None
+        if not alter:
+            group = self.share.groups.get(group_id)
+            return (ErrorCode.NONE, group) if group is not None else (ErrorCode.GROUP_ID_NOT_FOUND, None)
+        group = self.share.empty_group(group_id)
+        return (ErrorCode.NONE, group) if group is not None else (ErrorCode.NON_EMPTY_GROUP, None)
+
+    def list_share_groups(self, states_filter: set[str] | None = None) -> list[tuple[str, str]]:
+        """(group id, state) of every share group this node coordinates."""
+        out = []
+        for group in self.share.groups.values():
+            if group.partition not in self.owned_partitions:
+                continue
+            state = group.state().value
+            if states_filter and state.lower() not in states_filter:
+                continue
+            out.append((group.group_id, state))
+        return out
 
     def _describe_consumer_group_classically(self, group_id: str) -> GroupDescription:
         """DescribeGroups on a consumer group: Kafka 4.0 answers it in the classic shape, with each

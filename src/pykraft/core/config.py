@@ -186,6 +186,23 @@ class NodeConfig:
     group_consumer_assignors: tuple[str, ...] = ("uniform", "range")
     # KIP-848 online migration between classic and consumer groups (Kafka 4's default).
     group_consumer_migration_policy: str = "bidirectional"
+    # Share groups (KIP-932, issue 31), Kafka 4.2's group.share.* names and defaults (ShareGroupConfig).
+    group_share_session_timeout_ms: int = 45000
+    group_share_min_session_timeout_ms: int = 45000
+    group_share_max_session_timeout_ms: int = 60000
+    group_share_heartbeat_interval_ms: int = 5000
+    group_share_min_heartbeat_interval_ms: int = 5000
+    group_share_max_heartbeat_interval_ms: int = 15000
+    group_share_max_size: int = 200
+    group_share_record_lock_duration_ms: int = 30000
+    group_share_min_record_lock_duration_ms: int = 15000
+    group_share_max_record_lock_duration_ms: int = 60000
+    group_share_delivery_count_limit: int = 5
+    group_share_partition_max_record_locks: int = 2000
+    # The share coordinator's __share_group_state (KIP-932), Kafka's share.coordinator.state.topic.*.
+    share_coordinator_state_topic_num_partitions: int = 50
+    share_coordinator_state_topic_replication_factor: int = 3
+    share_coordinator_state_topic_segment_bytes: int = 104857600
     # KRaft quorum timeouts, Kafka's names and defaults (QuorumConfig; kafka-facts §7.3).
     controller_quorum_election_timeout_ms: int = 1000
     controller_quorum_fetch_timeout_ms: int = 2000
@@ -1006,6 +1023,43 @@ def load_config(text: str, overrides: dict[str, str] | None = None) -> NodeConfi
         group_consumer_max_size=_int(props, "group.consumer.max.size", 2**31 - 1, minimum=1),
         group_consumer_assignors=_consumer_assignors(props),
         group_consumer_migration_policy=_migration_policy(props),
+        group_share_session_timeout_ms=_int(props, "group.share.session.timeout.ms", 45000, minimum=1),
+        group_share_min_session_timeout_ms=_int(
+            props, "group.share.min.session.timeout.ms", 45000, minimum=1
+        ),
+        group_share_max_session_timeout_ms=_int(
+            props, "group.share.max.session.timeout.ms", 60000, minimum=1
+        ),
+        group_share_heartbeat_interval_ms=_int(props, "group.share.heartbeat.interval.ms", 5000, minimum=1),
+        group_share_min_heartbeat_interval_ms=_int(
+            props, "group.share.min.heartbeat.interval.ms", 5000, minimum=1
+        ),
+        group_share_max_heartbeat_interval_ms=_int(
+            props, "group.share.max.heartbeat.interval.ms", 15000, minimum=1
+        ),
+        group_share_max_size=_int(props, "group.share.max.size", 200, minimum=1),
+        group_share_record_lock_duration_ms=_int(
+            props, "group.share.record.lock.duration.ms", 30000, minimum=1000
+        ),
+        group_share_min_record_lock_duration_ms=_int(
+            props, "group.share.min.record.lock.duration.ms", 15000, minimum=1000
+        ),
+        group_share_max_record_lock_duration_ms=_int(
+            props, "group.share.max.record.lock.duration.ms", 60000, minimum=1000
+        ),
+        group_share_delivery_count_limit=_int(props, "group.share.delivery.count.limit", 5, minimum=2),
+        group_share_partition_max_record_locks=_int(
+            props, "group.share.partition.max.record.locks", 2000, minimum=100
+        ),
+        share_coordinator_state_topic_num_partitions=_int(
+            props, "share.coordinator.state.topic.num.partitions", 50, minimum=1
+        ),
+        share_coordinator_state_topic_replication_factor=_int(
+            props, "share.coordinator.state.topic.replication.factor", 3, minimum=1
+        ),
+        share_coordinator_state_topic_segment_bytes=_int(
+            props, "share.coordinator.state.topic.segment.bytes", 104857600, minimum=14
+        ),
         controller_quorum_election_timeout_ms=election_timeout_ms,
         controller_quorum_fetch_timeout_ms=fetch_timeout_ms,
         controller_quorum_election_backoff_max_ms=_int(

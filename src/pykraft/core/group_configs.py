@@ -12,9 +12,10 @@ unknown name, a value of the wrong type, a value outside the broker's
 INVALID_CONFIG with Kafka's message.
 
 pykraft's KIP-848 coordinator applies ``consumer.session.timeout.ms`` and
-``consumer.heartbeat.interval.ms`` per group; the ``share.*`` and ``streams.*`` ones are checked,
-stored and described (share and streams groups are not served yet), and their broker-side defaults
-and bounds are Kafka's (pykraft does not read ``group.share.*`` / ``group.streams.*``).
+``consumer.heartbeat.interval.ms`` per group, its share groups (KIP-932) the ``share.*`` ones; the
+``streams.*`` ones are checked, stored and described (streams groups are not served), and their
+broker-side defaults and bounds are Kafka's (pykraft reads the ``group.share.*`` ones, not
+``group.streams.*``).
 """
 
 from __future__ import annotations
@@ -72,7 +73,7 @@ KAFKA_GROUP_COORDINATOR_SETTINGS: Final[dict[str, int]] = {
 
 def group_coordinator_settings(config: NodeConfig) -> dict[str, int]:
     """The broker settings group configs default to and are bounded by, by their Kafka names: this
-    node's group.consumer.* ones, Kafka's defaults for share and streams groups."""
+    node's group.consumer.* and group.share.* ones, Kafka's defaults for streams groups."""
     return {
         **KAFKA_GROUP_COORDINATOR_SETTINGS,
         "group.consumer.session.timeout.ms": config.group_consumer_session_timeout_ms,
@@ -81,6 +82,15 @@ def group_coordinator_settings(config: NodeConfig) -> dict[str, int]:
         "group.consumer.heartbeat.interval.ms": config.group_consumer_heartbeat_interval_ms,
         "group.consumer.min.heartbeat.interval.ms": config.group_consumer_min_heartbeat_interval_ms,
         "group.consumer.max.heartbeat.interval.ms": config.group_consumer_max_heartbeat_interval_ms,
+        "group.share.session.timeout.ms": config.group_share_session_timeout_ms,
+        "group.share.min.session.timeout.ms": config.group_share_min_session_timeout_ms,
+        "group.share.max.session.timeout.ms": config.group_share_max_session_timeout_ms,
+        "group.share.heartbeat.interval.ms": config.group_share_heartbeat_interval_ms,
+        "group.share.min.heartbeat.interval.ms": config.group_share_min_heartbeat_interval_ms,
+        "group.share.max.heartbeat.interval.ms": config.group_share_max_heartbeat_interval_ms,
+        "group.share.record.lock.duration.ms": config.group_share_record_lock_duration_ms,
+        "group.share.min.record.lock.duration.ms": config.group_share_min_record_lock_duration_ms,
+        "group.share.max.record.lock.duration.ms": config.group_share_max_record_lock_duration_ms,
     }
 
 
@@ -91,7 +101,7 @@ _DURATION = re.compile(
 )
 
 
-def _duration_ns(text: str) -> int | None:
+def duration_ns(text: str) -> int | None:
     """Java's Duration.parse in nanoseconds, or None when ``text`` is not one."""
     match = _DURATION.fullmatch(text)
     if match is None or match.group(3) == "T" or not any(match.group(2, 4, 5, 6)):
@@ -111,8 +121,8 @@ def _share_auto_offset_reset(value: str) -> str | None:
     if text in ("earliest", "latest"):
         return None
     if text.startswith("by_duration:"):
-        duration_ns = _duration_ns(value.strip()[len("by_duration:") :])
-        if duration_ns is not None and duration_ns >= 0:
+        duration = duration_ns(value.strip()[len("by_duration:") :])
+        if duration is not None and duration >= 0:
             return None
     return (
         f"Invalid value `{value}` for configuration share.auto.offset.reset. The value must be either "

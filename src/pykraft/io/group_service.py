@@ -22,7 +22,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from pykraft.broker.handlers import BrokerContext, ClusterView
-from pykraft.coordinator import consumer_group_api, group_api
+from pykraft.coordinator import consumer_group_api, group_api, share_group_api
 from pykraft.coordinator.consumer_group import ConsumerGroupConfig, MigrationPolicy
 from pykraft.coordinator.group_coordinator import (
     GroupConfig,
@@ -32,6 +32,7 @@ from pykraft.coordinator.group_coordinator import (
     WritePlan,
 )
 from pykraft.coordinator.offsets_records import OFFSETS_TOPIC, RecordFormatError
+from pykraft.coordinator.share_group import ShareGroupConfig
 from pykraft.core.config import NodeConfig
 from pykraft.core.errors import ErrorCode
 from pykraft.io.internal_topics import CreateTopics, InternalTopic, iter_batches
@@ -102,6 +103,11 @@ class GroupService:
                     assignors=config.group_consumer_assignors,
                     migration_policy=MigrationPolicy(config.group_consumer_migration_policy),
                 ),
+                share=ShareGroupConfig(
+                    session_timeout_ms=config.group_share_session_timeout_ms,
+                    heartbeat_interval_ms=config.group_share_heartbeat_interval_ms,
+                    max_size=config.group_share_max_size,
+                ),
             ),
             rng,
         )
@@ -125,6 +131,9 @@ class GroupService:
         self._wakeup = asyncio.Event()
         # The metadata image's configs last handed to the coordinator (on_image).
         self._configs: ConfigurationsImage | None = None
+        # Told of each share group member whose session expired (the share partitions it holds records
+        # of release them: io/share_service.py).
+        self.on_share_member_departed: Callable[[str, str], None] | None = None
 
     # --- wiring -----------------------------------------------------------------------------------------
 
@@ -143,6 +152,8 @@ class GroupService:
             ApiKey.DELETE_GROUPS: self.delete_groups,
             ApiKey.CONSUMER_GROUP_HEARTBEAT: self.consumer_group_heartbeat,
             ApiKey.CONSUMER_GROUP_DESCRIBE: self.consumer_group_describe,
+            ApiKey.SHARE_GROUP_HEARTBEAT: self.share_group_heartbeat,
+            ApiKey.SHARE_GROUP_DESCRIBE: self.share_group_describe,
         }
 
     async def run_timers(self) -> None:
@@ -172,13 +183,13 @@ class GroupService:
         they changed (Kafka's DynamicConfigPublisher -> GroupCoordinator.updateGroupConfig)."""
         if configs is not self._configs:
             self._configs = configs
-            self.coordinator.consumer.set_group_configs(
-                {
-                    resource.resource_name: values
-                    for resource, values in configs.resources.items()
-                    if resource.resource_type == CONFIG_RESOURCE_TYPE_GROUP
-                }
-            )
+            group_configs = {
+                resource.resource_name: values
+                for resource, values in configs.resources.items()
+                if resource.resource_type == CONFIG_RESOURCE_TYPE_GROUP
+            }
+            self.coordinator.consumer.set_group_configs(group_configs)
+            self.coordinator.share.set_group_configs(group_configs)
         topic = view.topics.get(OFFSETS_TOPIC)
         led = {p.partition_index for p in topic.partitions if p.leader_id == self.node_id} if topic else set()
         known = self.coordinator.owned_partitions | self.coordinator.loading_partitions
@@ -251,6 +262,10 @@ class GroupService:
             error, _ = self._append(partition, records)
             if error != ErrorCode.NONE:
                 log.warning("group metadata write to %s-%d failed: %s", OFFSETS_TOPIC, partition, error.name)
+        departed = self.coordinator.share.take_departed()
+        if self.on_share_member_departed is not None:
+            for group_id, member_id in departed:
+                self.on_share_member_departed(group_id, member_id)
         if wake_timers:
             self._wakeup.set()
 
@@ -414,6 +429,20 @@ class GroupService:
 
     async def consumer_group_describe(self, request: Any, version: int) -> Any:
         return consumer_group_api.handle_describe(self.coordinator, request, version, self.ctx.cluster.topics)
+
+    async def share_group_heartbeat(self, request: Any, version: int) -> Any:
+        """ShareGroupHeartbeat (KIP-932): answered at once."""
+        client_id, peer = CURRENT_CLIENT.get()
+        result = self.coordinator.share_group_heartbeat(
+            share_group_api.heartbeat_request(request, client_id, client_host_of(peer)),
+            consumer_group_api.topics_by_name(self.ctx.cluster.topics),
+            now_ms(),
+        )
+        self._after()
+        return share_group_api.heartbeat_response(result, version)
+
+    async def share_group_describe(self, request: Any, version: int) -> Any:
+        return share_group_api.handle_describe(self.coordinator, request, version, self.ctx.cluster.topics)
 
     async def list_groups(self, request: Any, version: int) -> Any:
         return group_api.handle_list_groups(self.coordinator, request, version)

@@ -33,6 +33,8 @@ from prometheus_client.registry import Collector, CollectorRegistry
 
 from pykraft.coordinator.consumer_group import ConsumerGroupState
 from pykraft.coordinator.group_coordinator import GroupState
+from pykraft.coordinator.share_group import ShareGroupState
+from pykraft.coordinator.share_partition import AcknowledgeType
 from pykraft.io.request_metrics import OTHER_VERSION, Histogram, request_name
 
 if TYPE_CHECKING:
@@ -175,6 +177,8 @@ class NodeCollector(Collector):
             yield from self._quotas()
         if node.groups is not None:
             yield from self._groups()
+        if node.shares is not None:
+            yield from self._shares()
         if node.metadata is not None and node.metadata.raft is not None:
             yield from self._metadata()
 
@@ -396,6 +400,7 @@ class NodeCollector(Collector):
         by_state: dict[GroupState, int] = {}
         offsets = 0
         consumer_groups = groups.coordinator.consumer.groups
+        share_groups = groups.coordinator.share.groups
         for group_id, group in groups.coordinator.groups.items():
             offsets += len(group.offsets)
             # A KIP-848 group's committed offsets live in an entry of this table too: not a classic group.
@@ -405,7 +410,7 @@ class NodeCollector(Collector):
         yield _gauge(
             prefix + "numgroups",
             "Groups this node coordinates",
-            sum(by_state.values()) + len(consumer_groups),
+            sum(by_state.values()) + len(consumer_groups) + len(share_groups),
         )
         for suffix, state in _GROUP_STATES:
             yield _gauge(prefix + suffix, f"Groups in state {state.value}", by_state.get(state, 0))
@@ -418,6 +423,7 @@ class NodeCollector(Collector):
         )
         by_protocol.add_metric(["classic"], sum(by_state.values()))
         by_protocol.add_metric(["consumer"], len(consumer_groups))
+        by_protocol.add_metric(["share"], len(share_groups))
         yield by_protocol
         consumer_by_state = GaugeMetricFamily(
             "kafka_server_group_coordinator_metrics_consumer_group_count",
@@ -430,6 +436,38 @@ class NodeCollector(Collector):
                 sum(1 for group in consumer_groups.values() if group.state() is consumer_state),
             )
         yield consumer_by_state
+        # KIP-932 share groups by state (Kafka's share-group-count).
+        share_by_state = GaugeMetricFamily(
+            "kafka_server_group_coordinator_metrics_share_group_count",
+            "KIP-932 share groups this node coordinates, by state",
+            labels=["state"],
+        )
+        for share_state in (ShareGroupState.EMPTY, ShareGroupState.STABLE):
+            share_by_state.add_metric(
+                [share_state.value.lower()],
+                sum(1 for group in share_groups.values() if group.state() is share_state),
+            )
+        yield share_by_state
+
+    def _shares(self) -> Iterator[Metric]:
+        shares = self.node.shares
+        assert shares is not None
+        # Kafka's kafka.server:type=ShareGroupMetrics,name=RecordAcknowledgementsPerSec,ackType=...
+        acknowledged = CounterMetricFamily(
+            "kafka_server_sharegroupmetrics_recordacknowledgements",
+            "Records acknowledged on the share partitions this node leads, by acknowledgement type",
+            labels=["acktype"],
+        )
+        for ack_type in (
+            AcknowledgeType.ACCEPT,
+            AcknowledgeType.RELEASE,
+            AcknowledgeType.REJECT,
+            AcknowledgeType.RENEW,
+        ):
+            acknowledged.add_metric(
+                [ack_type.name.capitalize()], shares.manager.acknowledged_records[ack_type]
+            )
+        yield acknowledged
 
     # --- the metadata log and the controller --------------------------------------------------------
 

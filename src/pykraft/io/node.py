@@ -51,6 +51,9 @@ from pykraft.io.quota_service import QuotaService
 from pykraft.io.replica_fetcher import ReplicaFetchers
 from pykraft.io.rpc_channel import ChannelSecurity, PeerUnavailable
 from pykraft.io.server import ConnectionInfo, KafkaServer
+from pykraft.io.share_offsets import ShareOffsets
+from pykraft.io.share_service import ShareService
+from pykraft.io.share_state_service import ShareStateService
 from pykraft.io.snapshots import SnapshotStateError
 from pykraft.io.tls import TlsConfigError
 from pykraft.io.txn_service import TxnService
@@ -154,6 +157,8 @@ class Node:
         # Client quotas (KIP-546): rates per user/client-id, throttle times, muted connections.
         self.quotas = QuotaService(config)
         self.groups: GroupService | None = None
+        self.shares: ShareService | None = None
+        self.share_state: ShareStateService | None = None
         self.txns: TxnService | None = None
         # TLS and SASL of the connections this node opens to controllers and to other brokers.
         self._controller_security: ChannelSecurity | None = None
@@ -342,6 +347,11 @@ class Node:
             wait_replicated=self.wait_replicated,
             verify_txn=self.txns.verify,
         )
+        self.share_state = ShareStateService(
+            config, self.ctx, create_topics, self.wait_replicated, self._broker_security
+        )
+        self.shares = ShareService(config, self.ctx, self.share_state, self._wait_for_data, self._notify_data)
+        self.groups.on_share_member_departed = self.shares.member_departed
         self._on_image()
         self._request_handlers = self._build_request_handlers()
         # The combined node registers before it listens, so its first client finds it in Metadata.
@@ -526,6 +536,8 @@ class Node:
             await bounded(server.stop(), functools.partial(_connections_left, server))
         if self.groups is not None:
             await bounded(self.groups.stop(), lambda: "the group coordinator")
+        if self.share_state is not None:
+            await bounded(self.share_state.stop(), lambda: "the share coordinator")
         if self.txns is not None:
             await bounded(self.txns.stop(), lambda: "the transaction coordinator")
         if self.fetchers is not None:
@@ -679,6 +691,10 @@ class Node:
             self.fetchers.update(followed, {b.node_id: (b.host, b.port) for b in view.brokers})
         if self.groups is not None:
             self.groups.on_image(view, self.metadata.image.configs)
+        if self.share_state is not None:
+            self.share_state.on_image()
+        if self.shares is not None:
+            self.shares.on_image(self.metadata.image.configs)
         if self.txns is not None:
             self.txns.on_image()
 
@@ -918,7 +934,7 @@ class Node:
             )
             return [encode_produce_response(header.correlation_id, version, results, throttle_ms)]
         request = messages.decode_request(header, view)
-        if key in (ApiKey.JOIN_GROUP, ApiKey.CONSUMER_GROUP_HEARTBEAT):
+        if key in (ApiKey.JOIN_GROUP, ApiKey.CONSUMER_GROUP_HEARTBEAT, ApiKey.SHARE_GROUP_HEARTBEAT):
             CURRENT_CLIENT.set((header.client_id or "", conn.peer))
         elif key in _LISTENER_SCOPED_APIS:
             REQUEST_LISTENER.set(conn.listener_name)
@@ -1145,7 +1161,9 @@ class Node:
 
         txns = self.txns
         groups = self.groups
-        assert txns is not None and groups is not None
+        shares, share_state = self.shares, self.share_state
+        assert txns is not None and groups is not None and shares is not None and share_state is not None
+        share_offsets = ShareOffsets(groups.coordinator, share_state, ctx)
 
         async def init_producer_id(request: Any, version: int) -> Any:
             if request.transactional_id is not None:
@@ -1206,6 +1224,14 @@ class Node:
             # The group APIs and committed offsets (io/group_service.py), transactions (io/txn_service.py).
             **groups.request_handlers(),
             **txns.request_handlers(),
+            # Share groups' fetches and acknowledgements on partition leaders (io/share_service.py).
+            **shares.request_handlers(),
+            # The share coordinator's state RPCs, from partition leaders (io/share_state_service.py).
+            **share_state.request_handlers(),
+            # Share-group offsets on the group's coordinator (io/share_offsets.py); deleting a share
+            # group deletes its share state first.
+            **share_offsets.request_handlers(),
+            ApiKey.DELETE_GROUPS: share_offsets.delete_groups(groups.delete_groups),
         }
 
     def _reassignment_handlers(self) -> dict[int, RequestHandler]:

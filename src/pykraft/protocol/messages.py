@@ -121,6 +121,13 @@ class ApiKey(IntEnum):
     ADD_RAFT_VOTER = 80
     REMOVE_RAFT_VOTER = 81
     UPDATE_RAFT_VOTER = 82
+    INITIALIZE_SHARE_GROUP_STATE = 83
+    READ_SHARE_GROUP_STATE = 84
+    WRITE_SHARE_GROUP_STATE = 85
+    DELETE_SHARE_GROUP_STATE = 86
+    DESCRIBE_SHARE_GROUP_OFFSETS = 90
+    ALTER_SHARE_GROUP_OFFSETS = 91
+    DELETE_SHARE_GROUP_OFFSETS = 92
 
 
 # What the client listener advertises in ApiVersions, inclusive ranges. Fetch stops at 12 because
@@ -202,6 +209,20 @@ SUPPORTED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     # The consumer group protocol (KIP-848, issue 19): v1 adds the server-side regex subscription.
     ApiKey.CONSUMER_GROUP_HEARTBEAT: (0, 1),
     ApiKey.CONSUMER_GROUP_DESCRIBE: (0, 0),
+    # Share groups (KIP-932, issue 31): the stable versions (v0 was Kafka 4.0's early access).
+    # ShareFetch/ShareAcknowledge stop before v2 (KIP-1206's acquire modes, KIP-1222's RENEW).
+    ApiKey.SHARE_GROUP_HEARTBEAT: (1, 1),
+    ApiKey.SHARE_GROUP_DESCRIBE: (1, 1),
+    ApiKey.SHARE_FETCH: (1, 1),
+    ApiKey.SHARE_ACKNOWLEDGE: (1, 1),
+    # Between partition leaders and share coordinators (``__share_group_state``), CLUSTER_ACTION.
+    ApiKey.READ_SHARE_GROUP_STATE: (0, 0),
+    ApiKey.WRITE_SHARE_GROUP_STATE: (0, 0),
+    ApiKey.DELETE_SHARE_GROUP_STATE: (0, 0),
+    # Share-group offsets from the group coordinator (kafka-share-groups --describe / --reset-offsets).
+    ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS: (0, 0),
+    ApiKey.ALTER_SHARE_GROUP_OFFSETS: (0, 0),
+    ApiKey.DELETE_SHARE_GROUP_OFFSETS: (0, 0),
 }
 
 
@@ -238,6 +259,26 @@ ConsumerGroupDescribeRequest: Any = _schema_class("ConsumerGroupDescribeRequest"
 ConsumerGroupDescribeResponse: Any = _schema_class("ConsumerGroupDescribeResponse")
 UnregisterBrokerRequest: Any = _schema_class("UnregisterBrokerRequest")
 UnregisterBrokerResponse: Any = _schema_class("UnregisterBrokerResponse")
+ShareGroupHeartbeatRequest: Any = _schema_class("ShareGroupHeartbeatRequest")
+ShareGroupHeartbeatResponse: Any = _schema_class("ShareGroupHeartbeatResponse")
+ShareGroupDescribeRequest: Any = _schema_class("ShareGroupDescribeRequest")
+ShareGroupDescribeResponse: Any = _schema_class("ShareGroupDescribeResponse")
+ShareFetchRequest: Any = _schema_class("ShareFetchRequest")
+ShareFetchResponse: Any = _schema_class("ShareFetchResponse")
+ShareAcknowledgeRequest: Any = _schema_class("ShareAcknowledgeRequest")
+ShareAcknowledgeResponse: Any = _schema_class("ShareAcknowledgeResponse")
+ReadShareGroupStateRequest: Any = _schema_class("ReadShareGroupStateRequest")
+ReadShareGroupStateResponse: Any = _schema_class("ReadShareGroupStateResponse")
+WriteShareGroupStateRequest: Any = _schema_class("WriteShareGroupStateRequest")
+WriteShareGroupStateResponse: Any = _schema_class("WriteShareGroupStateResponse")
+DescribeShareGroupOffsetsRequest: Any = _schema_class("DescribeShareGroupOffsetsRequest")
+DescribeShareGroupOffsetsResponse: Any = _schema_class("DescribeShareGroupOffsetsResponse")
+AlterShareGroupOffsetsRequest: Any = _schema_class("AlterShareGroupOffsetsRequest")
+AlterShareGroupOffsetsResponse: Any = _schema_class("AlterShareGroupOffsetsResponse")
+DeleteShareGroupStateRequest: Any = _schema_class("DeleteShareGroupStateRequest")
+DeleteShareGroupStateResponse: Any = _schema_class("DeleteShareGroupStateResponse")
+DeleteShareGroupOffsetsRequest: Any = _schema_class("DeleteShareGroupOffsetsRequest")
+DeleteShareGroupOffsetsResponse: Any = _schema_class("DeleteShareGroupOffsetsResponse")
 
 
 # DescribeQuorum ships with kafka-python (0-2, the current schema); re-exported for symmetry.
@@ -267,6 +308,26 @@ OUR_MESSAGE_CLASSES: tuple[Any, ...] = (
     ConsumerGroupDescribeResponse,
     UnregisterBrokerRequest,
     UnregisterBrokerResponse,
+    ShareGroupHeartbeatRequest,
+    ShareGroupHeartbeatResponse,
+    ShareGroupDescribeRequest,
+    ShareGroupDescribeResponse,
+    ShareFetchRequest,
+    ShareFetchResponse,
+    ShareAcknowledgeRequest,
+    ShareAcknowledgeResponse,
+    ReadShareGroupStateRequest,
+    ReadShareGroupStateResponse,
+    WriteShareGroupStateRequest,
+    WriteShareGroupStateResponse,
+    DescribeShareGroupOffsetsRequest,
+    DescribeShareGroupOffsetsResponse,
+    AlterShareGroupOffsetsRequest,
+    AlterShareGroupOffsetsResponse,
+    DeleteShareGroupStateRequest,
+    DeleteShareGroupStateResponse,
+    DeleteShareGroupOffsetsRequest,
+    DeleteShareGroupOffsetsResponse,
 )
 
 
@@ -576,6 +637,8 @@ __all__ = [
     "SUPPORTED_VERSIONS",
     "AllocateProducerIdsRequest",
     "AllocateProducerIdsResponse",
+    "AlterShareGroupOffsetsRequest",
+    "AlterShareGroupOffsetsResponse",
     "AlterPartitionRequest",
     "AlterPartitionResponse",
     "ApiKey",
@@ -589,16 +652,34 @@ __all__ = [
     "ConsumerGroupDescribeResponse",
     "ConsumerGroupHeartbeatRequest",
     "ConsumerGroupHeartbeatResponse",
+    "DeleteShareGroupOffsetsRequest",
+    "DeleteShareGroupOffsetsResponse",
+    "DeleteShareGroupStateRequest",
+    "DeleteShareGroupStateResponse",
     "DescribeQuorumRequest",
     "DescribeQuorumResponse",
+    "DescribeShareGroupOffsetsRequest",
+    "DescribeShareGroupOffsetsResponse",
     "EndQuorumEpochRequest",
     "EndQuorumEpochResponse",
     "FeatureLevels",
     "FetchSnapshotRequest",
     "FetchSnapshotResponse",
+    "ReadShareGroupStateRequest",
+    "ReadShareGroupStateResponse",
     "RequestHeader",
+    "ShareAcknowledgeRequest",
+    "ShareAcknowledgeResponse",
+    "ShareFetchRequest",
+    "ShareFetchResponse",
+    "ShareGroupDescribeRequest",
+    "ShareGroupDescribeResponse",
+    "ShareGroupHeartbeatRequest",
+    "ShareGroupHeartbeatResponse",
     "VoteRequest",
     "VoteResponse",
+    "WriteShareGroupStateRequest",
+    "WriteShareGroupStateResponse",
     "api_versions_response",
     "decode_request",
     "encode_response",
