@@ -289,7 +289,7 @@ def _cluster(
 
 
 def _security_refusals() -> dict[int, Callable[[Any, int], Any | None]]:
-    from pykraft.broker import quotas_api, security_api
+    from pykraft.broker import features_api, quotas_api, security_api
 
     def describe_acls(request: Any, version: int, error: ErrorCode, message: str) -> Any:
         return _answer(ApiKey.DESCRIBE_ACLS, version, error_code=error, error_message=message, resources=[])
@@ -318,6 +318,8 @@ def _security_refusals() -> dict[int, Callable[[Any, int], Any | None]]:
         ApiKey.ALTER_CLIENT_QUOTAS: _cluster(
             AclOperation.ALTER_CONFIGS, quotas_api.alter_client_quotas_error
         ),
+        # KafkaApis / ControllerApis: ALTER on the cluster to update features.
+        ApiKey.UPDATE_FEATURES: _cluster(AclOperation.ALTER, features_api.update_features_error),
     }
 
 

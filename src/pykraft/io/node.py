@@ -23,6 +23,7 @@ from pykraft.broker import (
     authorization,
     cluster_admin,
     configs_api,
+    features_api,
     handlers,
     partitions_api,
     quotas_api,
@@ -848,7 +849,7 @@ class Node:
         header = messages.parse_request_header(view)
         key, version = header.api_key, header.api_version
         if key == ApiKey.API_VERSIONS:
-            return [messages.api_versions_response(header)]
+            return [messages.api_versions_response(header, features=self._api_versions_features())]
         if key == ApiKey.ALLOCATE_PRODUCER_IDS:
             # A controller RPC (KIP-730): a client listener refuses it rather than serve it.
             if version != 0:
@@ -1011,6 +1012,9 @@ class Node:
             session_lifetime_ms=result.session_lifetime_ms,
         )
 
+    def _api_versions_features(self) -> messages.ApiVersionsFeatures | None:
+        return None if self.metadata is None else features_api.api_versions_features(self.metadata.image)
+
     def _raw_sasl_token(self, frame: bytearray, conn: ConnectionInfo) -> Sequence[bytes]:
         """A bare SASL token after SaslHandshake v0; the answer is a bare token too. A failure closes
         the connection without an answer, as Kafka's SaslServerAuthenticator does for v0 clients."""
@@ -1037,7 +1041,11 @@ class Node:
         metadata = self.metadata
         assert metadata is not None
         if key == ApiKey.API_VERSIONS:
-            return [messages.api_versions_response(header, CONTROLLER_API_VERSIONS)]
+            return [
+                messages.api_versions_response(
+                    header, CONTROLLER_API_VERSIONS, features_api.api_versions_features(metadata.image)
+                )
+            ]
         if key in (ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE) or (
             conn.listener_name in self.listeners.sasl_authenticators and not self._authenticated(conn)
         ):
@@ -1082,6 +1090,7 @@ class Node:
             ApiKey.INCREMENTAL_ALTER_CONFIGS: metadata.handle_incremental_alter_configs,
             ApiKey.ALTER_CONFIGS: metadata.handle_alter_configs,
             ApiKey.ALTER_CLIENT_QUOTAS: metadata.handle_alter_client_quotas,
+            ApiKey.UPDATE_FEATURES: metadata.handle_update_features,
         }
         handler = handlers_by_key.get(key)
         if handler is None:
@@ -1216,7 +1225,16 @@ class Node:
                 quotas_api.alter_client_quotas_error,
             )
 
+        async def update_features(request: Any, version: int) -> Any:
+            # KafkaApis forwards UpdateFeatures to the active controller (KIP-584).
+            if link is None:
+                return await metadata.handle_update_features(request, version)
+            return await link.forward_or_refuse(
+                request, version, lambda r: [r.error_code], features_api.update_features_error
+            )
+
         return {
+            ApiKey.UPDATE_FEATURES: update_features,
             ApiKey.INCREMENTAL_ALTER_CONFIGS: to_controller(metadata.handle_incremental_alter_configs, True),
             ApiKey.ALTER_CONFIGS: to_controller(metadata.handle_alter_configs, False),
             # Client quotas (KIP-546): described from the image, altered by the active controller.
@@ -1504,6 +1522,7 @@ CONTROLLER_API_VERSIONS: dict[ApiKey, tuple[int, int]] = {
             ApiKey.INCREMENTAL_ALTER_CONFIGS,
             ApiKey.ALTER_CONFIGS,
             ApiKey.ALTER_CLIENT_QUOTAS,
+            ApiKey.UPDATE_FEATURES,
         )
     },
 }

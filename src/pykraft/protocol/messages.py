@@ -197,6 +197,9 @@ SUPPORTED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     # The consumer group protocol (KIP-848, issue 19): v1 adds the server-side regex subscription.
     ApiKey.CONSUMER_GROUP_HEARTBEAT: (0, 1),
     ApiKey.CONSUMER_GROUP_DESCRIBE: (0, 0),
+    # Finalized feature levels (KIP-584/KIP-778), forwarded to the active controller; v2 answers with the
+    # top-level error only.
+    ApiKey.UPDATE_FEATURES: (0, 2),
 }
 
 
@@ -506,13 +509,44 @@ def _api_versions_entries(table: dict[ApiKey, tuple[int, int]], only: ApiKey | N
     ]
 
 
+@dataclass(frozen=True, slots=True)
+class ApiVersionsFeatures:
+    """ApiVersions v3+'s tagged feature fields (KIP-584): the levels this node supports, the finalized
+    levels of its metadata image and their epoch (Kafka: the image's offset; -1 when unknown)."""
+
+    supported: dict[str, tuple[int, int]]
+    finalized: dict[str, int]
+    finalized_features_epoch: int
+
+
+def _feature_fields(version: int, features: ApiVersionsFeatures) -> dict[str, Any]:
+    supported_key = ApiVersionsResponse.SupportedFeatureKey
+    finalized_key = ApiVersionsResponse.FinalizedFeatureKey
+    return {
+        # v3 omits features whose minimum is 0 (old clients reject it); v4 lists them all.
+        "supported_features": [
+            supported_key(name=name, min_version=low, max_version=high)
+            for name, (low, high) in sorted(features.supported.items())
+            if version >= 4 or low > 0
+        ],
+        "finalized_features_epoch": features.finalized_features_epoch,
+        # Kafka's FinalizedFeatureKey: min and max are both the finalized level.
+        "finalized_features": [
+            finalized_key(name=name, max_version_level=level, min_version_level=level)
+            for name, level in sorted(features.finalized.items())
+        ],
+    }
+
+
 def api_versions_response(
-    header: RequestHeader, table: dict[ApiKey, tuple[int, int]] | None = None
+    header: RequestHeader,
+    table: dict[ApiKey, tuple[int, int]] | None = None,
+    features: ApiVersionsFeatures | None = None,
 ) -> bytearray:
     """The full framed ApiVersions response for ``header``.
 
-    For a version we support: error NONE, the :data:`SUPPORTED_VERSIONS` table, throttle 0, and no
-    tagged fields (kafka-python omits default-valued ones). For a version we do not support: what Kafka
+    For a version we support: error NONE, the :data:`SUPPORTED_VERSIONS` table, throttle 0, and from v3
+    the ``features`` (kafka-python omits default-valued tagged fields). For a version we do not support: what Kafka
     answers (ApiVersionsRequest.getErrorResponse): UNSUPPORTED_VERSION in the v0 layout with a v0
     header, listing only the ApiVersions range so the client can retry at a version we accept.
     """
@@ -523,6 +557,7 @@ def api_versions_response(
             error_code=ErrorCode.NONE,
             api_keys=_api_versions_entries(SUPPORTED_VERSIONS if table is None else table),
             throttle_time_ms=0,
+            **(_feature_fields(header.api_version, features) if features and header.api_version >= 3 else {}),
         )
         return encode_response(header, response)
     response = ApiVersionsResponse(
@@ -541,6 +576,7 @@ __all__ = [
     "AlterPartitionRequest",
     "AlterPartitionResponse",
     "ApiKey",
+    "ApiVersionsFeatures",
     "BeginQuorumEpochRequest",
     "BeginQuorumEpochResponse",
     "BrokerHeartbeatRequest",
