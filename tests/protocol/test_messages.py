@@ -187,6 +187,7 @@ def test_supported_versions_table() -> None:
         # KIP-848 consumer groups (issue 19).
         ApiKey.CONSUMER_GROUP_HEARTBEAT: (0, 1),
         ApiKey.CONSUMER_GROUP_DESCRIBE: (0, 0),
+        ApiKey.UPDATE_FEATURES: (0, 2),
     }
     assert ApiKey.GET_TELEMETRY_SUBSCRIPTIONS not in SUPPORTED_VERSIONS
 
