@@ -75,8 +75,12 @@ def test_downgrade_without_a_downgrade_type__refused(controller: QuorumControlle
     assert (
         "without setting the upgrade type to either safe or unsafe downgrade" in result.response.error_message
     )
-    newer = controller.update_features([FeatureUpdate(MV, 21 + 0, UpgradeType.SAFE_DOWNGRADE)])
-    assert newer.response.error_code is ErrorCode.NONE  # the same level is no upgrade
+    # A "downgrade" to a newer level is refused too; to the same level it is no change at all.
+    newer = controller.update_features([FeatureUpdate(MV, 21, UpgradeType.SAFE_DOWNGRADE)])
+    assert newer.response.error_code is ErrorCode.NONE
+    controller.feature_control.restore({MV: 18})
+    upward = controller.update_features([FeatureUpdate(MV, 21, UpgradeType.SAFE_DOWNGRADE)])
+    assert upward.response.error_message.endswith("Can't downgrade to a newer version.")
 
 
 def test_outside_supported_ranges__refused_with_kafkas_reasons(controller: QuorumController) -> None:
