@@ -86,7 +86,7 @@ def test_update_features_raw_v0_v1_v2__kafkas_answers(node: RunningNode) -> None
     assert refused.results == []
     unsupported = _update(address, 2, ("transaction.version", 1, 1))
     assert unsupported.error_message == (
-        "Invalid update version 1 for feature transaction.version. Local controller does not support this feature."
+        "Invalid update version 1 for feature transaction.version. Local controller 1 does not support this feature."
     )
     # v0: AllowDowngrade is a safe downgrade; written, then the finalized level and its epoch move.
     before = _api_versions(address, 4).finalized_features_epoch

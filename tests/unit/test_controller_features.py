@@ -86,11 +86,11 @@ def test_downgrade_without_a_downgrade_type__refused(controller: QuorumControlle
 def test_outside_supported_ranges__refused_with_kafkas_reasons(controller: QuorumController) -> None:
     unknown = controller.update_features([FeatureUpdate(MV, 22)])
     assert unknown.response.error_message == (
-        "Invalid update version 22 for feature metadata.version. Local controller only supports versions 7-21"
+        "Invalid update version 22 for feature metadata.version. Local controller 0 only supports versions 7-21"
     )
     txn = controller.update_features([FeatureUpdate("transaction.version", 1)])
     assert txn.response.error_message == (
-        "Invalid update version 1 for feature transaction.version. Local controller does not support this feature."
+        "Invalid update version 1 for feature transaction.version. Local controller 0 does not support this feature."
     )
     assert (
         controller.update_features([FeatureUpdate(MV, -1)]).response.error_code
@@ -126,7 +126,7 @@ def test_validate_only__answers_without_records(controller: QuorumController) ->
 
 
 def test_other_features__written_removed_at_zero_and_all_or_nothing() -> None:
-    manager = FeatureControlManager({MV: (7, 21), "transaction.version": (0, 2)})
+    manager = FeatureControlManager(1, {MV: (7, 21), "transaction.version": (0, 2)})
     manager.replay(FeatureLevelRecord(name=MV, feature_level=21))
     records, error = manager.update_features([FeatureUpdate("transaction.version", 2)], {}, False)
     assert error.error_code is ErrorCode.NONE

@@ -75,7 +75,10 @@ class FeatureUpdateError:
 
 
 class FeatureControlManager:
-    def __init__(self, supported_features: Mapping[str, tuple[int, int]] = SUPPORTED_FEATURES) -> None:
+    def __init__(
+        self, node_id: int = 0, supported_features: Mapping[str, tuple[int, int]] = SUPPORTED_FEATURES
+    ) -> None:
+        self._node_id = node_id  # named in refusals: "Local controller <id> does not support ..."
         self._finalized_versions: dict[str, int] = {}
         self._supported_features = dict(supported_features)
 
@@ -128,7 +131,9 @@ class FeatureControlManager:
         if new_level < 0:
             return f"{prefix} A feature version cannot be less than 0."
         # Kafka FeatureControlManager.reasonNotSupported: this controller, then every registered broker.
-        reason = _reason_not_supported(new_level, "Local controller", self._supported_features.get(name))
+        reason = _reason_not_supported(
+            new_level, f"Local controller {self._node_id}", self._supported_features.get(name)
+        )
         for broker_id, features in sorted(broker_features.items()):
             reason = reason or _reason_not_supported(new_level, f"Broker {broker_id}", features.get(name))
         if reason is not None:

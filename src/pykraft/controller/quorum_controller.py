@@ -160,7 +160,7 @@ class QuorumController:
         # This controller's node.id (for the shell's logs and future controller registration).
         self.node_id = node_id
         self.bootstrap_metadata_version = bootstrap_metadata_version
-        self.feature_control = FeatureControlManager()
+        self.feature_control = FeatureControlManager(node_id)
         self.cluster_control = ClusterControlManager(
             self.feature_control, unfence_on_register=unfence_on_register
         )

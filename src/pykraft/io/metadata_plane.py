@@ -191,6 +191,7 @@ class MetadataPlane:
     def _new_controller(self) -> QuorumController:
         controller = QuorumController(
             rng=self.rng,
+            node_id=self.config.node_id,
             default_num_partitions=self.config.num_partitions,
             default_replication_factor=self.config.default_replication_factor,
             unclean_leader_election_enable=self.config.unclean_leader_election_enable,
