@@ -150,3 +150,16 @@ def test_cli__describe_upgrade_downgrade_as_kafka_features(features: Callable[..
     status, out = features("upgrade", "--metadata", "4.0")
     assert status == 2
     assert "--metadata: unknown metadata.version '4.0'" in out
+    status, out = features("disable", "--feature", "transaction.version", "--dry-run")
+    assert (status, out.splitlines()[0]) == (0, "transaction.version can be disabled.")
+
+
+def test_cli__bootstrap_controller__a_controller_listener_answers(
+    node: RunningNode, capsys: pytest.CaptureFixture[str]
+) -> None:
+    args = ["features", "--bootstrap-controller", node.controller_address]
+    assert main([*args, "upgrade", "--metadata", "3.9", "--dry-run"]) == 0
+    assert capsys.readouterr().out == "metadata.version can be upgraded to 21.\n"
+    assert main([*args, "describe"]) == 0
+    assert "Feature: metadata.version\tSupportedMinVersion: 3.3-IV3" in capsys.readouterr().out
+    assert main(["features", *args[1:], "--bootstrap-server", node.bootstrap_servers, "describe"]) == 2

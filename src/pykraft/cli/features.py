@@ -4,6 +4,9 @@
     pykraft features --bootstrap-server H:P describe
     pykraft features --bootstrap-server H:P upgrade --metadata 3.9 [--feature transaction.version=1] [--dry-run]
     pykraft features --bootstrap-server H:P downgrade --metadata 3.8 [--unsafe] [--dry-run]
+    pykraft features --bootstrap-controller H:P disable --feature NAME
+
+``--bootstrap-controller`` talks to a controller listener, which serves both RPCs too.
 
 ``describe`` reads ApiVersions v3+'s feature fields; ``upgrade`` / ``downgrade`` send UpdateFeatures v1
 (forwarded to the active controller). Failures print "Could not <op> <feature> to <level>. <why>" and
@@ -18,11 +21,12 @@ from typing import Any
 from kafka.protocol.admin import UpdateFeaturesRequest, UpdateFeaturesResponse
 from kafka.protocol.metadata import ApiVersionsRequest, ApiVersionsResponse
 
-from pykraft.cli.common import ToolError, UsageError, add_connection_arguments, admin_security, run_tool
+from pykraft.cli.common import ToolError, UsageError, admin_security, bootstrap_of, run_tool
 from pykraft.controller.features import UpgradeType
 from pykraft.io.kafka_connection import BrokerConnection
 
-API_VERSIONS_VERSION = 3
+# v4 lists features whose minimum is 0 too (v3 omits them).
+API_VERSIONS_VERSION = 4
 UPDATE_FEATURES_VERSION = 1
 CLIENT_ID = "pykraft-features"
 METADATA_VERSION = "metadata.version"
@@ -80,15 +84,21 @@ def describe_lines(response: Any) -> list[str]:
     ]
 
 
+def _connect(args: argparse.Namespace) -> BrokerConnection:
+    """A broker (which forwards UpdateFeatures) or, as kafka-features' --bootstrap-controller, a controller."""
+    if (args.bootstrap_server is None) == (args.bootstrap_controller is None):
+        raise UsageError("give one of --bootstrap-server or --bootstrap-controller")
+    flag = "--bootstrap-server" if args.bootstrap_server is not None else "--bootstrap-controller"
+    address = bootstrap_of(args.bootstrap_server or args.bootstrap_controller, flag)
+    return BrokerConnection.to(address, client_id=CLIENT_ID, security=admin_security(args))
+
+
 def _describe(args: argparse.Namespace) -> int:
-    with BrokerConnection.to(
-        args.bootstrap_server, client_id=CLIENT_ID, security=admin_security(args)
-    ) as conn:
+    with _connect(args) as conn:
         response = conn.request(
             ApiVersionsRequest(client_software_name="pykraft", client_software_version="1"),
             ApiVersionsResponse,
-            # v4 lists features whose minimum is 0 too (v3 omits them).
-            4,
+            API_VERSIONS_VERSION,
         )
     for line in describe_lines(response):
         print(line)
@@ -114,7 +124,8 @@ def _updates(args: argparse.Namespace) -> dict[str, int]:
 
 def _update(args: argparse.Namespace) -> int:
     op = args.features_command
-    updates = _updates(args)
+    # FeatureCommand: disable is a downgrade of each named feature to level 0.
+    updates = dict.fromkeys(args.feature, 0) if op == "disable" else _updates(args)
     if op == "upgrade":
         upgrade_type = UpgradeType.UPGRADE
     else:
@@ -128,18 +139,18 @@ def _update(args: argparse.Namespace) -> int:
         ],
         validate_only=args.dry_run,
     )
-    with BrokerConnection.to(
-        args.bootstrap_server, client_id=CLIENT_ID, security=admin_security(args)
-    ) as conn:
+    with _connect(args) as conn:
         response = conn.request(request, UpdateFeaturesResponse, UPDATE_FEATURES_VERSION)
     errors = {r.feature: r.error_message or str(r.error_code) for r in response.results or [] if r.error_code}
     if response.error_code and not errors:
         errors = dict.fromkeys(updates, response.error_message or str(response.error_code))
     for name, level in updates.items():
+        target = f"{op} {name}" if op == "disable" else f"{op} {name} to {level}"
         if name in errors:
-            print(f"{'Can not' if args.dry_run else 'Could not'} {op} {name} to {level}. {errors[name]}")
+            print(f"{'Can not' if args.dry_run else 'Could not'} {target}. {errors[name]}")
         else:
-            print(f"{name}{' can be ' if args.dry_run else ' was '}{op}d to {level}.")
+            done = "disabled." if op == "disable" else f"{op}d to {level}."
+            print(f"{name}{' can be ' if args.dry_run else ' was '}{done}")
     if errors:
         raise ToolError(f"{len(errors)} out of {len(updates)} operation(s) failed.")
     return 0
@@ -147,21 +158,32 @@ def _update(args: argparse.Namespace) -> int:
 
 def add_subcommands(subparsers: Any) -> None:
     parser = subparsers.add_parser("features", help="describe and update finalized features (kafka-features)")
-    add_connection_arguments(parser)
+    parser.add_argument("--bootstrap-server", metavar="HOST:PORT[,HOST:PORT]", help="a broker")
+    parser.add_argument("--bootstrap-controller", metavar="HOST:PORT", help="a controller listener")
+    parser.add_argument(
+        "--command-config", metavar="FILE", help="client properties: security.protocol, sasl.*, ssl.*"
+    )
     sub = parser.add_subparsers(dest="features_command", required=True)
     sub.add_parser("describe", help="each feature's supported range and finalized level")
-    for op in ("upgrade", "downgrade"):
+    for op in ("upgrade", "downgrade", "disable"):
         update = sub.add_parser(op, help=f"{op} finalized feature levels (UpdateFeatures)")
-        update.add_argument("--metadata", help="the metadata.version, e.g. 3.9 or 3.9-IV0")
-        update.add_argument("--release-version", help="as --metadata")
-        update.add_argument("--feature", action="append", metavar="NAME=LEVEL", help="repeatable")
+        if op != "disable":
+            update.add_argument("--metadata", help="the metadata.version, e.g. 3.9 or 3.9-IV0")
+            update.add_argument("--release-version", help="as --metadata")
+        update.add_argument(
+            "--feature",
+            action="append",
+            required=op == "disable",
+            metavar="NAME" if op == "disable" else "NAME=LEVEL",
+            help="repeatable",
+        )
         update.add_argument(
             "--dry-run", action="store_true", help="validate only (UpdateFeatures ValidateOnly)"
         )
-        if op == "downgrade":
+        if op != "upgrade":
             update.add_argument("--unsafe", action="store_true", help="an unsafe (lossy) downgrade")
-    parser.set_defaults(
-        func=run_tool(
-            "features", lambda args: (_describe if args.features_command == "describe" else _update)(args)
-        )
-    )
+    parser.set_defaults(func=run_tool("features", _run))
+
+
+def _run(args: argparse.Namespace) -> int:
+    return _describe(args) if args.features_command == "describe" else _update(args)
