@@ -44,6 +44,8 @@ from kafka.protocol.admin import (
     ListGroupsResponse,
     ListTransactionsRequest,
     ListTransactionsResponse,
+    UpdateFeaturesRequest,
+    UpdateFeaturesResponse,
 )
 from kafka.protocol.admin.acl import DescribeAclsRequest, DescribeAclsResponse
 from kafka.protocol.admin.users import (
@@ -719,6 +721,15 @@ def test_cluster_apis_are_for_super_users_and_cluster_acls(acl_node: AclNode) ->
     )
     assert acl_node.call("alice", elect, ElectLeadersResponse, 2).error_code == CLUSTER_DENIED
     assert acl_node.call("admin", elect, ElectLeadersResponse, 2).error_code == 0
+    # UpdateFeatures: ALTER on the cluster (KafkaApis); validate_only, so admin's answer changes nothing.
+    features = build(
+        UpdateFeaturesRequest,
+        timeout_ms=5000,
+        feature_updates=[{"feature": "metadata.version", "max_version_level": 20, "upgrade_type": 2}],
+        validate_only=True,
+    )
+    assert acl_node.call("alice", features, UpdateFeaturesResponse, 1).error_code == CLUSTER_DENIED
+    assert acl_node.call("admin", features, UpdateFeaturesResponse, 1).error_code == 0
     markers = build(
         WriteTxnMarkersRequest,
         markers=[{"producer_id": 1, "producer_epoch": 0, "transaction_result": False, "coordinator_epoch": 0,

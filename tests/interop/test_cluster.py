@@ -660,3 +660,48 @@ def test_a_broker_that_was_down_catches_up_from_a_snapshot(tmp_path: object) -> 
 
 def _segment_offsets(directory: str) -> list[int]:
     return [int(f.split(".")[0]) for f in os.listdir(directory) if f.endswith(".log")]
+
+
+# --- feature versions (issue 30 item 5) -------------------------------------------------------------
+
+
+def test_update_features_forwarded_by_a_broker_and_registration_outside_the_finalized_level_refused(
+    cluster: ProcessCluster,
+) -> None:
+    """KafkaApis forwards UpdateFeatures to the active controller; ClusterControlManager.registerBroker
+    refuses a broker whose supported range leaves out a finalized level (UNSUPPORTED_VERSION)."""
+    from kafka.protocol.admin import UpdateFeaturesRequest, UpdateFeaturesResponse
+    from kafka.protocol.metadata import ApiVersionsRequest, ApiVersionsResponse
+
+    broker = cluster.nodes[BROKERS[0]].address
+    key = UpdateFeaturesRequest.FeatureUpdateKey
+    with RawClient(broker) as client:
+        versions = client.request(
+            ApiVersionsRequest(client_software_name="t", client_software_version="1"), ApiVersionsResponse, 4
+        )
+        assert [(f.name, f.max_version_level) for f in versions.finalized_features] == [
+            ("metadata.version", 21)
+        ]
+        # Checked against every registered broker's range (all pykraft: 7-21), written by nobody.
+        dry = client.request(
+            UpdateFeaturesRequest(
+                timeout_ms=5000,
+                feature_updates=[key(feature="metadata.version", max_version_level=20, upgrade_type=2)],
+                validate_only=True,
+            ),
+            UpdateFeaturesResponse,
+            1,
+        )
+        assert [(r.feature, r.error_code) for r in dry.results] == [("metadata.version", ErrorCode.NONE)]
+        refused = client.request(
+            UpdateFeaturesRequest(
+                timeout_ms=5000, feature_updates=[key(feature="metadata.version", max_version_level=22)]
+            ),
+            UpdateFeaturesResponse,
+            2,
+        )
+        assert refused.error_code == ErrorCode.INVALID_UPDATE_VERSION
+        assert "only supports versions 7-21" in refused.error_message
+    controller = cluster.nodes[_active_controller(cluster)].address
+    old = register_broker(controller, 151, _cluster_id(cluster), features=[("metadata.version", 7, 20)])
+    assert old.error_code == ErrorCode.UNSUPPORTED_VERSION

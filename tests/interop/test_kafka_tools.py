@@ -190,6 +190,15 @@ KAFKA_OPTIONS = {
         "--hide-header",
     ],
     "metadata-quorum": ["--bootstrap-server", "--bootstrap-controller", "--command-config", "describe"],
+    "features": [
+        "--bootstrap-server",
+        "--bootstrap-controller",
+        "--command-config",
+        "describe",
+        "upgrade",
+        "downgrade",
+        "disable",
+    ],
     "dump-log": [
         "--files",
         "--print-data-log",

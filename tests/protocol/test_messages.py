@@ -22,7 +22,7 @@ from pykraft.protocol.messages import (
     OUR_MESSAGE_CLASSES,
     SUPPORTED_VERSIONS,
     ApiKey,
-    FeatureLevels,
+    ApiVersionsFeatures,
     RequestHeader,
     api_versions_response,
     decode_request,
@@ -201,6 +201,7 @@ def test_supported_versions_table() -> None:
         ApiKey.ALTER_SHARE_GROUP_OFFSETS: (0, 0),
         ApiKey.DELETE_SHARE_GROUP_STATE: (0, 0),
         ApiKey.DELETE_SHARE_GROUP_OFFSETS: (0, 0),
+        ApiKey.UPDATE_FEATURES: (0, 2),
     }
     assert ApiKey.GET_TELEMETRY_SUBSCRIPTIONS not in SUPPORTED_VERSIONS
 
@@ -388,7 +389,9 @@ def test_api_versions_carries_features_from_v3(version: int) -> None:
         ApiVersionsRequest(version=version, client_software_name="x", client_software_version="1"), 5
     )
     header = parse_request_header(memoryview(frame))
-    features = FeatureLevels({"metadata.version": (1, 21)}, {"metadata.version": 21}, epoch=42)
+    features = ApiVersionsFeatures(
+        {"metadata.version": (1, 21)}, {"metadata.version": 21}, finalized_features_epoch=42
+    )
     response = _client_decode_response(
         ApiVersionsResponse, version, bytes(api_versions_response(header, features=features))
     )

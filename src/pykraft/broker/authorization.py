@@ -296,7 +296,7 @@ def _cluster(
 
 
 def _security_refusals() -> dict[int, Callable[[Any, int], Any | None]]:
-    from pykraft.broker import cluster_admin, quotas_api, reassignments_api, security_api
+    from pykraft.broker import cluster_admin, features_api, quotas_api, reassignments_api, security_api
 
     def describe_acls(request: Any, version: int, error: ErrorCode, message: str) -> Any:
         return _answer(ApiKey.DESCRIBE_ACLS, version, error_code=error, error_message=message, resources=[])
@@ -330,6 +330,8 @@ def _security_refusals() -> dict[int, Callable[[Any, int], Any | None]]:
         ApiKey.LIST_PARTITION_REASSIGNMENTS: _cluster(AclOperation.DESCRIBE, reassignments_api.list_error),
         # ControllerApis.handleUnregisterBroker: ALTER on the cluster.
         ApiKey.UNREGISTER_BROKER: _cluster(AclOperation.ALTER, cluster_admin.unregister_broker_error),
+        # KafkaApis / ControllerApis: ALTER on the cluster to update features.
+        ApiKey.UPDATE_FEATURES: _cluster(AclOperation.ALTER, features_api.update_features_error),
     }
 
 

@@ -31,6 +31,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "pykraft.cli.topics",
     "pykraft.cli.configs",
     "pykraft.cli.transactions",
+    "pykraft.cli.features",
     "pykraft.cli.security",
     "pykraft.cli.cluster",
     "pykraft.cli.reassign",

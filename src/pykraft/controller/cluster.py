@@ -23,7 +23,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from pykraft.controller.features import FeatureControlManager
+from pykraft.controller.features import SUPPORTED_FEATURES, FeatureControlManager
 from pykraft.controller.result import ControllerResult
 from pykraft.core.errors import ErrorCode
 from pykraft.metadata.delta import registration_with_change
@@ -38,12 +38,8 @@ from pykraft.metadata.records import (
     ApiMessageAndVersion,
     FenceBrokerRecord,
     MetadataReplayError,
-    MetadataVersion,
     UnfenceBrokerRecord,
 )
-
-# Kafka MetadataVersion.MINIMUM_KRAFT_VERSION (3.0-IV1): the oldest level a KRaft broker can run.
-MINIMUM_KRAFT_METADATA_VERSION = 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -154,13 +150,7 @@ class ClusterControlManager:
                 [], BrokerRegistrationReply(ErrorCode.INVALID_REQUEST, -1, "negative broker id")
             )
         metadata_version = self._feature_control.metadata_version
-        features = tuple(supported_features) or (
-            BrokerFeature(
-                MetadataVersion.FEATURE_NAME,
-                MINIMUM_KRAFT_METADATA_VERSION,
-                MetadataVersion.LATEST_PRODUCTION,
-            ),
-        )
+        features = tuple(supported_features) or supported_broker_features()
         error = _check_features(features, self._feature_control.finalized_versions())
         if error is not None:
             return ControllerResult([], BrokerRegistrationReply(ErrorCode.UNSUPPORTED_VERSION, -1, error))
@@ -272,6 +262,11 @@ class ClusterControlManager:
                 f"(current epoch {registration.broker_epoch})"
             )
         return registration
+
+
+def supported_broker_features() -> tuple[BrokerFeature, ...]:
+    """The feature ranges a pykraft broker registers with (Kafka BrokerFeatures.supportedFeatures)."""
+    return tuple(BrokerFeature(name, low, high) for name, (low, high) in SUPPORTED_FEATURES.items())
 
 
 def _check_features(features: Sequence[BrokerFeature], finalized: dict[str, int]) -> str | None:

@@ -30,7 +30,7 @@ from typing import Any, TypeVar
 
 from pykraft.controller.cluster import BrokerHeartbeatReply, BrokerRegistrationReply, ClusterControlManager
 from pykraft.controller.configs import ConfigAlteration, ConfigAlterationResult, ConfigurationControlManager
-from pykraft.controller.features import FeatureControlManager
+from pykraft.controller.features import FeatureControlManager, FeatureUpdate, FeatureUpdateError
 from pykraft.controller.producer_ids import (
     AllocateProducerIdsResult,
     ProducerIdControlManager,
@@ -163,7 +163,7 @@ class QuorumController:
         # This controller's node.id (for the shell's logs and future controller registration).
         self.node_id = node_id
         self.bootstrap_metadata_version = bootstrap_metadata_version
-        self.feature_control = FeatureControlManager()
+        self.feature_control = FeatureControlManager(node_id)
         self.cluster_control = ClusterControlManager(
             self.feature_control, unfence_on_register=unfence_on_register
         )
@@ -473,6 +473,19 @@ class QuorumController:
         """AlterClientQuotas (49, KIP-546)."""
         records, results = self.client_quota_control.alter(alterations, validate_only)
         return self._write(ControllerResult(records, results))
+
+    def update_features(
+        self, updates: list[FeatureUpdate], validate_only: bool = False
+    ) -> ControllerResult[FeatureUpdateError]:
+        """UpdateFeatures (57, KIP-584/KIP-778), checked against every registered broker's ranges."""
+        broker_features = {
+            broker_id: {
+                f.name: (f.min_supported_version, f.max_supported_version) for f in r.supported_features
+            }
+            for broker_id, r in self.cluster_control.registrations().items()
+        }
+        records, error = self.feature_control.update_features(updates, broker_features, validate_only)
+        return self._write(ControllerResult(records, error))
 
     def create_acls(self, acls: Sequence[StandardAcl]) -> ControllerResult[list[AclCreationResult]]:
         """CreateAcls (30)."""

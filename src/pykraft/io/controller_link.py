@@ -30,12 +30,11 @@ from kafka.protocol.admin import (
 from pykraft.broker.lifecycle import BrokerLifecycle, BrokerState, RegisterBroker, SendHeartbeat
 from pykraft.broker.producer_id_manager import AllocateProducerIdsResponseData
 from pykraft.broker.replication import IsrProposal
-from pykraft.controller.cluster import MINIMUM_KRAFT_METADATA_VERSION
+from pykraft.controller.cluster import supported_broker_features
 from pykraft.core.config import NodeConfig
 from pykraft.core.errors import ErrorCode
 from pykraft.io.rpc_channel import ChannelSecurity, PeerUnavailable, RpcClient
 from pykraft.io.waiting import wait_event
-from pykraft.metadata.records import MetadataVersion
 from pykraft.protocol import messages
 from pykraft.protocol.messages import (
     AllocateProducerIdsRequest,
@@ -179,13 +178,15 @@ class ControllerLink:
             cluster_id=request.cluster_id,
             incarnation_id=request.incarnation_id,
             listeners=self._listeners(),
-            # The metadata.version levels this broker can run (Kafka's BrokerFeatures).
+            # The feature levels this broker can run (Kafka's BrokerFeatures); the controller refuses the
+            # registration when a finalized level is outside them (UNSUPPORTED_VERSION).
             features=[
                 BrokerRegistrationRequest.Feature(
-                    name=MetadataVersion.FEATURE_NAME,
-                    min_supported_version=MINIMUM_KRAFT_METADATA_VERSION,
-                    max_supported_version=MetadataVersion.LATEST_PRODUCTION,
+                    name=f.name,
+                    min_supported_version=f.min_supported_version,
+                    max_supported_version=f.max_supported_version,
                 )
+                for f in supported_broker_features()
             ],
             rack=None,
         )

@@ -31,6 +31,7 @@ from kafka.protocol.admin import (
 from pykraft.broker import (
     cluster_admin,
     configs_api,
+    features_api,
     partitions_api,
     quotas_api,
     reassignments_api,
@@ -206,6 +207,7 @@ class MetadataPlane:
     def _new_controller(self) -> QuorumController:
         controller = QuorumController(
             rng=self.rng,
+            node_id=self.config.node_id,
             default_num_partitions=self.config.num_partitions,
             default_replication_factor=self.config.default_replication_factor,
             unclean_leader_election_enable=self.config.unclean_leader_election_enable,
@@ -1140,6 +1142,16 @@ class MetadataPlane:
             )
         )
         return quotas_api.alter_client_quotas_response(request, version, results)
+
+    async def handle_update_features(self, request: Any, version: int) -> Any:
+        """UpdateFeatures (57, KIP-584/KIP-778): FeatureLevelRecords from the active controller."""
+        validate_only = version >= 1 and bool(request.validate_only)
+        updates = features_api.feature_updates(request, version)
+        try:
+            error = await self._write(self.controller.update_features(updates, validate_only))
+        except NotControllerError as exc:
+            return features_api.update_features_error(request, version, ErrorCode.NOT_CONTROLLER, str(exc))
+        return features_api.update_features_response(request, version, error)
 
     async def handle_incremental_alter_configs(self, request: Any, version: int) -> Any:
         """IncrementalAlterConfigs (44, KIP-339): ConfigRecords from the active controller."""

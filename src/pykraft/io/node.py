@@ -23,6 +23,7 @@ from pykraft.broker import (
     authorization,
     cluster_admin,
     configs_api,
+    features_api,
     handlers,
     partitions_api,
     quotas_api,
@@ -35,7 +36,6 @@ from pykraft.broker.producer_admin import handle_describe_producers
 from pykraft.broker.producer_id_manager import ProducerIdManager
 from pykraft.broker.replica_manager import ReplicaManager, topic_log_config
 from pykraft.broker.replication import IsrProposal, Transition
-from pykraft.controller.cluster import MINIMUM_KRAFT_METADATA_VERSION
 from pykraft.coordinator.offsets_records import OFFSETS_TOPIC
 from pykraft.core.config import NodeConfig
 from pykraft.core.errors import ErrorCode, KafkaError, RemoteProtocolError
@@ -66,9 +66,7 @@ from pykraft.metadata.image import (
     CONFIG_RESOURCE_TYPE_TOPIC,
     BrokerEndpoint,
     ConfigResource,
-    MetadataImage,
 )
-from pykraft.metadata.records import MetadataVersion
 from pykraft.protocol import compression, messages
 from pykraft.protocol.fetch import encode_fetch_response
 from pykraft.protocol.messages import ApiKey, RequestHeader
@@ -396,22 +394,6 @@ class Node:
             "a restart, which recovers their logs; the other log dirs keep serving",
             log_dir,
             reason,
-        )
-
-    def _feature_levels(self) -> messages.FeatureLevels:
-        """ApiVersions' features (KIP-584): the metadata.version range this node runs (as it registers
-        it) and the levels finalized in the metadata image, whose offset is their epoch (Kafka's
-        KRaftMetadataCache.features); none before the image has any."""
-        image = self.metadata.image if self.metadata is not None else MetadataImage.EMPTY
-        return messages.FeatureLevels(
-            supported={
-                MetadataVersion.FEATURE_NAME: (
-                    MINIMUM_KRAFT_METADATA_VERSION,
-                    MetadataVersion.LATEST_PRODUCTION,
-                )
-            },
-            finalized={n: level for n, level in image.features.finalized_versions.items() if level > 0},
-            epoch=image.offset,
         )
 
     def _topic_configs(self, topic: str) -> Mapping[str, str]:
@@ -886,7 +868,7 @@ class Node:
         header = messages.parse_request_header(view)
         key, version = header.api_key, header.api_version
         if key == ApiKey.API_VERSIONS:
-            return [messages.api_versions_response(header, features=self._feature_levels())]
+            return [messages.api_versions_response(header, features=self._api_versions_features())]
         if key == ApiKey.ALLOCATE_PRODUCER_IDS:
             # A controller RPC (KIP-730): a client listener refuses it rather than serve it.
             if version != 0:
@@ -1049,6 +1031,9 @@ class Node:
             session_lifetime_ms=result.session_lifetime_ms,
         )
 
+    def _api_versions_features(self) -> messages.ApiVersionsFeatures | None:
+        return None if self.metadata is None else features_api.api_versions_features(self.metadata.image)
+
     def _raw_sasl_token(self, frame: bytearray, conn: ConnectionInfo) -> Sequence[bytes]:
         """A bare SASL token after SaslHandshake v0; the answer is a bare token too. A failure closes
         the connection without an answer, as Kafka's SaslServerAuthenticator does for v0 clients."""
@@ -1075,7 +1060,11 @@ class Node:
         metadata = self.metadata
         assert metadata is not None
         if key == ApiKey.API_VERSIONS:
-            return [messages.api_versions_response(header, CONTROLLER_API_VERSIONS, self._feature_levels())]
+            return [
+                messages.api_versions_response(
+                    header, CONTROLLER_API_VERSIONS, features_api.api_versions_features(metadata.image)
+                )
+            ]
         if key in (ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE) or (
             conn.listener_name in self.listeners.sasl_authenticators and not self._authenticated(conn)
         ):
@@ -1123,6 +1112,7 @@ class Node:
             ApiKey.ALTER_PARTITION_REASSIGNMENTS: metadata.handle_alter_partition_reassignments,
             ApiKey.LIST_PARTITION_REASSIGNMENTS: metadata.handle_list_partition_reassignments,
             ApiKey.UNREGISTER_BROKER: metadata.handle_unregister_broker,
+            ApiKey.UPDATE_FEATURES: metadata.handle_update_features,
         }
         handler = handlers_by_key.get(key)
         if handler is None:
@@ -1302,7 +1292,16 @@ class Node:
                 quotas_api.alter_client_quotas_error,
             )
 
+        async def update_features(request: Any, version: int) -> Any:
+            # KafkaApis forwards UpdateFeatures to the active controller (KIP-584).
+            if link is None:
+                return await metadata.handle_update_features(request, version)
+            return await link.forward_or_refuse(
+                request, version, lambda r: [r.error_code], features_api.update_features_error
+            )
+
         return {
+            ApiKey.UPDATE_FEATURES: update_features,
             ApiKey.INCREMENTAL_ALTER_CONFIGS: to_controller(metadata.handle_incremental_alter_configs, True),
             ApiKey.ALTER_CONFIGS: to_controller(metadata.handle_alter_configs, False),
             # Client quotas (KIP-546): described from the image, altered by the active controller.
@@ -1593,6 +1592,7 @@ CONTROLLER_API_VERSIONS: dict[ApiKey, tuple[int, int]] = {
             ApiKey.ALTER_PARTITION_REASSIGNMENTS,
             ApiKey.LIST_PARTITION_REASSIGNMENTS,
             ApiKey.UNREGISTER_BROKER,
+            ApiKey.UPDATE_FEATURES,
         )
     },
 }

@@ -223,6 +223,9 @@ SUPPORTED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS: (0, 0),
     ApiKey.ALTER_SHARE_GROUP_OFFSETS: (0, 0),
     ApiKey.DELETE_SHARE_GROUP_OFFSETS: (0, 0),
+    # Finalized feature levels (KIP-584/KIP-778), forwarded to the active controller; v2 answers with the
+    # top-level error only.
+    ApiKey.UPDATE_FEATURES: (0, 2),
 }
 
 
@@ -577,28 +580,45 @@ def _api_versions_entries(table: dict[ApiKey, tuple[int, int]], only: ApiKey | N
 
 
 @dataclass(frozen=True, slots=True)
-class FeatureLevels:
-    """What ApiVersions v3+ tells of features (KIP-584, as Kafka's ApiVersionsResponse builds it): the
-    version ranges this node supports, the levels the cluster finalized, and the metadata offset those
-    come from (the finalized features epoch). The Java Admin's describeFeatures reads them."""
+class ApiVersionsFeatures:
+    """ApiVersions v3+'s tagged feature fields (KIP-584): the levels this node supports, the finalized
+    levels of its metadata image and their epoch (Kafka: the image's offset; -1 when unknown)."""
 
     supported: dict[str, tuple[int, int]]
     finalized: dict[str, int]
-    epoch: int
+    finalized_features_epoch: int
+
+
+def _feature_fields(version: int, features: ApiVersionsFeatures) -> dict[str, Any]:
+    supported_key = ApiVersionsResponse.SupportedFeatureKey
+    finalized_key = ApiVersionsResponse.FinalizedFeatureKey
+    return {
+        # v3 omits features whose minimum is 0 (old clients reject it); v4 lists them all.
+        "supported_features": [
+            supported_key(name=name, min_version=low, max_version=high)
+            for name, (low, high) in sorted(features.supported.items())
+            if version >= 4 or low > 0
+        ],
+        "finalized_features_epoch": features.finalized_features_epoch,
+        # Kafka's FinalizedFeatureKey: min and max are both the finalized level.
+        "finalized_features": [
+            finalized_key(name=name, max_version_level=level, min_version_level=level)
+            for name, level in sorted(features.finalized.items())
+        ],
+    }
 
 
 def api_versions_response(
     header: RequestHeader,
     table: dict[ApiKey, tuple[int, int]] | None = None,
-    features: FeatureLevels | None = None,
+    features: ApiVersionsFeatures | None = None,
 ) -> bytearray:
     """The full framed ApiVersions response for ``header``.
 
     For a version we support: error NONE, the :data:`SUPPORTED_VERSIONS` table, throttle 0, and from v3
-    the ``features`` given (no feature tagged fields without them; kafka-python omits default-valued
-    ones). For a version we do not support: what Kafka answers (ApiVersionsRequest.getErrorResponse):
-    UNSUPPORTED_VERSION in the v0 layout with a v0 header, listing only the ApiVersions range so the
-    client can retry at a version we accept.
+    the ``features`` (kafka-python omits default-valued tagged fields). For a version we do not support: what Kafka
+    answers (ApiVersionsRequest.getErrorResponse): UNSUPPORTED_VERSION in the v0 layout with a v0
+    header, listing only the ApiVersions range so the client can retry at a version we accept.
     """
     low, high = SUPPORTED_VERSIONS[ApiKey.API_VERSIONS]
     if low <= header.api_version <= high:
@@ -607,22 +627,8 @@ def api_versions_response(
             error_code=ErrorCode.NONE,
             api_keys=_api_versions_entries(SUPPORTED_VERSIONS if table is None else table),
             throttle_time_ms=0,
+            **(_feature_fields(header.api_version, features) if features and header.api_version >= 3 else {}),
         )
-        if features is not None and header.api_version >= 3:
-            response.supported_features = [
-                ApiVersionsResponse.SupportedFeatureKey(
-                    name=name, min_version=low_level, max_version=high_level
-                )
-                for name, (low_level, high_level) in sorted(features.supported.items())
-            ]
-            # Kafka sends each finalized level as both the min and the max (KIP-778).
-            response.finalized_features = [
-                ApiVersionsResponse.FinalizedFeatureKey(
-                    name=name, max_version_level=level, min_version_level=level
-                )
-                for name, level in sorted(features.finalized.items())
-            ]
-            response.finalized_features_epoch = features.epoch
         return encode_response(header, response)
     response = ApiVersionsResponse(
         version=0,
@@ -642,6 +648,7 @@ __all__ = [
     "AlterPartitionRequest",
     "AlterPartitionResponse",
     "ApiKey",
+    "ApiVersionsFeatures",
     "BeginQuorumEpochRequest",
     "BeginQuorumEpochResponse",
     "BrokerHeartbeatRequest",
@@ -662,7 +669,6 @@ __all__ = [
     "DescribeShareGroupOffsetsResponse",
     "EndQuorumEpochRequest",
     "EndQuorumEpochResponse",
-    "FeatureLevels",
     "FetchSnapshotRequest",
     "FetchSnapshotResponse",
     "ReadShareGroupStateRequest",
