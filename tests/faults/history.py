@@ -13,7 +13,8 @@ TopicPartition = tuple[str, int]
 @dataclass(frozen=True)
 class Send:
     """One record an idempotent (or transactional) producer sent. ``acked``: the delivery report said
-    written, at ``partition``/``offset``; otherwise the outcome is unknown (it may or may not be there).
+    written, at ``partition``/``offset`` (offset -1: written, offset unknown, as Kafka answers a retried
+    batch it already has, KIP-758's DUPLICATE_SEQUENCE_NUMBER); otherwise the outcome is unknown (it may or may not be there).
     ``seq`` orders one producer's sends; ``txn`` names the transaction that carried it, if any."""
 
     producer: str
@@ -103,7 +104,17 @@ class History:
     replicas: dict[TopicPartition, dict[int, str]] = field(default_factory=dict)
     # Topics whose latest value per key is what counts (cleaned logs), not every value.
     compacted_topics: set[str] = field(default_factory=set)
+    # Topics written with acks=1: Kafka may lose (or, without idempotence, repeat) those on a leader
+    # change, so only their replicas' agreement is judged.
+    lossy_topics: set[str] = field(default_factory=set)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
+
+    def __getstate__(self) -> dict[str, object]:  # pickled for a re-check: the lock stays behind
+        return {k: v for k, v in self.__dict__.items() if k != "_lock"}
+
+    def __setstate__(self, state: dict[str, object]) -> None:
+        self.__dict__.update(state)
+        self._lock = threading.Lock()
 
     def add(self, event: Send | Txn | OffsetCommit | OffsetObservation | Consumed | Fault) -> None:
         with self._lock:

@@ -76,7 +76,7 @@ def test_transactions_are_all_or_nothing_and_aborted_ones_invisible() -> None:
     assert _found(History(sends=list(sends), txns=list(txns), final=_log())) == {"LOST": 1}
     fatal = [Txn("T4", "tx", "unknown", 4.0, error="INVALID_TXN_STATE", fatal=True)]
     assert _found(History(sends=list(sends), txns=txns + fatal, final=_log("c1", "c2"))) == {
-        "FATAL_TXN_ERROR": 1
+        "FATAL_CLIENT_ERROR": 1
     }
 
 
