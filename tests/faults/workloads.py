@@ -84,6 +84,8 @@ class IdempotentProducer(Workload):
         self.keys = keys
         self.interval_s = 1.0 / rate_per_s
         self.acks = acks
+        self._last_offset: dict[int, int] = {}
+        self._in_unknown_batch: dict[int, bool] = {}
 
     def body(self) -> None:
         idempotent = self.acks == "all"
@@ -115,12 +117,25 @@ class IdempotentProducer(Workload):
         def on_delivery(err: KafkaError | None, message: Any) -> None:
             pending.pop(seq, None)
             if err is None:
-                self.history.add(Send(self.name, self.topic, value, seq, True, message.partition(),
-                                      -1 if message.offset() is None else message.offset(), key=key, t_ack_s=self.now()))  # fmt: skip
+                offset = self._offset(message.partition(), message.offset())
+                self.history.add(Send(self.name, self.topic, value, seq, True, message.partition(), offset,
+                                      key=key, t_ack_s=self.now()))  # fmt: skip
             else:
                 self.history.add(Send(self.name, self.topic, value, seq, False, key=key))
 
         return on_delivery
+
+    def _offset(self, partition: int, offset: int | None) -> int:
+        """The acknowledged offset, -1 when unknown. A batch the broker already had, answered (KIP-758)
+        with DUPLICATE_SEQUENCE_NUMBER and no offset, is reported by librdkafka at offsets -1, 0, 1, ...
+        (-1 plus each record's index): below this producer's last known offset in the partition."""
+        last = self._last_offset.get(partition, -1)
+        if offset is None or offset < 0 or (offset <= last and self._in_unknown_batch.get(partition, False)):
+            self._in_unknown_batch[partition] = True
+            return -1
+        self._in_unknown_batch[partition] = False
+        self._last_offset[partition] = offset
+        return offset
 
     def _error(self, err: KafkaError) -> None:
         if err.fatal():
@@ -192,7 +207,11 @@ class TransactionalProducer(Workload):
         if commit:
             self._retry(lambda: producer.commit_transaction(30))
             return "commit", "", False
-        self._retry(lambda: producer.abort_transaction(30))
+        try:
+            self._retry(lambda: producer.abort_transaction(30))
+        except KafkaException as exc:
+            error = exc.args[0]
+            return "unknown", f"abort: {error.name()}: {error.str()}", error.fatal()
         return "abort", "", False
 
     def after_error(self, producer: confluent_kafka.Producer, error: KafkaError) -> tuple[str, str, bool]:
