@@ -91,7 +91,7 @@ class IdempotentProducer(Workload):
         idempotent = self.acks == "all"
         producer = confluent_kafka.Producer(
             {
-                **self.config(),
+                **self.config("eos" if idempotent else ""),  # idempotence: epoch bumps, drains
                 "enable.idempotence": idempotent,
                 "acks": self.acks,
                 "linger.ms": 5,
