@@ -12,9 +12,11 @@ import os
 import pickle
 import re
 import shutil
+import sys
 import tempfile
 import threading
 import time
+import traceback
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -169,6 +171,7 @@ class Campaign:
     def run(self) -> CampaignResult:
         nemesis: Nemesis | None = None
         threads: list[workloads.Workload] = []
+        stuck: list[str] = []
         try:
             self.cluster.start()
             self.cluster.wait_for_leader(60)
@@ -190,8 +193,15 @@ class Campaign:
             self.cluster.wait_for_brokers(90)
             time.sleep(3.0)  # the clients' last operations finish against a healed cluster
             stop.set()
+            deadline = time.monotonic() + 90
             for thread in threads:
-                thread.join(90)
+                thread.join(max(0.0, deadline - time.monotonic()))
+            frames = sys._current_frames()  # where a client that did not stop is stuck, for the report
+            stuck = [
+                f"{t.name}: still running at\n{''.join(traceback.format_stack(frames[t.ident]))}"
+                for t in threads
+                if t.is_alive() and t.ident in frames
+            ]
             self._read_back()
             self._compare_replicas()
         finally:
@@ -204,7 +214,7 @@ class Campaign:
         with open(os.path.join(self.directory, "history.pickle"), "wb") as fh:
             pickle.dump(self.history, fh)  # python -m tests.faults --recheck DIR checks it again
         failures = [f"{t.name}: {t.failure!r}" for t in threads if t.failure is not None]
-        failures += [f"{t.name}: still running" for t in threads if t.is_alive()]
+        failures += stuck
         return CampaignResult(self.seed, self.duration_s, self.kinds, self.history, check(self.history),
                               failures, self.directory)  # fmt: skip
 
