@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install run test lint typecheck bench sim fuzz clean
+.PHONY: install run test lint typecheck bench sim fuzz faults clean
 
 $(STAMP): pyproject.toml
 	@command -v $(PYTHON) >/dev/null 2>&1 || { echo "make: $(PYTHON) not found; set PYTHON=/path/to/python3.11" >&2; exit 1; }
@@ -47,6 +47,14 @@ SECONDS ?= 900
 SEED ?= 20261125
 fuzz: $(STAMP)
 	FUZZ_REQUESTS=$(REQUESTS) FUZZ_SECONDS=$(SECONDS) FUZZ_SEED=$(SEED) $(BIN)/python -m pytest -q -s -p no:cacheprovider tests/interop/test_request_fuzz.py
+
+# A Jepsen-style fault campaign (tests/faults/): make faults SEED=7 DURATION=3600 [KINDS=kill_broker,...]
+# Prints (and appends to FAULTS_REPORT) the report; a failure names its seed, fault timeline and values.
+DURATION ?= 600
+KINDS ?=
+FAULTS_REPORT ?= bench/results/faults.md
+faults: $(STAMP)
+	$(BIN)/python -m tests.faults --seed $(SEED) --duration $(DURATION) --report $(FAULTS_REPORT) $(if $(KINDS),--kinds $(KINDS))
 
 bench: $(STAMP)
 	$(BIN)/python -m bench

@@ -1,0 +1,241 @@
+"""The fault campaign's checker: a pure function of a :class:`History` (no cluster, no clock), so it is
+unit-tested on synthetic histories (tests/faults/test_checker.py).
+
+Anomaly classes, each a list of one-line findings naming the offending values:
+
+- LOST: an acknowledged record is not in the log (or not at the offset its acknowledgment gave); a
+  committed transaction's record is missing; on a compacted topic, a key's latest acknowledged value
+  was replaced by an older one.
+- DUPLICATE: one value is in the logs more than once (values are unique by construction, so a retried
+  send or a transform that ran twice in committed transactions shows here).
+- REORDER: one producer's records to one partition are in the log out of the order it sent them.
+- ABORTED_VISIBLE: a read_committed reader sees a record of an aborted transaction.
+- TXN_ATOMICITY: a transaction is partly visible.
+- FATAL_CLIENT_ERROR: a producer was told to give up where Kafka answers an abortable or
+  retriable error (the campaign runs no zombies, so nothing here should fence a producer for good).
+- OFFSET_BACKWARDS: an OffsetFetch, from any broker, answered an offset below one acknowledged (or
+  already answered) before it was sent.
+- CONSUMER_SKIP: a group's committed offset is past a record no member of the group consumed.
+- REPLICA_DIVERGENCE: the replicas of a partition hold different bytes once the faults have healed.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+from tests.faults.history import FinalRecord, History, OffsetCommit, OffsetObservation, TopicPartition
+
+ANOMALIES = (
+    "LOST",
+    "DUPLICATE",
+    "REORDER",
+    "ABORTED_VISIBLE",
+    "TXN_ATOMICITY",
+    "FATAL_CLIENT_ERROR",
+    "OFFSET_BACKWARDS",
+    "CONSUMER_SKIP",
+    "REPLICA_DIVERGENCE",
+)
+
+
+@dataclass
+class CheckResult:
+    anomalies: dict[str, list[str]] = field(default_factory=lambda: {name: [] for name in ANOMALIES})
+    acknowledged: int = 0
+    committed_txns: int = 0
+    aborted_txns: int = 0
+    # fault kind -> the longest time (s) without any acknowledgment in a gap that overlaps such a fault
+    unavailable_s: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        return not any(self.anomalies.values())
+
+    def counts(self) -> dict[str, int]:
+        return {name: len(found) for name, found in self.anomalies.items()}
+
+
+def check(history: History) -> CheckResult:
+    result = CheckResult()
+    where = _locate({tp: r for tp, r in history.final.items() if tp[0] not in history.lossy_topics})
+    _check_duplicates(history, where, result)
+    _check_sends(history, where, result)
+    _check_transactions(history, where, result)
+    _check_offsets(history.commits, history.observations, result)
+    _check_consumers(history, result)
+    for tp, digests in sorted(history.replicas.items()):
+        if len(set(digests.values())) > 1:
+            result.anomalies["REPLICA_DIVERGENCE"].append(f"{_tp(tp)}: {digests}")
+    result.unavailable_s = availability(history)
+    return result
+
+
+def _tp(tp: TopicPartition) -> str:
+    return f"{tp[0]}-{tp[1]}"
+
+
+def _locate(final: dict[TopicPartition, list[FinalRecord]]) -> dict[str, list[tuple[TopicPartition, int]]]:
+    where: dict[str, list[tuple[TopicPartition, int]]] = defaultdict(list)
+    for tp, records in final.items():
+        for record in records:
+            where[record.value].append((tp, record.offset))
+    return where
+
+
+def _check_duplicates(
+    history: History, where: dict[str, list[tuple[TopicPartition, int]]], result: CheckResult
+) -> None:
+    for value, places in sorted(where.items()):
+        if len(places) > 1:
+            found = ", ".join(f"{_tp(tp)}@{offset}" for tp, offset in places)
+            result.anomalies["DUPLICATE"].append(f"{value!r} at {found}")
+
+
+def _check_sends(
+    history: History, where: dict[str, list[tuple[TopicPartition, int]]], result: CheckResult
+) -> None:
+    latest_by_key: dict[
+        tuple[str, str], tuple[int, int, str]
+    ] = {}  # (topic, key) -> (partition, offset, value)
+    by_stream: dict[tuple[str, str, int], list[tuple[int, str, int]]] = defaultdict(list)
+    for send in history.sends:
+        if send.acked:
+            result.acknowledged += 1
+        if send.topic in history.lossy_topics:
+            continue
+        places = where.get(send.value, [])
+        for tp, offset in places:
+            by_stream[(send.producer, tp[0], tp[1])].append((send.seq, send.value, offset))
+        if not send.acked or send.txn is not None:
+            continue  # unknown outcome, or judged with its transaction
+        if send.topic in history.compacted_topics:
+            assert send.key is not None
+            best = latest_by_key.get((send.topic, send.key))
+            if send.offset < 0:
+                continue  # written at an unknown offset: a later value of the key may have replaced it
+            if best is None or send.offset > best[1]:
+                latest_by_key[(send.topic, send.key)] = (send.partition, send.offset, send.value)
+            continue
+        at = ((send.topic, send.partition), send.offset)
+        if not places:
+            result.anomalies["LOST"].append(
+                f"{send.value!r} acknowledged at {_tp(at[0])}@{at[1]}, not in the log"
+            )
+        elif send.offset >= 0 and at not in places:
+            found = ", ".join(f"{_tp(tp)}@{offset}" for tp, offset in places)
+            result.anomalies["LOST"].append(
+                f"{send.value!r} acknowledged at {_tp(at[0])}@{at[1]}, found at {found}"
+            )
+    for (topic, key), (partition, offset, value) in sorted(latest_by_key.items()):
+        last = [r for r in history.final.get((topic, partition), []) if r.key == key]
+        if not last or last[-1].offset < offset:
+            now = f"{last[-1].value!r}@{last[-1].offset}" if last else "nothing"
+            result.anomalies["LOST"].append(
+                f"{topic} key {key!r}: latest acknowledged {value!r}@{offset}, the log keeps {now}"
+            )
+    for (producer, topic, partition), sent in sorted(by_stream.items()):
+        sent.sort()
+        for (seq_a, value_a, offset_a), (seq_b, value_b, offset_b) in zip(sent, sent[1:], strict=False):
+            if offset_b < offset_a:
+                result.anomalies["REORDER"].append(
+                    f"{producer} on {topic}-{partition}: {value_a!r} (sent #{seq_a}) at {offset_a}, "
+                    f"{value_b!r} (sent #{seq_b}) at {offset_b}"
+                )
+
+
+def _check_transactions(
+    history: History, where: dict[str, list[tuple[TopicPartition, int]]], result: CheckResult
+) -> None:
+    values_by_txn: dict[str, list[str]] = defaultdict(list)
+    for send in history.sends:
+        if send.txn is not None:
+            values_by_txn[send.txn].append(send.value)
+    for txn in history.txns:
+        values = values_by_txn.get(txn.name, [])
+        visible = [v for v in values if v in where]
+        if txn.fatal:
+            result.anomalies["FATAL_CLIENT_ERROR"].append(f"{txn.producer} {txn.name}: {txn.error}")
+        if txn.outcome == "commit":
+            result.committed_txns += 1
+            missing = [v for v in values if v not in where]
+            if missing and visible:
+                result.anomalies["TXN_ATOMICITY"].append(
+                    f"committed {txn.name}: {missing} missing, {visible} visible"
+                )
+            elif missing:
+                result.anomalies["LOST"].append(f"committed {txn.name}: none of {missing} in the log")
+        elif txn.outcome == "abort":
+            result.aborted_txns += 1
+            if visible:
+                result.anomalies["ABORTED_VISIBLE"].append(f"aborted {txn.name}: {visible} visible")
+        elif visible and len(visible) != len(values):
+            missing = [v for v in values if v not in where]
+            result.anomalies["TXN_ATOMICITY"].append(
+                f"{txn.name} ({txn.error}): {missing} missing, {visible} visible"
+            )
+
+
+def _check_offsets(
+    commits: list[OffsetCommit], observations: list[OffsetObservation], result: CheckResult
+) -> None:
+    """An observation's floor: the highest offset acknowledged, or answered, before it was sent."""
+    floors: dict[tuple[str, str, int], list[tuple[float, int, str]]] = defaultdict(list)
+    for commit in commits:
+        if commit.acked:
+            floors[(commit.group, commit.topic, commit.partition)].append(
+                (commit.t_done_s, commit.offset, "acknowledged commit")
+            )
+    for seen in observations:
+        floors[(seen.group, seen.topic, seen.partition)].append(
+            (seen.t_done_s, seen.offset, f"OffsetFetch from broker {seen.broker}")
+        )
+    for key in floors:
+        floors[key].sort()
+    for seen in sorted(observations, key=lambda o: o.t_sent_s):
+        known = floors[(seen.group, seen.topic, seen.partition)]
+        before = [f for f in known if f[0] < seen.t_sent_s]
+        if not before:
+            continue
+        t_floor, floor, source = max(before, key=lambda f: f[1])
+        if seen.offset < floor:
+            result.anomalies["OFFSET_BACKWARDS"].append(
+                f"group {seen.group} {seen.topic}-{seen.partition}: broker {seen.broker} answered {seen.offset} "
+                f"at t={seen.t_sent_s:.2f}s after {source} {floor} at t={t_floor:.2f}s"
+            )
+
+
+def _check_consumers(history: History, result: CheckResult) -> None:
+    committed: dict[tuple[str, str, int], int] = {}
+    for commit in history.commits:
+        key = (commit.group, commit.topic, commit.partition)
+        if commit.acked and commit.offset > committed.get(key, -1):
+            committed[key] = commit.offset
+    consumed: dict[tuple[str, str, int], set[int]] = defaultdict(set)
+    for record in history.consumed:
+        consumed[(record.group, record.topic, record.partition)].add(record.offset)
+    for (group, topic, partition), offset in sorted(committed.items()):
+        seen = consumed[(group, topic, partition)]
+        skipped = [
+            r for r in history.final.get((topic, partition), []) if r.offset < offset and r.offset not in seen
+        ]
+        if skipped:
+            shown = ", ".join(f"{r.value!r}@{r.offset}" for r in skipped[:5])
+            result.anomalies["CONSUMER_SKIP"].append(
+                f"group {group} committed {topic}-{partition}@{offset} but consumed none of {len(skipped)}: {shown}"
+            )
+
+
+def availability(history: History) -> dict[str, float]:
+    """Per fault kind, the longest stretch without a single acknowledgment (any workload) that overlaps
+    a fault of that kind. Reported, never asserted."""
+    acks = sorted(s.t_ack_s for s in history.sends if s.acked)
+    gaps = list(zip(acks, acks[1:], strict=False))
+    worst: dict[str, float] = {}
+    for fault in history.faults:
+        longest = 0.0
+        for start, end in gaps:
+            if end >= fault.t_start_s and start <= fault.t_end_s:
+                longest = max(longest, end - start)
+        worst[fault.kind] = max(worst.get(fault.kind, 0.0), longest)
+    return worst

@@ -1,0 +1,115 @@
+"""The fault campaign's checker on synthetic histories: a clean history has no anomaly, and each
+anomaly class is found where it was planted."""
+
+from __future__ import annotations
+
+from tests.faults.checker import check
+from tests.faults.history import (
+    Consumed,
+    Fault,
+    FinalRecord,
+    History,
+    OffsetCommit,
+    OffsetObservation,
+    Send,
+    Txn,
+)
+
+
+def _acked(value: str, seq: int, offset: int, topic: str = "t", partition: int = 0, t: float = 0.0) -> Send:
+    return Send("p", topic, value, seq, True, partition, offset, t_ack_s=t)
+
+
+def _log(*values: str, topic: str = "t", partition: int = 0) -> dict[tuple[str, int], list[FinalRecord]]:
+    return {(topic, partition): [FinalRecord(i, None, v) for i, v in enumerate(values)]}
+
+
+def _found(history: History) -> dict[str, int]:
+    return {name: count for name, count in check(history).counts().items() if count}
+
+
+def test_a_clean_history_has_no_anomaly() -> None:
+    history = History(sends=[_acked("a", 0, 0), _acked("b", 1, 1)], final=_log("a", "b"))
+    history.sends.append(Send("p", "t", "c", 2, False))  # unknown outcome, absent: fine
+    result = check(history)
+    assert result.ok and result.acknowledged == 2
+
+
+def test_lost_moved_duplicate_and_reordered_values_are_found() -> None:
+    lost = History(sends=[_acked("a", 0, 0), _acked("b", 1, 1)], final=_log("a"))
+    assert _found(lost) == {"LOST": 1}
+    moved = History(sends=[_acked("a", 0, 0)], final=_log("x", "a"))
+    assert _found(moved) == {"LOST": 1}
+    duplicate = History(sends=[_acked("a", 0, 0), Send("p", "t", "b", 1, False)], final=_log("a", "b", "b"))
+    assert _found(duplicate) == {"DUPLICATE": 1}
+    reordered = History(
+        sends=[Send("p", "t", "a", 0, False), Send("p", "t", "b", 1, False)], final=_log("b", "a")
+    )
+    assert _found(reordered) == {"REORDER": 1}
+
+
+def test_compacted_topics_keep_the_latest_acknowledged_value_per_key() -> None:
+    sends = [
+        Send("p", "c", "v1", 0, True, 0, 0, key="k"),
+        Send("p", "c", "v2", 1, True, 0, 1, key="k"),
+    ]
+    kept = History(sends=list(sends), compacted_topics={"c"}, final={("c", 0): [FinalRecord(1, "k", "v2")]})
+    assert check(kept).ok
+    rolled_back = History(sends=sends, compacted_topics={"c"}, final={("c", 0): [FinalRecord(0, "k", "v1")]})
+    assert _found(rolled_back) == {"LOST": 1}
+
+
+def test_transactions_are_all_or_nothing_and_aborted_ones_invisible() -> None:
+    sends = [Send("tx", "t", v, i, True, 0, i, txn=name) for i, (v, name) in enumerate(
+        [("c1", "T1"), ("c2", "T1"), ("a1", "T2"), ("u1", "T3"), ("u2", "T3")]
+    )]  # fmt: skip
+    txns = [Txn("T1", "tx", "commit", 1.0), Txn("T2", "tx", "abort", 2.0), Txn("T3", "tx", "unknown", 3.0)]
+    assert check(History(sends=list(sends), txns=list(txns), final=_log("c1", "c2"))).ok
+    assert check(History(sends=list(sends), txns=list(txns), final=_log("c1", "c2", "u1", "u2"))).ok
+    assert _found(History(sends=list(sends), txns=list(txns), final=_log("c1", "c2", "a1"))) == {
+        "ABORTED_VISIBLE": 1
+    }
+    assert _found(History(sends=list(sends), txns=list(txns), final=_log("c1", "c2", "u2"))) == {
+        "TXN_ATOMICITY": 1
+    }
+    assert _found(History(sends=list(sends), txns=list(txns), final=_log("c1"))) == {"TXN_ATOMICITY": 1}
+    assert _found(History(sends=list(sends), txns=list(txns), final=_log())) == {"LOST": 1}
+    fatal = [Txn("T4", "tx", "unknown", 4.0, error="INVALID_TXN_STATE", fatal=True)]
+    assert _found(History(sends=list(sends), txns=txns + fatal, final=_log("c1", "c2"))) == {
+        "FATAL_CLIENT_ERROR": 1
+    }
+
+
+def test_an_offset_fetch_below_an_acknowledged_or_answered_offset_is_backwards() -> None:
+    commits = [OffsetCommit("g", "t", 0, 5, True, 1.0, 1.1), OffsetCommit("g", "t", 0, 9, False, 2.0, 2.5)]
+    fine = [
+        OffsetObservation(101, "g", "t", 0, 5, 1.2, 1.3),
+        OffsetObservation(102, "g", "t", 0, 9, 1.4, 1.5),  # an unacknowledged commit may already show
+        OffsetObservation(101, "g", "t", 0, 5, 1.45, 1.6),  # concurrent with the answer of 9: no order
+    ]
+    assert check(History(commits=list(commits), observations=list(fine))).ok
+    stale = [OffsetObservation(103, "g", "t", 0, 3, 1.2, 1.3)]
+    assert _found(History(commits=list(commits), observations=stale)) == {"OFFSET_BACKWARDS": 1}
+    forgotten = [*fine, OffsetObservation(103, "g", "t", 0, 5, 1.7, 1.8)]
+    assert _found(History(commits=list(commits), observations=forgotten)) == {"OFFSET_BACKWARDS": 1}
+
+
+def test_a_committed_offset_past_an_unconsumed_record_is_a_skip() -> None:
+    commits = [OffsetCommit("g", "t", 0, 3, True, 1.0, 1.1)]
+    consumed = [Consumed("g", "t", 0, 0, "a"), Consumed("g", "t", 0, 2, "c")]
+    history = History(commits=commits, consumed=consumed, final=_log("a", "b", "c", "d"))
+    assert _found(history) == {"CONSUMER_SKIP": 1}
+    history.consumed.append(Consumed("g", "t", 0, 1, "b"))
+    assert check(history).ok
+
+
+def test_diverging_replicas_and_availability_per_fault() -> None:
+    history = History(
+        sends=[_acked("a", 0, 0, t=1.0), _acked("b", 1, 1, t=2.0), _acked("c", 2, 2, t=9.0)],
+        final=_log("a", "b", "c"),
+        faults=[Fault("kill", (101,), 3.0, 5.0), Fault("pause", (102,), 0.5, 1.5)],
+        replicas={("t", 0): {101: "x", 102: "x", 103: "y"}},
+    )
+    result = check(history)
+    assert result.counts()["REPLICA_DIVERGENCE"] == 1
+    assert result.unavailable_s == {"kill": 7.0, "pause": 1.0}
