@@ -29,6 +29,11 @@ class BrokerConnectionError(Exception):
     """One line for the user: what failed and where."""
 
 
+class BrokerUnreachableError(BrokerConnectionError):
+    """The TCP connection itself failed (refused, reset, timed out): worth another try, unlike a
+    failed TLS handshake or login."""
+
+
 @dataclass(frozen=True, slots=True)
 class ClientSecurity:
     """How a tool connects: Kafka's client properties (``--command-config``): ``security.protocol``,
@@ -100,7 +105,7 @@ class BrokerConnection:
         try:
             sock = socket.create_connection((host, port), timeout=timeout_s)
         except OSError as exc:
-            raise BrokerConnectionError(f"cannot connect to {host}:{port}: {exc.strerror or exc}") from None
+            raise BrokerUnreachableError(f"cannot connect to {host}:{port}: {exc.strerror or exc}") from None
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.sock: socket.socket = sock
         self.client_id = client_id
