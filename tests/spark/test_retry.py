@@ -1,7 +1,10 @@
-"""The Spark source's retry policy (issue 28), pure: which errors are retried, how long it waits, and
-when it gives up, with Spark's Kafka option names and defaults."""
+"""The Spark source's retry policy (issue 28): which errors are retried, how long it waits, and when it
+gives up, with Spark's Kafka option names and defaults (pure), and a planning run that gives up as the
+options say."""
 
 from __future__ import annotations
+
+from typing import Any
 
 import pytest
 
@@ -72,3 +75,22 @@ def test_a_non_retriable_error_fails_at_once() -> None:
 )
 def test_which_errors_are_retriable(error: KafkaClientError, retriable: bool) -> None:
     assert error.retriable is retriable
+
+
+def test_planning_against_no_broker_retries_as_the_options_say_then_names_the_cause(spark: Any) -> None:
+    from pykraft.testing import free_port
+
+    reader = (
+        spark.read.format("pykraft")
+        .option("kafka.bootstrap.servers", f"127.0.0.1:{free_port()}")
+        .option("subscribe", "nowhere")
+        .option("fetchOffset.numRetries", "2")
+        .option("fetchOffset.retryIntervalMs", "10")
+        .option("kafka.default.api.timeout.ms", "300")
+    )
+    with pytest.raises(
+        Exception, match=r"offset look-up: cannot reach broker .*Connection refused.*gave up after"
+    ):
+        reader.load().count()
+    with pytest.raises(Exception, match="option fetchOffset.numRetries: 'x' is not an integer"):
+        reader.option("fetchOffset.numRetries", "x").load().count()

@@ -1,6 +1,7 @@
 """The source, the sink and ``pykraft pipeline`` on a SASL_SSL listener with SCRAM-SHA-512 (issue 28):
 Spark's Kafka option names (``kafka.security.protocol``, ``kafka.sasl.mechanism``,
-``kafka.sasl.jaas.config``, ``kafka.ssl.truststore.location``), and the password never in Spark's plan."""
+``kafka.sasl.jaas.config``, ``kafka.ssl.truststore.location``), and the password never in Spark's plan;
+and on an SSL listener that requires client certificates, with a PEM ``kafka.ssl.keystore.location``."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from pykraft.cli import main
 from tests.interop.conftest import certs  # noqa: F401  (the fixture: a CA and the broker's keystore)
 from tests.interop.test_scram import ScramNode, _scram_node
+from tests.interop.test_tls import _confluent_tls, tls_node  # noqa: F401  (an mTLS node fixture)
 
 pytestmark = pytest.mark.slow
 
@@ -90,3 +92,22 @@ def test_a_wrong_password_fails_at_once_naming_sasl(spark: Any, node: ScramNode)
     with pytest.raises(Exception, match="SASL authentication failed") as info:
         spark.read.format("pykraft").options(**options).option("subscribe", "sec-src").load().count()
     assert "wrong" not in str(info.value)
+
+
+def test_mutual_tls_with_a_pem_keystore(spark: Any, tls_node: str, certs: Path, tmp_path: Path) -> None:  # noqa: F811
+    # Kafka's PEM keystore: alice's certificate and key in one file; the broker requires a client cert.
+    keystore = tmp_path / "alice-keystore.pem"
+    keystore.write_text((certs / "alice.pem").read_text() + (certs / "alice.key").read_text())
+    options = {
+        "kafka.bootstrap.servers": tls_node,
+        "kafka.security.protocol": "SSL",
+        "kafka.ssl.truststore.location": str(certs / "ca.pem"),
+        "kafka.ssl.keystore.type": "PEM",
+        "kafka.ssl.keystore.location": str(keystore),
+    }
+    admin = AdminClient({"bootstrap.servers": tls_node, **_confluent_tls(certs)})
+    admin.create_topics([NewTopic("mtls", 2, 1)])["mtls"].result(30)
+    rows = spark.createDataFrame([(b"m-%d" % i,) for i in range(100)], "value binary")
+    rows.write.format("pykraft").options(**options).option("topic", "mtls").mode("append").save()
+    got = spark.read.format("pykraft").options(**options).option("subscribe", "mtls").load().collect()
+    assert sorted(bytes(r.value) for r in got) == sorted(b"m-%d" % i for i in range(100))

@@ -15,13 +15,14 @@ import struct
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from pykraft.core.errors import ErrorCode
-from pykraft.io.kafka_connection import BrokerConnection as SecureConnection
-from pykraft.io.kafka_connection import BrokerConnectionError, BrokerUnreachableError, ClientSecurity
 from pykraft.spark.offsets import OptionError
 from pykraft.spark.retry import RETRIABLE_ERROR_CODES, Retrying, RetryPolicy
+
+if TYPE_CHECKING:  # imported where security is used: kafka-python's codec takes seconds to import
+    from pykraft.io.kafka_connection import ClientSecurity
 
 T = TypeVar("T")
 
@@ -162,6 +163,9 @@ class BrokerConnection:
         else:
             # TLS and SASL (PLAIN, SCRAM) exactly as pykraft's command-line tools connect; then this
             # client speaks its own requests over the authenticated socket.
+            from pykraft.io.kafka_connection import BrokerConnection as SecureConnection
+            from pykraft.io.kafka_connection import BrokerConnectionError, BrokerUnreachableError
+
             try:
                 self._sock = SecureConnection(
                     host, port, client_id=client_id, timeout_s=timeout_s, security=security
@@ -393,12 +397,12 @@ def with_retries(policy: RetryPolicy, what: str, call: Callable[[], T]) -> T:
     """``call()``, tried again on a retriable failure as ``policy`` says (``pykraft.spark.retry``);
     ``call`` must look the cluster up afresh each time (metadata refresh). The error that ends it
     names the call, the last broker error and how many attempts were made."""
-    retrying = Retrying(policy, _now_ms())
+    retrying = Retrying(policy, now_ms())
     while True:
         try:
             return call()
         except KafkaClientError as exc:
-            wait_ms = retrying.after_failure(_now_ms(), exc.retriable)
+            wait_ms = retrying.after_failure(now_ms(), exc.retriable)
             if wait_ms is None:
                 if not exc.retriable:
                     raise
@@ -406,7 +410,7 @@ def with_retries(policy: RetryPolicy, what: str, call: Callable[[], T]) -> T:
             time.sleep(wait_ms / 1000.0)
 
 
-def _now_ms() -> int:
+def now_ms() -> int:
     return int(time.monotonic() * 1000)
 
 
@@ -417,6 +421,8 @@ def client_security(options: Mapping[str, str]) -> ClientSecurity | None:
     props = {k[len("kafka.") :]: str(v) for k, v in options.items() if k.lower().startswith("kafka.")}
     if props.get("security.protocol", "PLAINTEXT").strip().upper() == "PLAINTEXT":
         return None
+    from pykraft.io.kafka_connection import BrokerConnectionError, ClientSecurity
+
     truststore_type = props.get("ssl.truststore.type", "PEM").strip().upper()
     if truststore_type != "PEM":
         raise OptionError(

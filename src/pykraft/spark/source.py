@@ -29,8 +29,9 @@ ends before the planned range still does once the retries are spent is data loss
 Security: ``kafka.security.protocol`` (PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL),
 ``kafka.sasl.mechanism`` (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512), ``kafka.sasl.jaas.config`` (or
 ``kafka.sasl.username``/``kafka.sasl.password``) and ``kafka.ssl.truststore.location`` (a PEM CA file;
-``kafka.ssl.ca.location`` too), for the source and the sink alike. Spark redacts the JAAS config in
-plans and the UI (``spark.redaction.regex`` matches its ``password=``).
+``kafka.ssl.ca.location`` too); mutual TLS with a PEM ``kafka.ssl.keystore.location`` (certificate chain
+and key in one file; ``kafka.ssl.key.password``), for the source and the sink alike. Spark's plans (and so its UI) show
+no option values of a Python data source, and the source's errors name the user, never the password.
 
 Transport: executors fetch with pykraft's own Fetch v5 client (``spark.client``), one request ahead,
 and decode the stored RecordBatch bytes straight into Arrow buffers, with no Python object per record
@@ -79,7 +80,7 @@ import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from pyspark.sql.datasource import (
     DataSource,
@@ -93,7 +94,6 @@ from pyspark.sql.datasource import (
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows, SupportsTriggerAvailableNow
 
 from pykraft.core.errors import ErrorCode
-from pykraft.io.kafka_connection import ClientSecurity
 from pykraft.protocol.records import BatchHeader, committed_batches, scan_batches
 from pykraft.spark import offsets as off
 from pykraft.spark.client import (
@@ -105,11 +105,15 @@ from pykraft.spark.client import (
     client_security,
     connect_any,
     error_name,
+    now_ms,
     parse_bootstrap,
     with_retries,
 )
 from pykraft.spark.decode import ArrowDecoder, schema_ddl
 from pykraft.spark.retry import Retrying, RetryOptionError, RetryPolicy
+
+if TYPE_CHECKING:
+    from pykraft.io.kafka_connection import ClientSecurity
 
 T = TypeVar("T")
 
@@ -359,8 +363,8 @@ def read_partition(part: OffsetRangePartition, schema: Any) -> Any:
             break
         except KafkaClientError as exc:
             if retrying is None or retrying_at != cursor.offset:
-                retrying, retrying_at = Retrying(settings.retry, _now_ms()), cursor.offset
-            wait_ms = retrying.after_failure(_now_ms(), exc.retriable)
+                retrying, retrying_at = Retrying(settings.retry, now_ms()), cursor.offset
+            wait_ms = retrying.after_failure(now_ms(), exc.retriable)
             if wait_ms is None:
                 if isinstance(exc, _LogEndsEarly):
                     if settings.fail_on_data_loss:
@@ -376,10 +380,6 @@ def read_partition(part: OffsetRangePartition, schema: Any) -> Any:
             time.sleep(wait_ms / 1000.0)
             leader = _current_leader(part)
     yield from decoder.finish()
-
-
-def _now_ms() -> int:
-    return int(time.monotonic() * 1000)
 
 
 def _current_leader(part: OffsetRangePartition) -> tuple[str, int] | None:
@@ -688,7 +688,14 @@ class SinkCommit(WriterCommitMessage):
 
 # Java-client properties a Spark user passes as kafka.* that librdkafka names otherwise or lacks.
 _JAVA_ONLY_PROPERTIES = frozenset(
-    {"sasl.jaas.config", "ssl.truststore.location", "ssl.truststore.type", "default.api.timeout.ms"}
+    {
+        "sasl.jaas.config",
+        "ssl.truststore.location",
+        "ssl.truststore.type",
+        "ssl.keystore.location",  # librdkafka's is PKCS#12; Kafka's PEM keystore is cert and key
+        "ssl.keystore.type",
+        "default.api.timeout.ms",
+    }
 )
 # Consumer-side options of this source that mean nothing to a producer.
 _READ_ONLY_PROPERTIES = frozenset({"isolation.level"})
@@ -696,8 +703,9 @@ _READ_ONLY_PROPERTIES = frozenset({"isolation.level"})
 
 def _client_config(options: dict[str, str]) -> dict[str, Any]:
     """bootstrap.servers and the security settings of the ``kafka.*`` options, as librdkafka takes them:
-    ``kafka.sasl.jaas.config``'s user and password become sasl.username/sasl.password and a PEM
-    ``kafka.ssl.truststore.location`` becomes ssl.ca.location (issue 28)."""
+    ``kafka.sasl.jaas.config``'s user and password become sasl.username/sasl.password, a PEM
+    ``kafka.ssl.truststore.location`` becomes ssl.ca.location and a PEM ``kafka.ssl.keystore.location``
+    ssl.certificate.location and ssl.key.location (issue 28)."""
     servers = options.get("kafka.bootstrap.servers")
     if not servers:
         raise off.OptionError("option kafka.bootstrap.servers is required")
@@ -711,6 +719,11 @@ def _client_config(options: dict[str, str]) -> dict[str, Any]:
             config["sasl.password"] = security.password
         if security.ca_location:
             config["ssl.ca.location"] = security.ca_location
+        if security.certificate_location:  # mutual TLS
+            config["ssl.certificate.location"] = security.certificate_location
+            config["ssl.key.location"] = security.key_location
+        if security.key_password:
+            config["ssl.key.password"] = security.key_password
     for key, value in options.items():
         name = key[len("kafka.") :]
         if key.startswith("kafka.") and name.startswith("ssl.") and name not in _JAVA_ONLY_PROPERTIES:
