@@ -29,17 +29,27 @@ class BrokerConnectionError(Exception):
     """One line for the user: what failed and where."""
 
 
+class BrokerUnreachableError(BrokerConnectionError):
+    """The TCP connection itself failed (refused, reset, timed out): worth another try, unlike a
+    failed TLS handshake or login."""
+
+
 @dataclass(frozen=True, slots=True)
 class ClientSecurity:
     """How a tool connects: Kafka's client properties (``--command-config``): ``security.protocol``,
     ``sasl.mechanism``, the user from ``sasl.jaas.config`` (or librdkafka's ``sasl.username`` /
-    ``sasl.password``), and ``ssl.truststore.location`` / ``ssl.ca.location`` (PEM)."""
+    ``sasl.password``), and ``ssl.truststore.location`` / ``ssl.ca.location`` (PEM). Mutual TLS: Kafka's
+    PEM keystore ``ssl.keystore.location`` (the certificate chain and the key in one file) or librdkafka's
+    ``ssl.certificate.location`` and ``ssl.key.location``, with ``ssl.key.password`` for an encrypted key."""
 
     security_protocol: str = "PLAINTEXT"
     sasl_mechanism: str = "PLAIN"
     username: str | None = None
     password: str | None = None
     ca_location: str | None = None
+    certificate_location: str | None = None
+    key_location: str | None = None
+    key_password: str | None = None
 
     def __repr__(self) -> str:
         return (
@@ -71,12 +81,21 @@ class ClientSecurity:
             username, password = options.get("username"), options.get("password")
         if protocol.startswith("SASL_") and (not username or password is None):
             raise BrokerConnectionError(f"{source}: SASL needs a username and password (sasl.jaas.config)")
+        keystore_type = props.get("ssl.keystore.type", "PEM").strip().upper()
+        keystore = props.get("ssl.keystore.location")
+        if keystore is not None and keystore_type != "PEM":
+            raise BrokerConnectionError(
+                f"{source}: ssl.keystore.type {keystore_type} is not supported (PEM is)"
+            )
         return cls(
             protocol,
             props.get("sasl.mechanism", "PLAIN").strip().upper(),
             username,
             password,
             props.get("ssl.truststore.location") or props.get("ssl.ca.location"),
+            keystore or props.get("ssl.certificate.location"),
+            keystore or props.get("ssl.key.location"),
+            props.get("ssl.key.password"),
         )
 
 
@@ -100,7 +119,7 @@ class BrokerConnection:
         try:
             sock = socket.create_connection((host, port), timeout=timeout_s)
         except OSError as exc:
-            raise BrokerConnectionError(f"cannot connect to {host}:{port}: {exc.strerror or exc}") from None
+            raise BrokerUnreachableError(f"cannot connect to {host}:{port}: {exc.strerror or exc}") from None
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.sock: socket.socket = sock
         self.client_id = client_id
@@ -108,6 +127,10 @@ class BrokerConnection:
         if security is not None and security.security_protocol in ("SSL", "SASL_SSL"):
             context = ssl.create_default_context(cafile=security.ca_location)
             try:
+                if security.certificate_location:
+                    context.load_cert_chain(
+                        security.certificate_location, security.key_location, security.key_password
+                    )
                 self.sock = context.wrap_socket(sock, server_hostname=host)
             except (OSError, ssl.SSLError) as exc:
                 sock.close()

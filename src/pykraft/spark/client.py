@@ -12,9 +12,19 @@ from __future__ import annotations
 
 import socket
 import struct
+import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, TypeVar
 
 from pykraft.core.errors import ErrorCode
+from pykraft.spark.offsets import OptionError
+from pykraft.spark.retry import RETRIABLE_ERROR_CODES, Retrying, RetryPolicy
+
+if TYPE_CHECKING:  # imported where security is used: kafka-python's codec takes seconds to import
+    from pykraft.io.kafka_connection import ClientSecurity
+
+T = TypeVar("T")
 
 _API_FETCH = 1
 _API_LIST_OFFSETS = 2
@@ -35,11 +45,15 @@ DEFAULT_TIMEOUT_S = 30.0
 
 
 class KafkaClientError(RuntimeError):
-    """A broker answered with an error code, or could not be reached; the message names both."""
+    """A broker answered with an error code, or could not be reached; the message names both.
 
-    def __init__(self, message: str, error_code: int | None = None) -> None:
+    ``retriable``: another try may succeed (a refused, reset or timed-out connection, or one of
+    Kafka's retriable error codes); ``pykraft.spark.retry`` decides whether and when."""
+
+    def __init__(self, message: str, error_code: int | None = None, *, transport: bool = False) -> None:
         super().__init__(message)
         self.error_code = error_code
+        self.retriable = transport or (error_code is not None and error_code in RETRIABLE_ERROR_CODES)
 
 
 def error_name(code: int) -> str:
@@ -131,15 +145,36 @@ class BrokerConnection:
     """One blocking connection to one broker; not thread-safe (one per task)."""
 
     def __init__(
-        self, host: str, port: int, *, timeout_s: float = DEFAULT_TIMEOUT_S, client_id: str = "pykraft-spark"
+        self,
+        host: str,
+        port: int,
+        *,
+        timeout_s: float = DEFAULT_TIMEOUT_S,
+        client_id: str = "pykraft-spark",
+        security: ClientSecurity | None = None,
     ) -> None:
         self.address = (host, port)
-        try:
-            self._sock = socket.create_connection((host, port), timeout=timeout_s)
-        except OSError as exc:
-            raise KafkaClientError(f"cannot reach broker {host}:{port}: {exc}") from None
+        if security is None or security.security_protocol == "PLAINTEXT":
+            try:
+                self._sock = socket.create_connection((host, port), timeout=timeout_s)
+            except OSError as exc:
+                raise KafkaClientError(f"cannot reach broker {host}:{port}: {exc}", transport=True) from None
+            self._sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        else:
+            # TLS and SASL (PLAIN, SCRAM) exactly as pykraft's command-line tools connect; then this
+            # client speaks its own requests over the authenticated socket.
+            from pykraft.io.kafka_connection import BrokerConnection as SecureConnection
+            from pykraft.io.kafka_connection import BrokerConnectionError, BrokerUnreachableError
+
+            try:
+                self._sock = SecureConnection(
+                    host, port, client_id=client_id, timeout_s=timeout_s, security=security
+                ).sock
+            except BrokerUnreachableError as exc:
+                raise KafkaClientError(f"cannot reach broker {host}:{port}: {exc}", transport=True) from None
+            except BrokerConnectionError as exc:
+                raise KafkaClientError(f"broker {host}:{port}: {exc}") from None
         self._sock.settimeout(timeout_s)
-        self._sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self._client_id = _string(client_id)
         self._buffer = bytearray(64 * 1024)
         self._correlation = 0
@@ -166,7 +201,9 @@ class BrokerConnection:
         while got < n:
             k = self._sock.recv_into(view[got:], n - got)
             if k == 0:
-                raise KafkaClientError(f"broker {self.address[0]}:{self.address[1]} closed the connection")
+                raise KafkaClientError(
+                    f"broker {self.address[0]}:{self.address[1]} closed the connection", transport=True
+                )
             got += k
         return view
 
@@ -181,7 +218,9 @@ class BrokerConnection:
         try:
             self._sock.sendall(_INT32.pack(len(frame)) + frame)
         except OSError as exc:
-            raise KafkaClientError(f"broker {self.address[0]}:{self.address[1]}: {exc}") from None
+            raise KafkaClientError(
+                f"broker {self.address[0]}:{self.address[1]}: {exc}", transport=True
+            ) from None
         return self._correlation
 
     def receive(self, correlation: int, api_key: int) -> _Reader:
@@ -192,10 +231,13 @@ class BrokerConnection:
             data = self._recv_exactly(size)
         except TimeoutError:
             raise KafkaClientError(
-                f"broker {self.address[0]}:{self.address[1]} did not answer api key {api_key} in time"
+                f"broker {self.address[0]}:{self.address[1]} did not answer api key {api_key} in time",
+                transport=True,
             ) from None
         except OSError as exc:
-            raise KafkaClientError(f"broker {self.address[0]}:{self.address[1]}: {exc}") from None
+            raise KafkaClientError(
+                f"broker {self.address[0]}:{self.address[1]}: {exc}", transport=True
+            ) from None
         reader = _Reader(data)
         answered = reader.int32()
         if answered != correlation:
@@ -346,3 +388,63 @@ class BrokerConnection:
                         error, high_watermark, log_start, records, aborted if isolation_level else None
                     )
         raise KafkaClientError(f"Fetch {topic}-{partition}: the response does not name the partition")
+
+
+# --- retries and security: what the source and the sink share ------------------------------------------
+
+
+def with_retries(policy: RetryPolicy, what: str, call: Callable[[], T]) -> T:
+    """``call()``, tried again on a retriable failure as ``policy`` says (``pykraft.spark.retry``);
+    ``call`` must look the cluster up afresh each time (metadata refresh). The error that ends it
+    names the call, the last broker error and how many attempts were made."""
+    retrying = Retrying(policy, now_ms())
+    while True:
+        try:
+            return call()
+        except KafkaClientError as exc:
+            wait_ms = retrying.after_failure(now_ms(), exc.retriable)
+            if wait_ms is None:
+                if not exc.retriable:
+                    raise
+                raise KafkaClientError(f"{what}: {exc} ({retrying.describe()})", exc.error_code) from None
+            time.sleep(wait_ms / 1000.0)
+
+
+def now_ms() -> int:
+    return int(time.monotonic() * 1000)
+
+
+def client_security(options: Mapping[str, str]) -> ClientSecurity | None:
+    """Spark's ``kafka.``-prefixed client options (``kafka.security.protocol``, ``kafka.sasl.mechanism``,
+    ``kafka.sasl.jaas.config``, ``kafka.ssl.truststore.location`` or ``kafka.ssl.ca.location`` for a PEM
+    CA file) as pykraft's client security; None for PLAINTEXT."""
+    props = {k[len("kafka.") :]: str(v) for k, v in options.items() if k.lower().startswith("kafka.")}
+    if props.get("security.protocol", "PLAINTEXT").strip().upper() == "PLAINTEXT":
+        return None
+    from pykraft.io.kafka_connection import BrokerConnectionError, ClientSecurity
+
+    truststore_type = props.get("ssl.truststore.type", "PEM").strip().upper()
+    if truststore_type != "PEM":
+        raise OptionError(
+            f"option kafka.ssl.truststore.type: {truststore_type} is not supported; give a PEM file "
+            "(kafka.ssl.truststore.location or kafka.ssl.ca.location)"
+        )
+    try:
+        return ClientSecurity.from_properties(props, "options kafka.*")
+    except BrokerConnectionError as exc:
+        raise OptionError(str(exc)) from None
+
+
+def connect_any(
+    addresses: list[tuple[str, int]], timeout_s: float, security: ClientSecurity | None
+) -> BrokerConnection:
+    """A connection to the first of ``addresses`` that answers; the error names every one tried."""
+    errors: list[KafkaClientError] = []
+    for host, port in addresses:
+        try:
+            return BrokerConnection(host, port, timeout_s=timeout_s, security=security)
+        except KafkaClientError as exc:
+            errors.append(exc)
+    raise KafkaClientError(
+        "; ".join(str(e) for e in errors), transport=all(e.retriable for e in errors) and bool(errors)
+    )

@@ -38,6 +38,10 @@ def add_subcommands(sub: Any) -> None:
     source.add_argument("--bootstrap-server", help="HOST:PORT of a running broker")
     source.add_argument("--data-dir", help="a broker's log.dirs, read from its segment files")
     eos.add_argument("--topic", required=True)
+    eos.add_argument(
+        "--command-config",
+        help="Kafka client properties (security.protocol, sasl.*, ssl.*), as the other tools take them",
+    )
     eos.add_argument("--expected", help="file with one expected record value per line (finds lost records)")
     eos.add_argument(
         "--isolation-level",
@@ -55,6 +59,10 @@ def add_subcommands(sub: Any) -> None:
     )
     demo.add_argument("--bootstrap-server", required=True, help="HOST:PORT of a running broker")
     demo.add_argument("--rows", type=int, default=2000)
+    demo.add_argument(
+        "--command-config",
+        help="Kafka client properties (security.protocol, sasl.*, ssl.*), as the other tools take them",
+    )
     common(demo, "eos-demo-out")
     demo.set_defaults(func=_eos_demo)
 
@@ -93,6 +101,26 @@ class _Session:
     def __exit__(self, *exc: object) -> None:
         if self.owned and self.spark is not None:
             self.spark.stop()
+
+
+def _client_options(args: argparse.Namespace) -> dict[str, str] | None:
+    """The ``--command-config`` properties as ``kafka.*`` options; None (after one line on stderr)
+    when the file cannot be read."""
+    from pykraft.core.config import ConfigError, parse_properties
+    from pykraft.spark.pipelines import client_options_of
+
+    if args.command_config is None:
+        return {}
+    try:
+        with open(args.command_config, encoding="utf-8") as fh:
+            return client_options_of(parse_properties(fh.read()))
+    except OSError as exc:
+        print(
+            f"pykraft: --command-config: cannot read {args.command_config}: {exc.strerror}", file=sys.stderr
+        )
+    except ConfigError as exc:
+        print(f"pykraft: --command-config: {exc}", file=sys.stderr)
+    return None
 
 
 def _report(title: str, result: Any) -> int:
@@ -134,6 +162,9 @@ def _eos_verify(args: argparse.Namespace) -> int:
     if args.expected is not None and not os.path.isfile(args.expected):
         print(f"pykraft: --expected: {args.expected} is not a file", file=sys.stderr)
         return 2
+    client_options = _client_options(args)
+    if client_options is None:
+        return 2
     with _Session(args, "pykraft-eos-verify") as spark:
         df = load_topic(
             spark,
@@ -141,8 +172,11 @@ def _eos_verify(args: argparse.Namespace) -> int:
             bootstrap=args.bootstrap_server,
             data_dir=args.data_dir,
             isolation_level=args.isolation_level,
+            client_options=client_options,
         )
-        result = run_eos_verify(spark, df, args.expected, args.out)
+        result = run_eos_verify(
+            spark, df, args.expected, args.out, read_committed=args.isolation_level == "read_committed"
+        )
     return _report(f"exactly-once check of topic {args.topic} per partition and producer", result)
 
 
@@ -152,10 +186,13 @@ def _eos_demo(args: argparse.Namespace) -> int:
     if args.rows < 1:
         print("pykraft: --rows: must be at least 1", file=sys.stderr)
         return 2
+    client_options = _client_options(args)
+    if client_options is None:
+        return 2
     # Tasks must be retried: local mode retries only with local[N,F].
     args.master = args.master or "local[2,2]"
     with _Session(args, "pykraft-eos-demo") as spark:
-        table, ok = run_eos_demo(spark, args.bootstrap_server, args.rows, args.out)
+        table, ok = run_eos_demo(spark, args.bootstrap_server, args.rows, args.out, client_options)
     print("the Spark sink with every task's first attempt failing after its records were committed")
     print(format_table(table))
     print(

@@ -14,9 +14,24 @@ timestampType, and headers with ``includeHeaders``), plus producerId, producerEp
 ``includeProducerInfo``. Other options: ``endingOffsets`` (batch), ``maxOffsetsPerTrigger``
 (streaming admission control through ``latestOffset(start, limit)``), ``failOnDataLoss`` (default
 true), ``minPartitions``, ``maxRecordsPerPartition`` (default 1,000,000: larger offset ranges are
-split), ``fetchMaxBytes`` (default 1 MiB), ``requestTimeoutMs`` (default 30000), and ``path``: a
-broker data dir (``log.dirs``) read directly from its segment files, one Spark task per segment
-(batch only; the node may be stopped).
+split), ``fetchMaxBytes`` (default 1 MiB), and ``path``: a broker data dir (``log.dirs``) read
+directly from its segment files, one Spark task per segment (batch only; the node may be stopped).
+
+Failover (``pykraft.spark.retry``, as Spark's Kafka source): every Metadata, ListOffsets and Fetch call
+is retried on a retriable error (leader moved or not available, connection refused/reset/timed out,
+FENCED/UNKNOWN_LEADER_EPOCH) after fresh metadata, backing off from ``kafka.retry.backoff.ms`` (100) to
+``kafka.retry.backoff.max.ms`` (1000); the driver's offset look-ups for ``kafka.default.api.timeout.ms``
+(60000) and then ``fetchOffset.numRetries`` (3) more times ``fetchOffset.retryIntervalMs`` (1000)
+apart, a task's fetches while ``kafkaConsumer.pollTimeoutMs`` (120000) passes without progress. Each
+request waits ``kafka.request.timeout.ms`` (30000; ``requestTimeoutMs`` is the older name). A log that
+ends before the planned range still does once the retries are spent is data loss: ``failOnDataLoss``.
+
+Security: ``kafka.security.protocol`` (PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL),
+``kafka.sasl.mechanism`` (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512), ``kafka.sasl.jaas.config`` (or
+``kafka.sasl.username``/``kafka.sasl.password``) and ``kafka.ssl.truststore.location`` (a PEM CA file;
+``kafka.ssl.ca.location`` too); mutual TLS with a PEM ``kafka.ssl.keystore.location`` (certificate chain
+and key in one file; ``kafka.ssl.key.password``), for the source and the sink alike. Spark's plans (and so its UI) show
+no option values of a Python data source, and the source's errors name the user, never the password.
 
 Transport: executors fetch with pykraft's own Fetch v5 client (``spark.client``), one request ahead,
 and decode the stored RecordBatch bytes straight into Arrow buffers, with no Python object per record
@@ -62,8 +77,10 @@ every task fail after its records are committed (``pykraft pipeline eos-demo`` a
 from __future__ import annotations
 
 import os
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from pyspark.sql.datasource import (
     DataSource,
@@ -85,10 +102,20 @@ from pykraft.spark.client import (
     BrokerConnection,
     KafkaClientError,
     PartitionMetadata,
+    client_security,
+    connect_any,
     error_name,
+    now_ms,
     parse_bootstrap,
+    with_retries,
 )
 from pykraft.spark.decode import ArrowDecoder, schema_ddl
+from pykraft.spark.retry import Retrying, RetryOptionError, RetryPolicy
+
+if TYPE_CHECKING:
+    from pykraft.io.kafka_connection import ClientSecurity
+
+T = TypeVar("T")
 
 SOURCE_NAME = "pykraft"
 # Small fetches stay in the CPU cache on both ends: the broker's copy and the decoder's walk read
@@ -96,7 +123,6 @@ SOURCE_NAME = "pykraft"
 # 0.43 s at 32 MiB. The decoder still hands Spark batches of 8192 rows.
 DEFAULT_FETCH_MAX_BYTES = 1024 * 1024
 DEFAULT_MAX_RECORDS_PER_PARTITION = 1_000_000
-DEFAULT_REQUEST_TIMEOUT_MS = 30_000
 # Path mode checks and decodes a segment about this many bytes at a time, so the bytes the CRC check
 # reads are still in the CPU cache when the decoder walks and copies them.
 SEGMENT_WINDOW_BYTES = 1024 * 1024
@@ -114,9 +140,17 @@ class ReadSettings:
     include_producer: bool
     fail_on_data_loss: bool
     fetch_max_bytes: int
-    timeout_s: float
+    # A task's retries (executor policy: kafkaConsumer.pollTimeoutMs without progress).
+    retry: RetryPolicy
+    # Where a task looks up a partition's new leader after a failover.
+    bootstrap: tuple[tuple[str, int], ...] = ()
+    security: ClientSecurity | None = None
     # 0 read_uncommitted (default, as Spark's Kafka source), 1 read_committed (kafka.isolation.level).
     isolation_level: int = 0
+
+    @property
+    def timeout_s(self) -> float:
+        return self.retry.request_timeout_ms / 1000.0
 
 
 def parse_isolation_level(options: Any) -> int:
@@ -128,16 +162,25 @@ def parse_isolation_level(options: Any) -> int:
     return 1 if raw == "read_committed" else 0
 
 
+def retry_policy(options: Any, *, executor: bool = False) -> RetryPolicy:
+    try:
+        return RetryPolicy.from_options(options, executor=executor)
+    except RetryOptionError as exc:
+        raise off.OptionError(str(exc)) from None
+
+
 def _read_settings(options: Any) -> ReadSettings:
-    timeout_ms = off.parse_int(options, "requestTimeoutMs", DEFAULT_REQUEST_TIMEOUT_MS, minimum=1)
     fetch_max = off.parse_int(options, "fetchMaxBytes", DEFAULT_FETCH_MAX_BYTES, minimum=1024)
-    assert timeout_ms is not None and fetch_max is not None
+    assert fetch_max is not None
+    servers = options.get("kafka.bootstrap.servers")
     return ReadSettings(
         include_headers=off.parse_bool(options, "includeHeaders", False),
         include_producer=off.parse_bool(options, "includeProducerInfo", False),
         fail_on_data_loss=off.parse_bool(options, "failOnDataLoss", True),
         fetch_max_bytes=fetch_max,
-        timeout_s=timeout_ms / 1000.0,
+        retry=retry_policy(options, executor=True),
+        bootstrap=tuple(parse_bootstrap(str(servers))) if servers else (),
+        security=client_security(options),
         isolation_level=parse_isolation_level(options),
     )
 
@@ -169,7 +212,9 @@ class OffsetRangePartition(InputPartition):
 
 
 class BrokerView:
-    """Partitions, leaders and offsets for a subscription, from the first reachable bootstrap server."""
+    """Partitions, leaders and offsets for a subscription, from the first reachable bootstrap server.
+    Every look-up is retried through a failover as Spark's Kafka source does (``pykraft.spark.retry``):
+    each try asks for fresh metadata, so it reaches the partitions' new leaders."""
 
     def __init__(self, options: Any) -> None:
         servers = options.get("kafka.bootstrap.servers")
@@ -177,19 +222,24 @@ class BrokerView:
             raise off.OptionError("option kafka.bootstrap.servers is required (or path for a data dir)")
         self.bootstrap = parse_bootstrap(str(servers))
         self.subscription = off.parse_subscription(options)
-        timeout_ms = off.parse_int(options, "requestTimeoutMs", DEFAULT_REQUEST_TIMEOUT_MS, minimum=1)
-        assert timeout_ms is not None
-        self.timeout_s = timeout_ms / 1000.0
+        self.retry = retry_policy(options)
+        self.security = client_security(options)
         self.isolation_level = parse_isolation_level(options)
 
+    def snapshot(self) -> tuple[dict[off.TopicPartition, PartitionMetadata], off.Offsets, off.Offsets]:
+        """(partitions with their leaders, log start offsets, log end offsets), retried as one look-up."""
+
+        def look_up() -> tuple[dict[off.TopicPartition, PartitionMetadata], off.Offsets, off.Offsets]:
+            parts = self.partitions()
+            earliest, latest = self.offsets(parts)
+            return parts, earliest, latest
+
+        return with_retries(self.retry, "offset look-up", look_up)
+
     def _connect(self, address: tuple[str, int] | None = None) -> BrokerConnection:
-        errors = []
-        for host, port in [address] if address else self.bootstrap:
-            try:
-                return BrokerConnection(host, port, timeout_s=self.timeout_s)
-            except KafkaClientError as exc:
-                errors.append(str(exc))
-        raise KafkaClientError("; ".join(errors))
+        return connect_any(
+            [address] if address else self.bootstrap, self.retry.request_timeout_ms / 1000.0, self.security
+        )
 
     def partitions(self) -> dict[off.TopicPartition, PartitionMetadata]:
         with self._connect() as conn:
@@ -221,7 +271,10 @@ class BrokerView:
         by_leader: dict[tuple[str, int] | None, dict[str, list[int]]] = {}
         for (topic, p), meta in parts.items():
             if meta.leader is None:
-                raise KafkaClientError(f"partition {topic}-{p}: broker answered LEADER_NOT_AVAILABLE", 5)
+                raise KafkaClientError(
+                    f"partition {topic}-{p}: broker answered LEADER_NOT_AVAILABLE",
+                    ErrorCode.LEADER_NOT_AVAILABLE,
+                )
             by_leader.setdefault(meta.leader, {}).setdefault(topic, []).append(p)
         for leader, topics in by_leader.items():
             with self._connect(leader) as conn:
@@ -261,6 +314,23 @@ def _arrow_schema(schema: Any) -> Any:
     return to_arrow_schema(schema, timezone="UTC")
 
 
+class _LogEndsEarly(KafkaClientError):
+    """The partition's log ends before the planned range does: a new leader whose high watermark has
+    not caught up yet (retried), or a truncated log (once the retries are spent: failOnDataLoss)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, transport=True)
+
+
+class _Cursor:
+    """The next offset a task has still to read; it moves only once records before it were handed on."""
+
+    __slots__ = ("offset",)
+
+    def __init__(self, offset: int) -> None:
+        self.offset = offset
+
+
 def read_partition(part: OffsetRangePartition, schema: Any) -> Any:
     settings = part.settings
     decoder = ArrowDecoder(
@@ -273,72 +343,122 @@ def read_partition(part: OffsetRangePartition, schema: Any) -> Any:
     if part.segment_file is not None:
         yield from _read_segment(part, decoder)
         return
-    assert part.leader is not None
     if part.start >= part.end:
         return
-    offset = part.start
-    with BrokerConnection(*part.leader, timeout_s=settings.timeout_s) as conn:
-
-        def send_fetch(at: int) -> int:
-            return conn.send_fetch(
-                part.topic,
-                part.partition,
-                at,
-                max_bytes=settings.fetch_max_bytes,
-                isolation_level=settings.isolation_level,
-            )
-
-        pending = send_fetch(offset)
-        while True:
-            fetched = conn.receive_fetch(
-                pending, part.topic, part.partition, isolation_level=settings.isolation_level
-            )
-            if fetched.error_code == ErrorCode.OFFSET_OUT_OF_RANGE:
-                if settings.fail_on_data_loss:
-                    raise PykraftDataLossError(
-                        f"partition {part.topic}-{part.partition}: fetch at offset {offset} answered "
-                        "OFFSET_OUT_OF_RANGE (records deleted since the batch was planned); "
-                        "set failOnDataLoss=false to skip them"
-                    )
-                log_start = conn.list_offsets(part.topic, [part.partition], EARLIEST_TIMESTAMP)[
-                    part.partition
-                ]
-                if log_start <= offset:  # the end moved back (truncation): nothing more to read
-                    break
-                offset = log_start
-                pending = send_fetch(offset)
-                continue
-            if fetched.error_code:
+    cursor = _Cursor(part.start)
+    leader = part.leader
+    # Failover (issue 28): a retriable failure (the leader died or moved, a connection was reset or
+    # timed out) looks the leader up again and resumes at the cursor, as Kafka's consumer follows a
+    # leader change inside Spark's poll; kafkaConsumer.pollTimeoutMs without progress fails the task.
+    retrying: Retrying | None = None
+    retrying_at = -1
+    while True:
+        try:
+            if leader is None:
                 raise KafkaClientError(
-                    f"fetch {part.topic}-{part.partition} at offset {offset}: broker answered "
-                    f"{error_name(fetched.error_code)}",
-                    fetched.error_code,
+                    f"partition {part.topic}-{part.partition}: no leader", ErrorCode.LEADER_NOT_AVAILABLE
                 )
-            batches, next_offset = _batches_up_to(fetched.records, offset, part.end)
-            if next_offset <= offset:
-                if fetched.high_watermark <= offset:
+            with BrokerConnection(*leader, timeout_s=settings.timeout_s, security=settings.security) as conn:
+                yield from _fetch_range(conn, part, cursor, decoder)
+            break
+        except KafkaClientError as exc:
+            if retrying is None or retrying_at != cursor.offset:
+                retrying, retrying_at = Retrying(settings.retry, now_ms()), cursor.offset
+            wait_ms = retrying.after_failure(now_ms(), exc.retriable)
+            if wait_ms is None:
+                if isinstance(exc, _LogEndsEarly):
                     if settings.fail_on_data_loss:
-                        raise PykraftDataLossError(
-                            f"partition {part.topic}-{part.partition}: the log ends at "
-                            f"{fetched.high_watermark} but the batch was planned up to {part.end} "
-                            "(log truncated); set failOnDataLoss=false to accept it"
-                        )
+                        raise PykraftDataLossError(f"{exc}; set failOnDataLoss=false to accept it") from None
                     break
+                if not exc.retriable:
+                    raise
                 raise KafkaClientError(
-                    f"fetch {part.topic}-{part.partition} at offset {offset}: no complete record batch "
-                    f"(CORRUPT_MESSAGE, or a batch larger than fetchMaxBytes={settings.fetch_max_bytes})"
-                )
-            if next_offset < part.end:
-                # One fetch ahead: the broker serves it while these records are decoded and shipped.
-                pending = send_fetch(next_offset)
-            if fetched.aborted_transactions is not None:
-                # read_committed: whole batches of aborted transactions (and markers) are dropped.
-                batches = committed_batches(fetched.records, batches, fetched.aborted_transactions)
-            yield from decoder.decode(fetched.records, batches, offset, part.end)
-            if next_offset >= part.end:
-                break
-            offset = next_offset
+                    f"fetch {part.topic}-{part.partition} at offset {cursor.offset}: {exc} "
+                    f"({retrying.describe()})",
+                    exc.error_code,
+                ) from None
+            time.sleep(wait_ms / 1000.0)
+            leader = _current_leader(part)
     yield from decoder.finish()
+
+
+def _current_leader(part: OffsetRangePartition) -> tuple[str, int] | None:
+    """The partition's leader by fresh metadata from a bootstrap server; None while there is none or
+    no server answers (the next try fails retriably and asks again)."""
+    settings = part.settings
+    try:
+        with connect_any(list(settings.bootstrap), settings.timeout_s, settings.security) as conn:
+            topics, _errors = conn.metadata([part.topic])
+    except KafkaClientError:
+        return None
+    for meta in topics.get(part.topic, []):
+        if meta.partition == part.partition:
+            return meta.leader
+    return None
+
+
+def _fetch_range(
+    conn: BrokerConnection, part: OffsetRangePartition, cursor: _Cursor, decoder: ArrowDecoder
+) -> Any:
+    """Fetch and decode from ``cursor.offset`` to the end of the range over one connection, one
+    request ahead."""
+    settings = part.settings
+    offset = cursor.offset
+
+    def send_fetch(at: int) -> int:
+        return conn.send_fetch(
+            part.topic,
+            part.partition,
+            at,
+            max_bytes=settings.fetch_max_bytes,
+            isolation_level=settings.isolation_level,
+        )
+
+    pending = send_fetch(offset)
+    while True:
+        fetched = conn.receive_fetch(
+            pending, part.topic, part.partition, isolation_level=settings.isolation_level
+        )
+        if fetched.error_code == ErrorCode.OFFSET_OUT_OF_RANGE:
+            if settings.fail_on_data_loss:
+                raise PykraftDataLossError(
+                    f"partition {part.topic}-{part.partition}: fetch at offset {offset} answered "
+                    "OFFSET_OUT_OF_RANGE (records deleted since the batch was planned); "
+                    "set failOnDataLoss=false to skip them"
+                )
+            log_start = conn.list_offsets(part.topic, [part.partition], EARLIEST_TIMESTAMP)[part.partition]
+            if log_start <= offset:  # the end moved back (truncation): nothing more to read
+                return
+            offset = cursor.offset = log_start
+            pending = send_fetch(offset)
+            continue
+        if fetched.error_code:
+            raise KafkaClientError(
+                f"fetch {part.topic}-{part.partition} at offset {offset}: broker answered "
+                f"{error_name(fetched.error_code)}",
+                fetched.error_code,
+            )
+        batches, next_offset = _batches_up_to(fetched.records, offset, part.end)
+        if next_offset <= offset:
+            if fetched.high_watermark <= offset:
+                raise _LogEndsEarly(
+                    f"partition {part.topic}-{part.partition}: the log ends at {fetched.high_watermark} "
+                    f"but the batch was planned up to {part.end} (log truncated)"
+                )
+            raise KafkaClientError(
+                f"fetch {part.topic}-{part.partition} at offset {offset}: no complete record batch "
+                f"(CORRUPT_MESSAGE, or a batch larger than fetchMaxBytes={settings.fetch_max_bytes})"
+            )
+        if next_offset < part.end:
+            # One fetch ahead: the broker serves it while these records are decoded and shipped.
+            pending = send_fetch(next_offset)
+        if fetched.aborted_transactions is not None:
+            # read_committed: whole batches of aborted transactions (and markers) are dropped.
+            batches = committed_batches(fetched.records, batches, fetched.aborted_transactions)
+        yield from decoder.decode(fetched.records, batches, offset, part.end)
+        offset = cursor.offset = next_offset
+        if next_offset >= part.end:
+            return
 
 
 def _batches_up_to(records: memoryview, start: int, end: int) -> tuple[list[tuple[int, BatchHeader]], int]:
@@ -459,9 +579,7 @@ class PykraftBatchReader(DataSourceReader):
         if path:
             sub = off.parse_subscription(self.options)
             return list(segment_partitions(str(path), sub, self.starting, self.ending, self.settings))
-        view = BrokerView(self.options)
-        parts = view.partitions()
-        earliest, latest = view.offsets(parts)
+        parts, earliest, latest = BrokerView(self.options).snapshot()
         start = off.resolve(self.starting, parts, earliest, latest)
         end = off.resolve(self.ending, parts, earliest, latest)
         start = _check_data_loss(start, earliest, self.settings.fail_on_data_loss)
@@ -499,10 +617,7 @@ class PykraftStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._target: off.Offsets | None = None
 
     def _snapshot(self) -> tuple[dict[off.TopicPartition, PartitionMetadata], off.Offsets, off.Offsets]:
-        view = BrokerView(self.options)
-        parts = view.partitions()
-        earliest, latest = view.offsets(parts)
-        return parts, earliest, latest
+        return BrokerView(self.options).snapshot()
 
     def initialOffset(self) -> dict[str, dict[str, int]]:
         parts, earliest, latest = self._snapshot()
@@ -571,22 +686,66 @@ class SinkCommit(WriterCommitMessage):
     value_bytes: int
 
 
-def _producer_config(options: dict[str, str]) -> dict[str, Any]:
+# Java-client properties a Spark user passes as kafka.* that librdkafka names otherwise or lacks.
+_JAVA_ONLY_PROPERTIES = frozenset(
+    {
+        "sasl.jaas.config",
+        "ssl.truststore.location",
+        "ssl.truststore.type",
+        "ssl.keystore.location",  # librdkafka's is PKCS#12; Kafka's PEM keystore is cert and key
+        "ssl.keystore.type",
+        "default.api.timeout.ms",
+    }
+)
+# Consumer-side options of this source that mean nothing to a producer.
+_READ_ONLY_PROPERTIES = frozenset({"isolation.level"})
+
+
+def _client_config(options: dict[str, str]) -> dict[str, Any]:
+    """bootstrap.servers and the security settings of the ``kafka.*`` options, as librdkafka takes them:
+    ``kafka.sasl.jaas.config``'s user and password become sasl.username/sasl.password, a PEM
+    ``kafka.ssl.truststore.location`` becomes ssl.ca.location and a PEM ``kafka.ssl.keystore.location``
+    ssl.certificate.location and ssl.key.location (issue 28)."""
     servers = options.get("kafka.bootstrap.servers")
     if not servers:
         raise off.OptionError("option kafka.bootstrap.servers is required")
-    config: dict[str, Any] = {
-        "linger.ms": 5,
-        "batch.num.messages": 10000,
-        "queue.buffering.max.messages": 200000,
-    }
+    config: dict[str, Any] = {"bootstrap.servers": servers}
+    security = client_security(options)
+    if security is not None:
+        config["security.protocol"] = security.security_protocol
+        if security.security_protocol.startswith("SASL_"):
+            config["sasl.mechanism"] = security.sasl_mechanism
+            config["sasl.username"] = security.username
+            config["sasl.password"] = security.password
+        if security.ca_location:
+            config["ssl.ca.location"] = security.ca_location
+        if security.certificate_location:  # mutual TLS
+            config["ssl.certificate.location"] = security.certificate_location
+            config["ssl.key.location"] = security.key_location
+        if security.key_password:
+            config["ssl.key.password"] = security.key_password
     for key, value in options.items():
-        if key.lower().startswith("kafka."):
-            config[key[len("kafka.") :]] = value
+        name = key[len("kafka.") :]
+        if key.startswith("kafka.") and name.startswith("ssl.") and name not in _JAVA_ONLY_PROPERTIES:
+            config[name] = value
+    return config
+
+
+def admin_config(options: dict[str, str]) -> dict[str, Any]:
+    """A confluent-kafka client's configuration (admin, consumer) for ``kafka.*`` options."""
+    return _client_config(off.Options(options))
+
+
+def _producer_config(options: dict[str, str]) -> dict[str, Any]:
+    config = _client_config(options)
+    config.update({"linger.ms": 5, "batch.num.messages": 10000, "queue.buffering.max.messages": 200000})
+    for key, value in options.items():
+        name = key[len("kafka.") :]
+        if key.startswith("kafka.") and name not in _JAVA_ONLY_PROPERTIES | _READ_ONLY_PROPERTIES:
+            config.setdefault(name, value)
     # Not overridable: the sink promises an idempotent producer with acks=all.
     config["enable.idempotence"] = True
     config["acks"] = "all"
-    config["bootstrap.servers"] = servers
     return config
 
 
@@ -727,7 +886,7 @@ def write_batches_exactly_once(options: dict[str, str], iterator: Any) -> SinkCo
     producer = Producer(config)
     consumer = Consumer(
         {
-            "bootstrap.servers": config["bootstrap.servers"],
+            **_client_config(options),
             "group.id": name,
             "enable.auto.commit": False,
             "isolation.level": "read_committed",
@@ -736,8 +895,8 @@ def write_batches_exactly_once(options: dict[str, str], iterator: Any) -> SinkCo
     marker = TopicPartition(topic, 0)
     try:
         try:
-            producer.init_transactions(timeout_s)
-            committed = consumer.committed([marker], timeout=timeout_s)[0]
+            _retrying(lambda: producer.init_transactions(timeout_s), timeout_s)
+            committed = _retrying(lambda: consumer.committed([marker], timeout=timeout_s)[0], timeout_s)
         except KafkaException as exc:
             raise KafkaSinkError(f"exactly-once sink {name}: {_name_of(exc.args[0])}") from None
         if committed.error is None and committed.offset >= batch_id + 1:
@@ -751,25 +910,46 @@ def write_batches_exactly_once(options: dict[str, str], iterator: Any) -> SinkCo
                 raise KafkaSinkError(
                     "pykraft sink: delivery failed: " + "; ".join(failures or ["flush timed out"])
                 )
-            producer.send_offsets_to_transaction(
-                [
-                    TopicPartition(
-                        topic,
-                        0,
-                        batch_id + 1,
-                        f'{{"query":"{query}","partition":{partition_id},"batch":{batch_id}}}',
-                    )
-                ],
-                consumer.consumer_group_metadata(),
-                timeout_s,
-            )
-            producer.commit_transaction(timeout_s)
+            offsets = [
+                TopicPartition(
+                    topic,
+                    0,
+                    batch_id + 1,
+                    f'{{"query":"{query}","partition":{partition_id},"batch":{batch_id}}}',
+                )
+            ]
+            group = consumer.consumer_group_metadata()
+            _retrying(lambda: producer.send_offsets_to_transaction(offsets, group, timeout_s), timeout_s)
+            _retrying(lambda: producer.commit_transaction(timeout_s), timeout_s)
         except KafkaException as exc:
-            raise KafkaSinkError(f"exactly-once sink {name}: {_name_of(exc.args[0])}") from None
+            error = exc.args[0]
+            if error.txn_requires_abort():
+                # An abortable error (e.g. a partition's leader changed under a produce): abort, and
+                # let Spark retry the task, whose attempt writes the batch again in a new transaction.
+                producer.abort_transaction(timeout_s)
+            raise KafkaSinkError(f"exactly-once sink {name}: {_name_of(error)}") from None
     finally:
         consumer.close()
     _simulate_failure_after_commit(options)
     return SinkCommit(sent, nbytes)
+
+
+def _retrying(call: Callable[[], T], timeout_s: float) -> T:
+    """``call()`` again while librdkafka says its error is retriable (a transaction coordinator or
+    group coordinator moving: librdkafka's documented pattern for init/commit/send_offsets), up to
+    ``timeout_s``; any other error is raised."""
+    from confluent_kafka import KafkaException
+
+    deadline = time.monotonic() + timeout_s
+    backoff_s = 0.1
+    while True:
+        try:
+            return call()
+        except KafkaException as exc:
+            if not exc.args[0].retriable() or time.monotonic() + backoff_s > deadline:
+                raise
+        time.sleep(backoff_s)
+        backoff_s = min(backoff_s * 2, 1.0)
 
 
 class PykraftWriter(DataSourceArrowWriter):
