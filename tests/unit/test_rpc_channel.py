@@ -5,8 +5,11 @@ reconnects after a refused or dropped connection."""
 from __future__ import annotations
 
 import asyncio
+import socket
 import struct
 from collections.abc import Callable
+
+import pytest
 
 from pykraft.io.rpc_channel import Answered, ChannelEvent, Failed, PeerChannel
 from pykraft.testing import free_port
@@ -160,5 +163,50 @@ def test_a_new_address_for_a_peer_closes_the_old_connection_and_uses_the_new_one
         await channels.close()
         old.close()
         new.close()
+
+    asyncio.run(main())
+
+
+def test_a_connect_that_hangs_is_given_up_so_the_next_request_connects_anew(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A listener whose accept queue is full (its process not accepting: busy, stopped) drops the SYN,
+    and the kernel retries it for minutes. The channel gives the attempt up after the request timeout
+    (Kafka's connection setup timeout, KIP-601), so the next request tries again; before, the channel
+    stayed "connecting" on the one hung attempt and every request to that peer only timed out."""
+    attempts: list[tuple[str, int]] = []
+    open_connection = asyncio.open_connection
+
+    async def counting_open_connection(host: str, port: int, **kwargs: object) -> object:
+        attempts.append((host, port))
+        return await open_connection(host, port, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(asyncio, "open_connection", counting_open_connection)
+
+    async def main() -> None:
+        listener = socket.socket()
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(0)  # room for one connection waiting to be accepted
+        filler = socket.create_connection(listener.getsockname())  # fills the accept queue, never accepted
+        events: list[ChannelEvent] = []
+        channel = PeerChannel(
+            2,
+            listener.getsockname(),
+            events.append,
+            request_timeout_ms=300,
+            reconnect_backoff_ms=10,
+            reconnect_backoff_max_ms=10,
+        )
+        try:
+            for correlation_id in (1, 2, 3):  # each sent once the one before it failed
+                channel.send(correlation_id, _request(correlation_id))
+                await _collect(events, correlation_id)
+            assert all(isinstance(event, Failed) for event in events), events
+            # The hung attempt was given up (failing what waited on it): a later request tried anew.
+            assert len(attempts) >= 2, attempts
+        finally:
+            await channel.close()
+            filler.close()
+            listener.close()
 
     asyncio.run(main())

@@ -260,20 +260,27 @@ class PeerChannel:
             if delay_s > 0:
                 await asyncio.sleep(delay_s)
             security = self.security
-            if security is None or security.ssl_context is None:
-                reader, writer = await asyncio.open_connection(*self.address, limit=1 << 20)
-            else:
-                reader, writer = await asyncio.open_connection(
-                    *self.address, limit=1 << 20, ssl=security.ssl_context, server_hostname=self.address[0]
-                )
-            lifetime_ms = 0
-            if security is not None and security.node.uses_sasl:
-                try:
-                    async with asyncio.timeout(self.request_timeout_ms / 1000):
+            # Connection setup (TCP, TLS handshake, SASL) is bounded as Kafka's NetworkClient bounds it
+            # (socket.connection.setup.timeout.ms, KIP-601), here by the request timeout: a SYN the
+            # peer's full accept queue drops is retried by the kernel for minutes, and meanwhile this
+            # channel, "connecting", would start no other attempt for any request.
+            async with asyncio.timeout(self.request_timeout_ms / 1000):
+                if security is None or security.ssl_context is None:
+                    reader, writer = await asyncio.open_connection(*self.address, limit=1 << 20)
+                else:
+                    reader, writer = await asyncio.open_connection(
+                        *self.address,
+                        limit=1 << 20,
+                        ssl=security.ssl_context,
+                        server_hostname=self.address[0],
+                    )
+                lifetime_ms = 0
+                if security is not None and security.node.uses_sasl:
+                    try:
                         lifetime_ms = await authenticate(reader, writer, security.node, self.client_id)
-                except BaseException:
-                    writer.transport.abort()
-                    raise
+                    except BaseException:
+                        writer.transport.abort()
+                        raise
             if self._auth_failing:
                 self._auth_failing = False
                 log.info("peer %d at %s:%d: connected again", self.peer_id, *self.address)
