@@ -27,6 +27,7 @@ from pykraft.log.producer_state import (
     RETAINED_BATCHES_DEFAULT,
     ProducerStateManager,
 )
+from pykraft.log.store import DescriptorShortageError
 from pykraft.log.txn_index import TransactionIndex, recover, write_index
 from pykraft.protocol.records import (
     CONTROL_TYPE_ABORT,
@@ -265,6 +266,11 @@ class ReplicaManager:
                 self.topic_log_config(topic),
                 high_watermark_tracks_log_end=not replicated,
             )
+        except DescriptorShortageError as exc:
+            # Out of file descriptors: not a dir failure; the next image opens it again (issue 29).
+            raise KafkaError(
+                ErrorCode.KAFKA_STORAGE_ERROR, f"{topic}-{partition_index}: {exc.strerror} (retriable)"
+            ) from None
         except OSError as exc:
             self._unopened[key] = log_dir
             self._dir_failed(log_dir, f"{topic}-{partition_index}", exc)
@@ -382,13 +388,20 @@ class ReplicaManager:
 
     def _dir_failed(self, log_dir: str, what: str, exc: OSError) -> None:
         """A write to ``log_dir`` failed: the whole dir goes offline, told to the shell once (Kafka's
-        LogDirFailureChannel.maybeAddOfflineLogDir: one dir failing leaves the others serving)."""
-        if log_dir not in self.offline_log_dirs:
+        LogDirFailureChannel.maybeAddOfflineLogDir: one dir failing leaves the others serving). Running
+        out of file descriptors is no dir failure (issue 29): the dir stays online."""
+        if log_dir not in self.offline_log_dirs and not isinstance(exc, DescriptorShortageError):
             reason = f"{what}: {exc.strerror or exc}"
             self.offline_log_dirs[log_dir] = reason
             self.on_storage_failure(log_dir, reason)
 
     def _storage_failed(self, part: Partition, exc: OSError) -> AppendResult:
+        if isinstance(exc, DescriptorShortageError):
+            # KAFKA_STORAGE_ERROR is retriable for every Kafka client; the dir stays online.
+            return AppendResult(
+                ErrorCode.KAFKA_STORAGE_ERROR,
+                error_message=f"{part.topic}-{part.partition_index}: {exc.strerror} (retriable)",
+            )
         self._dir_failed(part.log_dir, f"{part.topic}-{part.partition_index}", exc)
         return self._offline(part)
 

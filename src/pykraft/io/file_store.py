@@ -9,8 +9,8 @@ first time, so a new segment's name survives a crash too).
 from __future__ import annotations
 
 import os
-from collections import OrderedDict
 
+from pykraft.io.descriptor_cache import DescriptorCache
 from pykraft.log.store import (
     CLEANED,
     CLEANED_SUFFIX,
@@ -23,8 +23,8 @@ from pykraft.log.store import (
     segment_file_name,
 )
 
-# Segment logs kept open at once; older ones are closed and reopened on demand, so a partition with
-# thousands of segments does not exhaust file descriptors.
+# Segment logs a store opened on its own keeps open at once (the metadata log, tools); a node's data
+# partitions share one bounded ``DescriptorCache`` instead (log.open.files.max, issue 29).
 OPEN_SEGMENTS_MAX = 32
 CHECKPOINT_TEMP_SUFFIX = ".tmp"
 
@@ -54,10 +54,13 @@ def _pread_all(fd: int, size: int, position: int) -> bytes:
 class FileSegmentStore:
     """``SegmentStore`` (see ``pykraft.log.store``) over real files in ``partition_dir``."""
 
-    def __init__(self, partition_dir: str) -> None:
+    def __init__(self, partition_dir: str, descriptors: DescriptorCache | None = None) -> None:
         self.partition_dir = partition_dir
         os.makedirs(partition_dir, exist_ok=True)
-        self._fds: OrderedDict[int, int] = OrderedDict()
+        # Segment logs are opened on demand through the cache and may be closed by it at any time
+        # (another partition needed the room); every use asks it again.
+        self._descriptors = descriptors if descriptors is not None else DescriptorCache(OPEN_SEGMENTS_MAX)
+        self._owner = id(self)
         # Segments created since the last directory fsync: their names are not durable yet.
         self._dir_unsynced = False
         # Indexes written since their last fsync: flush syncs only these.
@@ -74,19 +77,19 @@ class FileSegmentStore:
                 os.unlink(os.path.join(self.partition_dir, name))
 
     def _fd(self, base_offset: int) -> int:
-        fd = self._fds.get(base_offset)
-        if fd is not None:
-            self._fds.move_to_end(base_offset)
-            return fd
-        fd = os.open(self._path(base_offset, LOG_SUFFIX), os.O_RDWR | os.O_APPEND)
-        self._fds[base_offset] = fd
-        if len(self._fds) > OPEN_SEGMENTS_MAX:
-            _, oldest_fd = self._fds.popitem(last=False)
-            os.close(oldest_fd)
+        fd = self._descriptors.get(self._owner, base_offset)
+        if fd is None:
+            fd = self._descriptors.open_cached(
+                self._owner, base_offset, self._path(base_offset, LOG_SUFFIX), os.O_RDWR | os.O_APPEND
+            )
         return fd
 
+    def _open(self, path: str, flags: int) -> int:
+        """A descriptor this store closes itself; a shortage frees cached ones first."""
+        return self._descriptors.open_transient(path, flags)
+
     def _fsync_dir(self) -> None:
-        fd = os.open(self.partition_dir, os.O_RDONLY)
+        fd = self._open(self.partition_dir, os.O_RDONLY)
         try:
             os.fsync(fd)
         finally:
@@ -105,12 +108,10 @@ class FileSegmentStore:
 
     def create_segment(self, base_offset: int) -> None:
         path = self._path(base_offset, LOG_SUFFIX)
-        fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_EXCL, 0o644)
-        self._fds[base_offset] = fd
+        self._descriptors.open_cached(
+            self._owner, base_offset, path, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_EXCL
+        )
         self._dir_unsynced = True
-        if len(self._fds) > OPEN_SEGMENTS_MAX:
-            _, oldest_fd = self._fds.popitem(last=False)
-            os.close(oldest_fd)
 
     def append(self, base_offset: int, data: BytesLike) -> None:
         _write_all(self._fd(base_offset), data)
@@ -119,7 +120,10 @@ class FileSegmentStore:
         return _pread_all(self._fd(base_offset), size, position)
 
     def segment_size(self, base_offset: int) -> int:
-        return os.fstat(self._fd(base_offset)).st_size
+        fd = self._descriptors.get(self._owner, base_offset)
+        if fd is None:  # no descriptor needed to know it
+            return os.stat(self._path(base_offset, LOG_SUFFIX)).st_size
+        return os.fstat(fd).st_size
 
     def truncate_segment(self, base_offset: int, size: int) -> None:
         fd = self._fd(base_offset)
@@ -127,9 +131,7 @@ class FileSegmentStore:
         os.ftruncate(fd, size)
 
     def delete_segment(self, base_offset: int) -> None:
-        fd = self._fds.pop(base_offset, None)
-        if fd is not None:
-            os.close(fd)
+        self._descriptors.close(self._owner, base_offset)
         self._index_unsynced.discard(base_offset)
         for suffix in (LOG_SUFFIX, INDEX_SUFFIX):
             try:
@@ -139,7 +141,7 @@ class FileSegmentStore:
         self._fsync_dir()
 
     def write_index(self, base_offset: int, position: int, data: BytesLike) -> None:
-        fd = os.open(self._path(base_offset, INDEX_SUFFIX), os.O_WRONLY | os.O_CREAT, 0o644)
+        fd = self._open(self._path(base_offset, INDEX_SUFFIX), os.O_WRONLY | os.O_CREAT)
         try:
             assert position <= os.fstat(fd).st_size, position
             view = memoryview(data).cast("B")
@@ -153,7 +155,7 @@ class FileSegmentStore:
 
     def read_index(self, base_offset: int) -> bytes | None:
         try:
-            fd = os.open(self._path(base_offset, INDEX_SUFFIX), os.O_RDONLY)
+            fd = self._open(self._path(base_offset, INDEX_SUFFIX), os.O_RDONLY)
         except FileNotFoundError:
             return None
         try:
@@ -164,7 +166,7 @@ class FileSegmentStore:
     def flush(self, base_offset: int) -> None:
         os.fsync(self._fd(base_offset))
         if base_offset in self._index_unsynced:
-            fd = os.open(self._path(base_offset, INDEX_SUFFIX), os.O_RDONLY)
+            fd = self._open(self._path(base_offset, INDEX_SUFFIX), os.O_RDONLY)
             try:
                 os.fsync(fd)
             finally:
@@ -175,7 +177,7 @@ class FileSegmentStore:
 
     def read_checkpoint(self, name: str) -> bytes | None:
         try:
-            fd = os.open(os.path.join(self.partition_dir, name), os.O_RDONLY)
+            fd = self._open(os.path.join(self.partition_dir, name), os.O_RDONLY)
         except FileNotFoundError:
             return None
         try:
@@ -187,7 +189,7 @@ class FileSegmentStore:
         """Atomic and durable: temp file, fsync, rename over the old one, fsync the directory."""
         path = os.path.join(self.partition_dir, name)
         temp_path = path + CHECKPOINT_TEMP_SUFFIX
-        fd = os.open(temp_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        fd = self._open(temp_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
         try:
             _write_all(fd, data)
             os.fsync(fd)
@@ -209,7 +211,7 @@ class FileSegmentStore:
     # --- the log cleaner's files (see SegmentStore) ---------------------------------------------------
 
     def _fsync_file(self, path: str) -> None:
-        fd = os.open(path, os.O_RDONLY)
+        fd = self._open(path, os.O_RDONLY)
         try:
             os.fsync(fd)
         finally:
@@ -218,17 +220,17 @@ class FileSegmentStore:
     def create_cleaned(self, base_offset: int) -> None:
         for suffix in (LOG_SUFFIX, INDEX_SUFFIX):
             path = self._path(base_offset, suffix + CLEANED_SUFFIX)
-            os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644))
+            os.close(self._open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC))
 
     def append_cleaned(self, base_offset: int, data: BytesLike) -> None:
-        fd = os.open(self._path(base_offset, LOG_SUFFIX + CLEANED_SUFFIX), os.O_WRONLY | os.O_APPEND)
+        fd = self._open(self._path(base_offset, LOG_SUFFIX + CLEANED_SUFFIX), os.O_WRONLY | os.O_APPEND)
         try:
             _write_all(fd, data)
         finally:
             os.close(fd)
 
     def write_cleaned_index(self, base_offset: int, data: BytesLike) -> None:
-        fd = os.open(self._path(base_offset, INDEX_SUFFIX + CLEANED_SUFFIX), os.O_WRONLY | os.O_TRUNC)
+        fd = self._open(self._path(base_offset, INDEX_SUFFIX + CLEANED_SUFFIX), os.O_WRONLY | os.O_TRUNC)
         try:
             _write_all(fd, data)
         finally:
@@ -243,9 +245,7 @@ class FileSegmentStore:
         self._fsync_dir()
 
     def install_swap(self, base_offset: int) -> None:
-        fd = self._fds.pop(base_offset, None)
-        if fd is not None:
-            os.close(fd)
+        self._descriptors.close(self._owner, base_offset)
         self._index_unsynced.discard(base_offset)
         index_swap = self._path(base_offset, INDEX_SUFFIX + SWAP_SUFFIX)
         if os.path.exists(index_swap):  # gone when a crash came between the two renames
@@ -275,6 +275,4 @@ class FileSegmentStore:
         return found
 
     def close(self) -> None:
-        while self._fds:
-            _, fd = self._fds.popitem()
-            os.close(fd)
+        self._descriptors.close_owner(self._owner)

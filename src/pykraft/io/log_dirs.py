@@ -16,7 +16,8 @@ import os
 import shutil
 from collections.abc import Collection, Mapping, Sequence
 
-from pykraft.io.file_store import FileSegmentStore
+from pykraft.io.descriptor_cache import DescriptorCache
+from pykraft.io.file_store import OPEN_SEGMENTS_MAX, FileSegmentStore
 from pykraft.log.partition_log import LogConfig, PartitionLog
 
 log = logging.getLogger(__name__)
@@ -48,7 +49,9 @@ def _partition_of(name: str) -> tuple[str, int] | None:
 class FileLogOpener:
     """Opens data partitions in the dirs of log.dirs, each where it is found or placed."""
 
-    def __init__(self, log_dirs: Sequence[str]) -> None:
+    def __init__(self, log_dirs: Sequence[str], descriptors: DescriptorCache | None = None) -> None:
+        # One bounded cache of open segment files for every partition (log.open.files.max, issue 29).
+        self.descriptors = descriptors if descriptors is not None else DescriptorCache(OPEN_SEGMENTS_MAX)
         # Absolute and without repeats, in the configured order (ties go to the first).
         self.log_dirs = tuple(dict.fromkeys(os.path.abspath(d) for d in log_dirs))
         # The dir of each partition log on disk or opened, and not deleted: what "fewest partitions"
@@ -103,7 +106,7 @@ class FileLogOpener:
     ) -> PartitionLog:
         # Counted before the files exist: a log that fails to open half-made is still in this dir.
         self._scan()[(topic, partition)] = log_dir
-        store = FileSegmentStore(os.path.join(log_dir, self._name(topic, partition)))
+        store = FileSegmentStore(os.path.join(log_dir, self._name(topic, partition)), self.descriptors)
         try:
             return PartitionLog.open(
                 store, config, high_watermark_tracks_log_end=high_watermark_tracks_log_end

@@ -32,6 +32,7 @@ from pykraft.core.config import NodeConfig
 from pykraft.core.errors import ErrorCode, KafkaError, RemoteProtocolError
 from pykraft.core.topic_configs import topic_names_of_broker_configs
 from pykraft.io.controller_link import ControllerLink
+from pykraft.io.descriptor_cache import DescriptorCache, default_capacity
 from pykraft.io.group_service import CURRENT_CLIENT, GroupService
 from pykraft.io.log_dirs import FileLogOpener
 from pykraft.io.meta_properties_files import prepare_log_dirs
@@ -40,7 +41,7 @@ from pykraft.io.metrics import EventLoopMonitor, MetricsServer, node_registry
 from pykraft.io.replica_fetcher import ReplicaFetchers
 from pykraft.io.request_metrics import RequestMetrics
 from pykraft.io.rpc_channel import ChannelSecurity, PeerUnavailable
-from pykraft.io.server import ConnectionInfo, ConnectionLimits, KafkaServer
+from pykraft.io.server import AcceptShortageHandler, ConnectionInfo, ConnectionLimits, KafkaServer
 from pykraft.io.snapshots import SnapshotStateError
 from pykraft.io.tls import TlsConfigError, server_context
 from pykraft.io.txn_service import TxnService
@@ -111,8 +112,13 @@ class Node:
         self.server: KafkaServer | None = None
         self.controller_server: KafkaServer | None = None
         self.metadata: MetadataPlane | None = None
+        # Open segment files across all partitions, bounded (log.open.files.max, issue 29).
+        self.descriptors = DescriptorCache(
+            config.log_open_files_max if config.log_open_files_max > 0 else default_capacity()
+        )
+        self._accept_shortage: AcceptShortageHandler | None = None
         self.replicas = ReplicaManager(
-            FileLogOpener(config.log_dirs),
+            FileLogOpener(config.log_dirs, self.descriptors),
             LogConfig(
                 segment_bytes=config.log_segment_bytes,
                 retention_ms=config.log_retention_ms,
@@ -185,6 +191,7 @@ class Node:
                 f"controller.listener.names={','.join(config.controller_listener_names)}: none of them is in "
                 "listeners; a controller needs a listener for its quorum"
             )
+        self._accept_shortage = AcceptShortageHandler(asyncio.get_running_loop(), self.descriptors.shed)
         try:
             # KIP-1262: check every meta.properties (and the metadata log's cluster id) before anything
             # writes to the dirs; then write V2 files where missing. A refusal changes nothing on disk.
@@ -577,6 +584,8 @@ class Node:
             metadata = self.metadata
             await bounded(metadata.stop(), lambda: "the metadata log driver")
             metadata.close_log()
+        if self._accept_shortage is not None:
+            self._accept_shortage.uninstall()
         if still_waiting:
             log.warning(
                 "shutdown budget of %.1f s spent; stopped without waiting for: %s",
