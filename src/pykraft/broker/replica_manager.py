@@ -19,6 +19,11 @@ from pykraft.broker.replication import (
     follower_truncation_offset,
 )
 from pykraft.core.errors import ErrorCode, KafkaError
+from pykraft.log.checkpoint_files import (
+    LEADER_EPOCH_CHECKPOINT,
+    decode_leader_epoch_checkpoint,
+    encode_leader_epoch_checkpoint,
+)
 from pykraft.log.cleaner import CleanerConfig, CleanerStats, clean, cleanable
 from pykraft.log.partition_log import AppendInfo, LogConfig, PartitionLog
 from pykraft.log.producer_snapshot import delete_snapshots_below, write_snapshot
@@ -193,6 +198,15 @@ _LOG_CONFIG_FIELDS = {
 }
 
 
+@dataclass
+class CleanShutdown:
+    """One log dir's partitions as a clean shutdown left them (Kafka's three offset checkpoint files)."""
+
+    recovery_points: dict[TopicPartition, int] = field(default_factory=dict)
+    high_watermarks: dict[TopicPartition, int] = field(default_factory=dict)
+    log_start_offsets: dict[TopicPartition, int] = field(default_factory=dict)
+
+
 class ReplicaManager:
     def __init__(
         self,
@@ -283,10 +297,7 @@ class ReplicaManager:
         self.warnings.extend(f"{topic}-{partition_index}/{line}" for line in problems)
         epochs = LeaderEpochCache()
         if replicated:
-            # The leader epoch of every batch (Kafka keeps a leader-epoch-checkpoint file instead).
-            epochs = LeaderEpochCache.from_batches(
-                [(h.partition_leader_epoch, h.base_offset) for h in log.batch_headers()]
-            )
+            epochs = self._load_epochs(log)
         part = Partition(
             topic,
             partition_index,
@@ -300,6 +311,18 @@ class ReplicaManager:
         )
         self.partitions[key] = part
         return part
+
+    @staticmethod
+    def _load_epochs(log: PartitionLog) -> LeaderEpochCache:
+        """leader-epoch-checkpoint after a clean shutdown (issue 29: no segment is read); otherwise the
+        leader epoch of every batch, since a crash may have cut the log below what the file says."""
+        if log.opened_clean:
+            data = log.store.read_checkpoint(LEADER_EPOCH_CHECKPOINT)
+            if data is not None:
+                return LeaderEpochCache(decode_leader_epoch_checkpoint(data))
+        return LeaderEpochCache.from_batches(
+            [(h.partition_leader_epoch, h.base_offset) for h in log.batch_headers()]
+        )
 
     def _new_producer_state(self) -> ProducerStateManager:
         return ProducerStateManager(
@@ -909,15 +932,35 @@ class ReplicaManager:
             except OSError as exc:
                 self._storage_failed(part, exc)
 
-    def close_all(self) -> None:
+    def close_all(self) -> dict[str, CleanShutdown]:
+        """Flush and close every log. Returns, per online log dir whose every partition closed
+        cleanly, what Kafka's LogManager.shutdown checkpoints there: each partition's log end (the
+        recovery point after the last flush), high watermark and log start offset; the shell writes
+        them with ``.kafka_cleanshutdown`` so the next start recovers nothing."""
+        closed: dict[str, CleanShutdown] = {}
+        failed_dirs = set(self.offline_log_dirs)
         for part in self.partitions.values():
             if not self._is_offline(part):
                 try:
                     # Clean shutdown: a snapshot at the log end, so the next start reads no log at all.
                     self._checkpoint(part)
+                    if part.replicated and part.epochs.dirty:
+                        part.log.store.write_checkpoint(
+                            LEADER_EPOCH_CHECKPOINT, encode_leader_epoch_checkpoint(part.epochs.entries)
+                        )
+                        part.epochs.dirty = False
                     part.log.close()
+                    state = closed.setdefault(part.log_dir, CleanShutdown())
+                    key = (part.topic, part.partition_index)
+                    state.recovery_points[key] = part.log.log_end_offset
+                    state.high_watermarks[key] = part.log.high_watermark
+                    state.log_start_offsets[key] = part.log.log_start_offset
                     continue
                 except OSError as exc:
+                    failed_dirs.add(part.log_dir)
                     self._storage_failed(part, exc)
             part.log.store.close()  # an offline dir: no flush, no snapshot; recovery runs at start
         self.partitions.clear()
+        for log_dir in self._unopened.values():
+            failed_dirs.add(log_dir)
+        return {log_dir: state for log_dir, state in closed.items() if log_dir not in failed_dirs}

@@ -63,6 +63,8 @@ class DescriptorCache:
         self.evicted = 0
         self.shortages = 0
         self.sheds = 0
+        # Bytes read from segment logs by the stores using this cache (a clean restart reads none).
+        self.segment_bytes_read = 0
         self._last_report = float("-inf")
 
     def __len__(self) -> int:

@@ -117,7 +117,9 @@ class FileSegmentStore:
         _write_all(self._fd(base_offset), data)
 
     def read(self, base_offset: int, position: int, size: int) -> bytes:
-        return _pread_all(self._fd(base_offset), size, position)
+        data = _pread_all(self._fd(base_offset), size, position)
+        self._descriptors.segment_bytes_read += len(data)
+        return data
 
     def segment_size(self, base_offset: int) -> int:
         fd = self._descriptors.get(self._owner, base_offset)

@@ -117,8 +117,9 @@ class Node:
             config.log_open_files_max if config.log_open_files_max > 0 else default_capacity()
         )
         self._accept_shortage: AcceptShortageHandler | None = None
+        self.log_opener = FileLogOpener(config.log_dirs, self.descriptors)
         self.replicas = ReplicaManager(
-            FileLogOpener(config.log_dirs, self.descriptors),
+            self.log_opener,
             LogConfig(
                 segment_bytes=config.log_segment_bytes,
                 retention_ms=config.log_retention_ms,
@@ -577,7 +578,12 @@ class Node:
                 lambda: "task(s) " + ", ".join(sorted(t.get_name() for t in tasks if not t.done())),
             )
         self.replicas.flush_all()
-        self.replicas.close_all()
+        closed = self.replicas.close_all()
+        try:
+            # Kafka's LogManager.shutdown: the offset checkpoints, then .kafka_cleanshutdown (issue 29).
+            self.log_opener.write_clean_shutdown(closed)
+        except OSError as exc:
+            log.warning("shutdown: cannot write the clean-shutdown checkpoints: %s", exc)
         if self.link is not None:
             await bounded(self.link.close(), lambda: "the channel to the controller")
         if self.metadata is not None:
