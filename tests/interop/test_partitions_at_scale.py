@@ -13,7 +13,9 @@ import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from pykraft.testing import free_port, node_properties
+from pykraft.io.node import Node
+from pykraft.testing import free_port, node_properties, running_node
+from tests.interop.test_confluent import consume_all
 from tests.interop.test_restart import _stop_server, _wait_port
 
 pytestmark = pytest.mark.slow
@@ -108,3 +110,28 @@ def test_2000_partitions_within_256_descriptors_produce_and_consume_all(limited_
     assert got == {p: b"v%d" % p for p in range(PARTITIONS)}
     log_text = limited_node.log()
     assert "offline" not in log_text, log_text[-3000:]
+
+
+def test_a_clean_restart_of_many_partitions_reads_no_segment_data(tmp_path: Path) -> None:
+    """After a clean stop, every partition opens from Kafka's checkpoint files: the restarted node has
+    read no byte of any segment by the time it serves, and then serves every record."""
+    data_dir = str(tmp_path / "data")
+    partitions = 1000
+    with running_node(data_dir) as node:
+        admin = AdminClient({"bootstrap.servers": node.bootstrap_servers})
+        for fut in admin.create_topics([NewTopic("kept", num_partitions=partitions)]).values():
+            fut.result(timeout=60)
+        producer = Producer({"bootstrap.servers": node.bootstrap_servers, "linger.ms": 5})
+        for partition in range(partitions):
+            producer.produce("kept", value=b"v%d" % partition, partition=partition)
+        assert producer.flush(60) == 0
+    with running_node(data_dir) as node:
+        server = node._node
+        assert isinstance(server, Node)
+        assert len(server.replicas.partitions) >= partitions
+        assert all(server.replicas.get("kept", p).log.opened_clean for p in range(partitions))  # type: ignore[union-attr]
+        assert server.descriptors.segment_bytes_read == 0
+        for partition in (0, partitions // 2, partitions - 1):
+            assert [m.value() for m in consume_all(node.bootstrap_servers, "kept", partition, 1)] == [
+                b"v%d" % partition
+            ]
