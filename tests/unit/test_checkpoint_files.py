@@ -115,3 +115,27 @@ def test_a_clean_restart_reads_no_segment_data_and_serves_the_high_watermark(tmp
     assert part.log.high_watermark == 3 and part.epochs.entries == [(2, 0)]
     replicas.close_all()
     assert os.path.exists(tmp_path / "t-0" / LEADER_EPOCH_CHECKPOINT)
+
+
+def test_a_stop_costs_what_the_written_partitions_cost(tmp_path: Path) -> None:
+    """Flushing a log never written to syncs nothing, and a producer snapshot is written at close only
+    where there is none at the log end already (Kafka's takeSnapshot rule)."""
+    stores = [MemorySegmentStore() for _ in range(10)]
+    logs = [PartitionLog.open(store) for store in stores]
+    logs[3].append_bytes(_batch(b"only here"))
+    for log in logs:
+        log.flush()
+    assert [store.flush_calls for store in stores] == [0, 0, 0, 1, 0, 0, 0, 0, 0, 0]
+
+    replicas, opener = _replicas(tmp_path)
+    parts = [replicas.ensure_partition("t", p, 0) for p in range(10)]
+    assert replicas.append(parts[3], memoryview(_batch(b"x")), 1).error_code == ErrorCode.NONE
+    opener.write_clean_shutdown(replicas.close_all())
+    snapshots = sorted(path.parent.name for path in tmp_path.glob("t-*/*.snapshot"))
+    assert snapshots == ["t-3"]
+    mtime = next(tmp_path.glob("t-3/*.snapshot")).stat().st_mtime_ns
+    replicas, opener = _replicas(tmp_path)
+    for p in range(10):
+        replicas.ensure_partition("t", p, 0)
+    opener.write_clean_shutdown(replicas.close_all())
+    assert next(tmp_path.glob("t-3/*.snapshot")).stat().st_mtime_ns == mtime  # unchanged: not rewritten

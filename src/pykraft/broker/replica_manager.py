@@ -26,7 +26,7 @@ from pykraft.log.checkpoint_files import (
 )
 from pykraft.log.cleaner import CleanerConfig, CleanerStats, clean, cleanable
 from pykraft.log.partition_log import AppendInfo, LogConfig, PartitionLog
-from pykraft.log.producer_snapshot import delete_snapshots_below, write_snapshot
+from pykraft.log.producer_snapshot import delete_snapshots_below, list_snapshot_offsets, write_snapshot
 from pykraft.log.producer_state import (
     DUPLICATE_WINDOW_DEFAULT,
     RETAINED_BATCHES_DEFAULT,
@@ -942,8 +942,12 @@ class ReplicaManager:
         for part in self.partitions.values():
             if not self._is_offline(part):
                 try:
-                    # Clean shutdown: a snapshot at the log end, so the next start reads no log at all.
-                    self._checkpoint(part)
+                    # Clean shutdown: a snapshot at the log end, so the next start reads no log at all --
+                    # unless there is one there already or nothing to snapshot (Kafka's takeSnapshot
+                    # skips an offset it has: issue 29, a stop costs what the changed partitions cost).
+                    offset = part.producer_state.map_end_offset
+                    if offset > 0 and offset not in list_snapshot_offsets(part.log.store):
+                        self._checkpoint(part)
                     if part.replicated and part.epochs.dirty:
                         part.log.store.write_checkpoint(
                             LEADER_EPOCH_CHECKPOINT, encode_leader_epoch_checkpoint(part.epochs.entries)

@@ -360,6 +360,9 @@ class PartitionLog:
         self._generation = 0
         # Segments with bytes (or an index, or a creation) that no flush has made durable yet.
         self._unflushed: set[int] = set()
+        # Segments created and never appended to: a flush leaves them alone (issue 29: a stop costs what
+        # the partitions with data cost). Losing one in a crash loses no record; recovery recreates it.
+        self._created_empty: set[int] = set()
         self._opened_clean = False
         self._lookup_window_bytes = min(
             SCAN_WINDOW_BYTES, 2 * config.index_interval_bytes + BATCH_HEADER_SIZE
@@ -521,6 +524,7 @@ class PartitionLog:
         for base_offset in base_offsets:
             self._store.delete_segment(base_offset)
             self._unflushed.discard(base_offset)
+            self._created_empty.discard(base_offset)
 
     # --- state ----------------------------------------------------------------------------------
 
@@ -619,6 +623,7 @@ class PartitionLog:
             offset = last_offset + 1
         self._size_bytes += position
         self._unflushed.add(active.base_offset)
+        self._created_empty.discard(active.base_offset)
         if self._high_watermark_tracks_log_end:
             self._high_watermark = offset
         return AppendInfo(first_offset, offset - 1, max_timestamp, offset_of_max_timestamp)
@@ -656,6 +661,7 @@ class PartitionLog:
         self._store.create_segment(base_offset)
         self._segments.append(_Segment(base_offset))
         self._unflushed.add(base_offset)
+        self._created_empty.add(base_offset)
 
     def _write_index(self, segment: _Segment) -> None:
         written = segment.index_entries_written
@@ -670,7 +676,7 @@ class PartitionLog:
         """Make every appended byte and index entry durable, then move the recovery point to the
         active segment so the next open CRC-checks only what may be torn."""
         for segment in self._segments:
-            if segment.base_offset in self._unflushed:
+            if segment.base_offset in self._unflushed and segment.base_offset not in self._created_empty:
                 self._write_index(segment)
                 self._store.flush(segment.base_offset)
         self._unflushed.clear()
