@@ -389,6 +389,11 @@ class ReplicaManager:
         # topic of the same name (the shell ignores what it cannot remove).
         self.opener.delete_log(topic, partition_index)
 
+    def hosts(self, topic: str, partition_index: int) -> bool:
+        """The partition is hosted here, opened or not (its dir offline)."""
+        key = (topic, partition_index)
+        return key in self.partitions or key in self._unopened
+
     def get(self, topic: str, partition_index: int) -> Partition | None:
         return self.partitions.get((topic, partition_index))
 

@@ -54,7 +54,7 @@ from pykraft.io.snapshots import FileSnapshotStore, MetadataSnapshots, read_boot
 from pykraft.io.waiting import park, wait_event, wait_shielded
 from pykraft.log.partition_log import PartitionLog
 from pykraft.metadata.delta import MetadataDelta
-from pykraft.metadata.image import BrokerEndpoint, BrokerFeature, MetadataImage
+from pykraft.metadata.image import BrokerEndpoint, BrokerFeature, MetadataImage, TopicImage
 from pykraft.metadata.records import ApiMessageAndVersion, decode_metadata_record, encode_metadata_record
 from pykraft.protocol.messages import (
     AllocateProducerIdsResponse,
@@ -154,6 +154,9 @@ class MetadataPlane:
         # A condition this node cannot serve through (one line): the node stops and the process exits.
         self.on_fatal = on_fatal
         self.image = MetadataImage.EMPTY
+        # Each topic's view, kept while its TopicImage is the same object (an image replaces only the
+        # topics a delta touched): a view costs what the changed topics cost (issue 29).
+        self._topic_views: dict[str, tuple[TopicImage, TopicView]] = {}
         self._bootstrap_records: list[ApiMessageAndVersion] = []
         self.controller = self._new_controller()
         self.raft_log: FileRaftLog | None = None
@@ -1142,8 +1145,14 @@ class MetadataPlane:
                 if endpoint.name == listener:
                     view = BrokerView(reg.broker_id, endpoint.host, endpoint.port, reg.rack)
                     (fenced if reg.fenced else brokers).append(view)
-        topics = {
-            name: TopicView(
+        cached = self._topic_views
+        topics: dict[str, TopicView] = {}
+        for name, topic in image.topics.topics_by_name.items():
+            hit = cached.get(name)
+            if hit is not None and hit[0] is topic:
+                topics[name] = hit[1]
+                continue
+            topic_view = TopicView(
                 name,
                 topic.topic_id,
                 tuple(
@@ -1151,8 +1160,11 @@ class MetadataPlane:
                     for pid, p in sorted(topic.partitions.items())
                 ),
             )
-            for name, topic in image.topics.topics_by_name.items()
-        }
+            cached[name] = (topic, topic_view)
+            topics[name] = topic_view
+        if len(cached) > len(topics):
+            for name in [name for name in cached if name not in topics]:
+                del cached[name]
         # KRaft: clients cannot reach the controllers; a broker process names itself (or another live
         # broker) as the controller, and forwards what the client sends it (Kafka KRaftMetadataCache).
         controller_id = self.config.node_id
