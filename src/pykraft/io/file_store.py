@@ -65,6 +65,7 @@ class FileSegmentStore:
         self._dir_unsynced = False
         # Indexes written since their last fsync: flush syncs only these.
         self._index_unsynced: set[int] = set()
+        self._names: set[str] | None = None
         self._remove_stray_temp_files()
 
     def _path(self, base_offset: int, suffix: str) -> str:
@@ -72,9 +73,18 @@ class FileSegmentStore:
 
     def _remove_stray_temp_files(self) -> None:
         # A crash between writing a checkpoint's temp file and renaming it leaves the temp behind.
-        for name in os.listdir(self.partition_dir):
-            if name.endswith(CHECKPOINT_TEMP_SUFFIX):
-                os.unlink(os.path.join(self.partition_dir, name))
+        names = set(os.listdir(self.partition_dir))
+        for name in [name for name in names if name.endswith(CHECKPOINT_TEMP_SUFFIX)]:
+            os.unlink(os.path.join(self.partition_dir, name))
+            names.discard(name)
+        self._names = names
+
+    def _listing(self) -> set[str]:
+        """The dir's file names, read once and kept until this store changes them (opening a partition
+        lists its dir once, not once per kind of file: issue 29)."""
+        if self._names is None:
+            self._names = set(os.listdir(self.partition_dir))
+        return self._names
 
     def _fd(self, base_offset: int) -> int:
         fd = self._descriptors.get(self._owner, base_offset)
@@ -100,13 +110,14 @@ class FileSegmentStore:
 
     def list_segments(self) -> list[int]:
         bases = []
-        for name in os.listdir(self.partition_dir):
+        for name in self._listing():
             stem, dot, ext = name.partition(".")
             if dot and "." + ext == LOG_SUFFIX and len(stem) == SEGMENT_NAME_DIGITS and stem.isdigit():
                 bases.append(int(stem))
         return sorted(bases)
 
     def create_segment(self, base_offset: int) -> None:
+        self._names = None
         path = self._path(base_offset, LOG_SUFFIX)
         self._descriptors.open_cached(
             self._owner, base_offset, path, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_EXCL
@@ -133,6 +144,7 @@ class FileSegmentStore:
         os.ftruncate(fd, size)
 
     def delete_segment(self, base_offset: int) -> None:
+        self._names = None
         self._descriptors.close(self._owner, base_offset)
         self._index_unsynced.discard(base_offset)
         for suffix in (LOG_SUFFIX, INDEX_SUFFIX):
@@ -143,6 +155,7 @@ class FileSegmentStore:
         self._fsync_dir()
 
     def write_index(self, base_offset: int, position: int, data: BytesLike) -> None:
+        self._names = None
         fd = self._open(self._path(base_offset, INDEX_SUFFIX), os.O_WRONLY | os.O_CREAT)
         try:
             assert position <= os.fstat(fd).st_size, position
@@ -178,6 +191,8 @@ class FileSegmentStore:
             self._fsync_dir()
 
     def read_checkpoint(self, name: str) -> bytes | None:
+        if name not in self._listing():
+            return None
         try:
             fd = self._open(os.path.join(self.partition_dir, name), os.O_RDONLY)
         except FileNotFoundError:
@@ -189,6 +204,7 @@ class FileSegmentStore:
 
     def write_checkpoint(self, name: str, data: bytes) -> None:
         """Atomic and durable: temp file, fsync, rename over the old one, fsync the directory."""
+        self._names = None
         path = os.path.join(self.partition_dir, name)
         temp_path = path + CHECKPOINT_TEMP_SUFFIX
         fd = self._open(temp_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
@@ -201,9 +217,10 @@ class FileSegmentStore:
         self._fsync_dir()
 
     def list_checkpoints(self, suffix: str) -> list[str]:
-        return [name for name in os.listdir(self.partition_dir) if name.endswith(suffix)]
+        return [name for name in self._listing() if name.endswith(suffix)]
 
     def delete_checkpoint(self, name: str) -> None:
+        self._names = None
         try:
             os.unlink(os.path.join(self.partition_dir, name))
         except FileNotFoundError:
@@ -220,6 +237,7 @@ class FileSegmentStore:
             os.close(fd)
 
     def create_cleaned(self, base_offset: int) -> None:
+        self._names = None
         for suffix in (LOG_SUFFIX, INDEX_SUFFIX):
             path = self._path(base_offset, suffix + CLEANED_SUFFIX)
             os.close(self._open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC))
@@ -239,6 +257,7 @@ class FileSegmentStore:
             os.close(fd)
 
     def seal_cleaned(self, base_offset: int) -> None:
+        self._names = None
         # The index first, the log last: a ``.log.swap`` is what says the cleaned segment is whole.
         for suffix in (INDEX_SUFFIX, LOG_SUFFIX):
             cleaned = self._path(base_offset, suffix + CLEANED_SUFFIX)
@@ -247,6 +266,7 @@ class FileSegmentStore:
         self._fsync_dir()
 
     def install_swap(self, base_offset: int) -> None:
+        self._names = None
         self._descriptors.close(self._owner, base_offset)
         self._index_unsynced.discard(base_offset)
         index_swap = self._path(base_offset, INDEX_SUFFIX + SWAP_SUFFIX)
@@ -256,6 +276,7 @@ class FileSegmentStore:
         self._fsync_dir()
 
     def discard_cleaning(self, base_offset: int) -> None:
+        self._names = None
         for suffix in (LOG_SUFFIX, INDEX_SUFFIX):
             for state_suffix in (CLEANED_SUFFIX, SWAP_SUFFIX):
                 try:
@@ -266,7 +287,7 @@ class FileSegmentStore:
 
     def list_cleaning(self) -> dict[int, str]:
         found: dict[int, str] = {}
-        for name in os.listdir(self.partition_dir):
+        for name in self._listing():
             stem = name.partition(".")[0]
             if len(stem) != SEGMENT_NAME_DIGITS or not stem.isdigit():
                 continue
