@@ -60,6 +60,7 @@ bench: $(STAMP)
 	$(BIN)/python -m bench
 	$(BIN)/python -m bench.election
 	$(BIN)/python -m bench.replication
+	$(BIN)/python -m bench.partitions
 	$(BIN)/python -m bench.cluster
 	$(BIN)/python -m bench.transactions
 	$(BIN)/python -m bench.security

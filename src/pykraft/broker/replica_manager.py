@@ -19,14 +19,20 @@ from pykraft.broker.replication import (
     follower_truncation_offset,
 )
 from pykraft.core.errors import ErrorCode, KafkaError
+from pykraft.log.checkpoint_files import (
+    LEADER_EPOCH_CHECKPOINT,
+    decode_leader_epoch_checkpoint,
+    encode_leader_epoch_checkpoint,
+)
 from pykraft.log.cleaner import CleanerConfig, CleanerStats, clean, cleanable
 from pykraft.log.partition_log import AppendInfo, LogConfig, PartitionLog
-from pykraft.log.producer_snapshot import delete_snapshots_below, write_snapshot
+from pykraft.log.producer_snapshot import delete_snapshots_below, list_snapshot_offsets, write_snapshot
 from pykraft.log.producer_state import (
     DUPLICATE_WINDOW_DEFAULT,
     RETAINED_BATCHES_DEFAULT,
     ProducerStateManager,
 )
+from pykraft.log.store import DescriptorShortageError
 from pykraft.log.txn_index import TransactionIndex, recover, write_index
 from pykraft.protocol import compression
 from pykraft.protocol.records import (
@@ -201,6 +207,15 @@ _LOG_CONFIG_FIELDS = {
 }
 
 
+@dataclass
+class CleanShutdown:
+    """One log dir's partitions as a clean shutdown left them (Kafka's three offset checkpoint files)."""
+
+    recovery_points: dict[TopicPartition, int] = field(default_factory=dict)
+    high_watermarks: dict[TopicPartition, int] = field(default_factory=dict)
+    log_start_offsets: dict[TopicPartition, int] = field(default_factory=dict)
+
+
 class ReplicaManager:
     def __init__(
         self,
@@ -274,6 +289,11 @@ class ReplicaManager:
                 self.topic_log_config(topic),
                 high_watermark_tracks_log_end=not replicated,
             )
+        except DescriptorShortageError as exc:
+            # Out of file descriptors: not a dir failure; the next image opens it again (issue 29).
+            raise KafkaError(
+                ErrorCode.KAFKA_STORAGE_ERROR, f"{topic}-{partition_index}: {exc.strerror} (retriable)"
+            ) from None
         except OSError as exc:
             self._unopened[key] = log_dir
             self._dir_failed(log_dir, f"{topic}-{partition_index}", exc)
@@ -286,10 +306,7 @@ class ReplicaManager:
         self.warnings.extend(f"{topic}-{partition_index}/{line}" for line in problems)
         epochs = LeaderEpochCache()
         if replicated:
-            # The leader epoch of every batch (Kafka keeps a leader-epoch-checkpoint file instead).
-            epochs = LeaderEpochCache.from_batches(
-                [(h.partition_leader_epoch, h.base_offset) for h in log.batch_headers()]
-            )
+            epochs = self._load_epochs(log)
         part = Partition(
             topic,
             partition_index,
@@ -313,8 +330,18 @@ class ReplicaManager:
             return
         part.replicated = True
         part.log.stop_tracking_log_end()
-        part.epochs = LeaderEpochCache.from_batches(
-            [(h.partition_leader_epoch, h.base_offset) for h in part.log.batch_headers()]
+        part.epochs = self._load_epochs(part.log)
+
+    @staticmethod
+    def _load_epochs(log: PartitionLog) -> LeaderEpochCache:
+        """leader-epoch-checkpoint after a clean shutdown (issue 29: no segment is read); otherwise the
+        leader epoch of every batch, since a crash may have cut the log below what the file says."""
+        if log.opened_clean:
+            data = log.store.read_checkpoint(LEADER_EPOCH_CHECKPOINT)
+            if data is not None:
+                return LeaderEpochCache(decode_leader_epoch_checkpoint(data))
+        return LeaderEpochCache.from_batches(
+            [(h.partition_leader_epoch, h.base_offset) for h in log.batch_headers()]
         )
 
     def _new_producer_state(self) -> ProducerStateManager:
@@ -382,6 +409,11 @@ class ReplicaManager:
         # topic of the same name (the shell ignores what it cannot remove).
         self.opener.delete_log(topic, partition_index)
 
+    def hosts(self, topic: str, partition_index: int) -> bool:
+        """The partition is hosted here, opened or not (its dir offline)."""
+        key = (topic, partition_index)
+        return key in self.partitions or key in self._unopened
+
     def get(self, topic: str, partition_index: int) -> Partition | None:
         return self.partitions.get((topic, partition_index))
 
@@ -404,13 +436,20 @@ class ReplicaManager:
 
     def _dir_failed(self, log_dir: str, what: str, exc: OSError) -> None:
         """A write to ``log_dir`` failed: the whole dir goes offline, told to the shell once (Kafka's
-        LogDirFailureChannel.maybeAddOfflineLogDir: one dir failing leaves the others serving)."""
-        if log_dir not in self.offline_log_dirs:
+        LogDirFailureChannel.maybeAddOfflineLogDir: one dir failing leaves the others serving). Running
+        out of file descriptors is no dir failure (issue 29): the dir stays online."""
+        if log_dir not in self.offline_log_dirs and not isinstance(exc, DescriptorShortageError):
             reason = f"{what}: {exc.strerror or exc}"
             self.offline_log_dirs[log_dir] = reason
             self.on_storage_failure(log_dir, reason)
 
     def _storage_failed(self, part: Partition, exc: OSError) -> AppendResult:
+        if isinstance(exc, DescriptorShortageError):
+            # KAFKA_STORAGE_ERROR is retriable for every Kafka client; the dir stays online.
+            return AppendResult(
+                ErrorCode.KAFKA_STORAGE_ERROR,
+                error_message=f"{part.topic}-{part.partition_index}: {exc.strerror} (retriable)",
+            )
         self._dir_failed(part.log_dir, f"{part.topic}-{part.partition_index}", exc)
         return self._offline(part)
 
@@ -944,15 +983,39 @@ class ReplicaManager:
             except OSError as exc:
                 self._storage_failed(part, exc)
 
-    def close_all(self) -> None:
+    def close_all(self) -> dict[str, CleanShutdown]:
+        """Flush and close every log. Returns, per online log dir whose every partition closed
+        cleanly, what Kafka's LogManager.shutdown checkpoints there: each partition's log end (the
+        recovery point after the last flush), high watermark and log start offset; the shell writes
+        them with ``.kafka_cleanshutdown`` so the next start recovers nothing."""
+        closed: dict[str, CleanShutdown] = {}
+        failed_dirs = set(self.offline_log_dirs)
         for part in self.partitions.values():
             if not self._is_offline(part):
                 try:
-                    # Clean shutdown: a snapshot at the log end, so the next start reads no log at all.
-                    self._checkpoint(part)
+                    # Clean shutdown: a snapshot at the log end, so the next start reads no log at all --
+                    # unless there is one there already or nothing to snapshot (Kafka's takeSnapshot
+                    # skips an offset it has: issue 29, a stop costs what the changed partitions cost).
+                    offset = part.producer_state.map_end_offset
+                    if offset > 0 and offset not in list_snapshot_offsets(part.log.store):
+                        self._checkpoint(part)
+                    if part.replicated and part.epochs.dirty:
+                        part.log.store.write_checkpoint(
+                            LEADER_EPOCH_CHECKPOINT, encode_leader_epoch_checkpoint(part.epochs.entries)
+                        )
+                        part.epochs.dirty = False
                     part.log.close()
+                    state = closed.setdefault(part.log_dir, CleanShutdown())
+                    key = (part.topic, part.partition_index)
+                    state.recovery_points[key] = part.log.log_end_offset
+                    state.high_watermarks[key] = part.log.high_watermark
+                    state.log_start_offsets[key] = part.log.log_start_offset
                     continue
                 except OSError as exc:
+                    failed_dirs.add(part.log_dir)
                     self._storage_failed(part, exc)
             part.log.store.close()  # an offline dir: no flush, no snapshot; recovery runs at start
         self.partitions.clear()
+        for log_dir in self._unopened.values():
+            failed_dirs.add(log_dir)
+        return {log_dir: state for log_dir, state in closed.items() if log_dir not in failed_dirs}

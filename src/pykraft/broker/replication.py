@@ -44,6 +44,8 @@ class LeaderEpochCache:
 
     def __init__(self, entries: list[tuple[int, int]] | None = None) -> None:
         self.entries: list[tuple[int, int]] = list(entries or [])
+        # Changed since it was last written to (or read from) leader-epoch-checkpoint.
+        self.dirty = False
 
     @classmethod
     def from_batches(cls, batches: list[tuple[int, int]]) -> LeaderEpochCache:
@@ -51,6 +53,7 @@ class LeaderEpochCache:
         cache = cls()
         for epoch, base_offset in batches:
             cache.assign(epoch, base_offset)
+        cache.dirty = True
         return cache
 
     @property
@@ -63,6 +66,7 @@ class LeaderEpochCache:
         if epoch < 0 or (self.entries and epoch <= self.entries[-1][0]):
             return
         self.entries.append((epoch, start_offset))
+        self.dirty = True
 
     def end_offset_for(self, requested_epoch: int, log_end_offset: int) -> tuple[int, int]:
         """Kafka LeaderEpochFileCache.endOffsetFor: the largest epoch <= ``requested_epoch`` and the
@@ -80,9 +84,13 @@ class LeaderEpochCache:
 
     def truncate_from_end(self, end_offset: int) -> None:
         """The log was truncated to ``end_offset``: epochs that started at or after it are gone."""
-        self.entries = [e for e in self.entries if e[1] < end_offset]
+        kept = [e for e in self.entries if e[1] < end_offset]
+        if len(kept) != len(self.entries):
+            self.entries = kept
+            self.dirty = True
 
     def clear_and_start_at(self) -> None:
+        self.dirty = self.dirty or bool(self.entries)
         self.entries = []
 
 

@@ -147,6 +147,9 @@ class NodeConfig:
     log_cleaner_min_cleanable_ratio: float = 0.5
     log_cleaner_delete_retention_ms: int = 86400000
     log_cleaner_min_compaction_lag_ms: int = 0
+    # Segment files a node keeps open at once across all its partitions (issue 29; not a Kafka
+    # config: Kafka keeps every segment open). -1: half of the soft RLIMIT_NOFILE read at start-up.
+    log_open_files_max: int = -1
     # segment.bytes of __consumer_offsets and __transaction_state (compacted internal topics).
     offsets_topic_segment_bytes: int = 104857600
     transaction_state_log_segment_bytes: int = 104857600
@@ -357,6 +360,14 @@ def _int(props: dict[str, str], key: str, default: int, minimum: int | None = No
         raise ConfigError(f"{key}: {raw!r} is not an integer") from None
     if minimum is not None and value < minimum:
         raise ConfigError(f"{key}: {value} is below the minimum {minimum}")
+    return value
+
+
+def _open_files_max(props: dict[str, str]) -> int:
+    """log.open.files.max: -1 (derived from RLIMIT_NOFILE by the shell) or at least 1."""
+    value = _int(props, "log.open.files.max", -1, minimum=-1)
+    if value == 0:
+        raise ConfigError("log.open.files.max: 0: must be -1 (half the open-file limit) or at least 1")
     return value
 
 
@@ -584,6 +595,7 @@ USED_PROPERTIES: Final[frozenset[str]] = frozenset(
         "log.cleaner.min.cleanable.ratio",
         "log.cleaner.delete.retention.ms",
         "log.cleaner.min.compaction.lag.ms",
+        "log.open.files.max",
         "group.min.session.timeout.ms",
         "group.max.session.timeout.ms",
         "group.initial.rebalance.delay.ms",
@@ -975,6 +987,7 @@ def load_config(text: str, overrides: dict[str, str] | None = None) -> NodeConfi
         log_cleaner_min_cleanable_ratio=_ratio(props, "log.cleaner.min.cleanable.ratio", 0.5),
         log_cleaner_delete_retention_ms=_int(props, "log.cleaner.delete.retention.ms", 86400000, minimum=0),
         log_cleaner_min_compaction_lag_ms=_int(props, "log.cleaner.min.compaction.lag.ms", 0, minimum=0),
+        log_open_files_max=_open_files_max(props),
         offsets_topic_segment_bytes=_int(props, "offsets.topic.segment.bytes", 104857600, minimum=14),
         transaction_state_log_segment_bytes=_int(
             props, "transaction.state.log.segment.bytes", 104857600, minimum=14

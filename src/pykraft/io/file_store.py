@@ -9,8 +9,8 @@ first time, so a new segment's name survives a crash too).
 from __future__ import annotations
 
 import os
-from collections import OrderedDict
 
+from pykraft.io.descriptor_cache import DescriptorCache
 from pykraft.log.store import (
     CLEANED,
     CLEANED_SUFFIX,
@@ -23,8 +23,8 @@ from pykraft.log.store import (
     segment_file_name,
 )
 
-# Segment logs kept open at once; older ones are closed and reopened on demand, so a partition with
-# thousands of segments does not exhaust file descriptors.
+# Segment logs a store opened on its own keeps open at once (the metadata log, tools); a node's data
+# partitions share one bounded ``DescriptorCache`` instead (log.open.files.max, issue 29).
 OPEN_SEGMENTS_MAX = 32
 CHECKPOINT_TEMP_SUFFIX = ".tmp"
 
@@ -54,14 +54,18 @@ def _pread_all(fd: int, size: int, position: int) -> bytes:
 class FileSegmentStore:
     """``SegmentStore`` (see ``pykraft.log.store``) over real files in ``partition_dir``."""
 
-    def __init__(self, partition_dir: str) -> None:
+    def __init__(self, partition_dir: str, descriptors: DescriptorCache | None = None) -> None:
         self.partition_dir = partition_dir
         os.makedirs(partition_dir, exist_ok=True)
-        self._fds: OrderedDict[int, int] = OrderedDict()
+        # Segment logs are opened on demand through the cache and may be closed by it at any time
+        # (another partition needed the room); every use asks it again.
+        self._descriptors = descriptors if descriptors is not None else DescriptorCache(OPEN_SEGMENTS_MAX)
+        self._owner = id(self)
         # Segments created since the last directory fsync: their names are not durable yet.
         self._dir_unsynced = False
         # Indexes written since their last fsync: flush syncs only these.
         self._index_unsynced: set[int] = set()
+        self._names: set[str] | None = None
         self._remove_stray_temp_files()
 
     def _path(self, base_offset: int, suffix: str) -> str:
@@ -69,24 +73,33 @@ class FileSegmentStore:
 
     def _remove_stray_temp_files(self) -> None:
         # A crash between writing a checkpoint's temp file and renaming it leaves the temp behind.
-        for name in os.listdir(self.partition_dir):
-            if name.endswith(CHECKPOINT_TEMP_SUFFIX):
-                os.unlink(os.path.join(self.partition_dir, name))
+        names = set(os.listdir(self.partition_dir))
+        for name in [name for name in names if name.endswith(CHECKPOINT_TEMP_SUFFIX)]:
+            os.unlink(os.path.join(self.partition_dir, name))
+            names.discard(name)
+        self._names = names
+
+    def _listing(self) -> set[str]:
+        """The dir's file names, read once and kept until this store changes them (opening a partition
+        lists its dir once, not once per kind of file: issue 29)."""
+        if self._names is None:
+            self._names = set(os.listdir(self.partition_dir))
+        return self._names
 
     def _fd(self, base_offset: int) -> int:
-        fd = self._fds.get(base_offset)
-        if fd is not None:
-            self._fds.move_to_end(base_offset)
-            return fd
-        fd = os.open(self._path(base_offset, LOG_SUFFIX), os.O_RDWR | os.O_APPEND)
-        self._fds[base_offset] = fd
-        if len(self._fds) > OPEN_SEGMENTS_MAX:
-            _, oldest_fd = self._fds.popitem(last=False)
-            os.close(oldest_fd)
+        fd = self._descriptors.get(self._owner, base_offset)
+        if fd is None:
+            fd = self._descriptors.open_cached(
+                self._owner, base_offset, self._path(base_offset, LOG_SUFFIX), os.O_RDWR | os.O_APPEND
+            )
         return fd
 
+    def _open(self, path: str, flags: int) -> int:
+        """A descriptor this store closes itself; a shortage frees cached ones first."""
+        return self._descriptors.open_transient(path, flags)
+
     def _fsync_dir(self) -> None:
-        fd = os.open(self.partition_dir, os.O_RDONLY)
+        fd = self._open(self.partition_dir, os.O_RDONLY)
         try:
             os.fsync(fd)
         finally:
@@ -97,29 +110,33 @@ class FileSegmentStore:
 
     def list_segments(self) -> list[int]:
         bases = []
-        for name in os.listdir(self.partition_dir):
+        for name in self._listing():
             stem, dot, ext = name.partition(".")
             if dot and "." + ext == LOG_SUFFIX and len(stem) == SEGMENT_NAME_DIGITS and stem.isdigit():
                 bases.append(int(stem))
         return sorted(bases)
 
     def create_segment(self, base_offset: int) -> None:
+        self._names = None
         path = self._path(base_offset, LOG_SUFFIX)
-        fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_EXCL, 0o644)
-        self._fds[base_offset] = fd
+        self._descriptors.open_cached(
+            self._owner, base_offset, path, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_EXCL
+        )
         self._dir_unsynced = True
-        if len(self._fds) > OPEN_SEGMENTS_MAX:
-            _, oldest_fd = self._fds.popitem(last=False)
-            os.close(oldest_fd)
 
     def append(self, base_offset: int, data: BytesLike) -> None:
         _write_all(self._fd(base_offset), data)
 
     def read(self, base_offset: int, position: int, size: int) -> bytes:
-        return _pread_all(self._fd(base_offset), size, position)
+        data = _pread_all(self._fd(base_offset), size, position)
+        self._descriptors.segment_bytes_read += len(data)
+        return data
 
     def segment_size(self, base_offset: int) -> int:
-        return os.fstat(self._fd(base_offset)).st_size
+        fd = self._descriptors.get(self._owner, base_offset)
+        if fd is None:  # no descriptor needed to know it
+            return os.stat(self._path(base_offset, LOG_SUFFIX)).st_size
+        return os.fstat(fd).st_size
 
     def truncate_segment(self, base_offset: int, size: int) -> None:
         fd = self._fd(base_offset)
@@ -127,9 +144,8 @@ class FileSegmentStore:
         os.ftruncate(fd, size)
 
     def delete_segment(self, base_offset: int) -> None:
-        fd = self._fds.pop(base_offset, None)
-        if fd is not None:
-            os.close(fd)
+        self._names = None
+        self._descriptors.close(self._owner, base_offset)
         self._index_unsynced.discard(base_offset)
         for suffix in (LOG_SUFFIX, INDEX_SUFFIX):
             try:
@@ -139,7 +155,8 @@ class FileSegmentStore:
         self._fsync_dir()
 
     def write_index(self, base_offset: int, position: int, data: BytesLike) -> None:
-        fd = os.open(self._path(base_offset, INDEX_SUFFIX), os.O_WRONLY | os.O_CREAT, 0o644)
+        self._names = None
+        fd = self._open(self._path(base_offset, INDEX_SUFFIX), os.O_WRONLY | os.O_CREAT)
         try:
             assert position <= os.fstat(fd).st_size, position
             view = memoryview(data).cast("B")
@@ -153,7 +170,7 @@ class FileSegmentStore:
 
     def read_index(self, base_offset: int) -> bytes | None:
         try:
-            fd = os.open(self._path(base_offset, INDEX_SUFFIX), os.O_RDONLY)
+            fd = self._open(self._path(base_offset, INDEX_SUFFIX), os.O_RDONLY)
         except FileNotFoundError:
             return None
         try:
@@ -164,7 +181,7 @@ class FileSegmentStore:
     def flush(self, base_offset: int) -> None:
         os.fsync(self._fd(base_offset))
         if base_offset in self._index_unsynced:
-            fd = os.open(self._path(base_offset, INDEX_SUFFIX), os.O_RDONLY)
+            fd = self._open(self._path(base_offset, INDEX_SUFFIX), os.O_RDONLY)
             try:
                 os.fsync(fd)
             finally:
@@ -174,8 +191,10 @@ class FileSegmentStore:
             self._fsync_dir()
 
     def read_checkpoint(self, name: str) -> bytes | None:
+        if name not in self._listing():
+            return None
         try:
-            fd = os.open(os.path.join(self.partition_dir, name), os.O_RDONLY)
+            fd = self._open(os.path.join(self.partition_dir, name), os.O_RDONLY)
         except FileNotFoundError:
             return None
         try:
@@ -185,9 +204,10 @@ class FileSegmentStore:
 
     def write_checkpoint(self, name: str, data: bytes) -> None:
         """Atomic and durable: temp file, fsync, rename over the old one, fsync the directory."""
+        self._names = None
         path = os.path.join(self.partition_dir, name)
         temp_path = path + CHECKPOINT_TEMP_SUFFIX
-        fd = os.open(temp_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        fd = self._open(temp_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
         try:
             _write_all(fd, data)
             os.fsync(fd)
@@ -197,9 +217,10 @@ class FileSegmentStore:
         self._fsync_dir()
 
     def list_checkpoints(self, suffix: str) -> list[str]:
-        return [name for name in os.listdir(self.partition_dir) if name.endswith(suffix)]
+        return [name for name in self._listing() if name.endswith(suffix)]
 
     def delete_checkpoint(self, name: str) -> None:
+        self._names = None
         try:
             os.unlink(os.path.join(self.partition_dir, name))
         except FileNotFoundError:
@@ -209,32 +230,34 @@ class FileSegmentStore:
     # --- the log cleaner's files (see SegmentStore) ---------------------------------------------------
 
     def _fsync_file(self, path: str) -> None:
-        fd = os.open(path, os.O_RDONLY)
+        fd = self._open(path, os.O_RDONLY)
         try:
             os.fsync(fd)
         finally:
             os.close(fd)
 
     def create_cleaned(self, base_offset: int) -> None:
+        self._names = None
         for suffix in (LOG_SUFFIX, INDEX_SUFFIX):
             path = self._path(base_offset, suffix + CLEANED_SUFFIX)
-            os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644))
+            os.close(self._open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC))
 
     def append_cleaned(self, base_offset: int, data: BytesLike) -> None:
-        fd = os.open(self._path(base_offset, LOG_SUFFIX + CLEANED_SUFFIX), os.O_WRONLY | os.O_APPEND)
+        fd = self._open(self._path(base_offset, LOG_SUFFIX + CLEANED_SUFFIX), os.O_WRONLY | os.O_APPEND)
         try:
             _write_all(fd, data)
         finally:
             os.close(fd)
 
     def write_cleaned_index(self, base_offset: int, data: BytesLike) -> None:
-        fd = os.open(self._path(base_offset, INDEX_SUFFIX + CLEANED_SUFFIX), os.O_WRONLY | os.O_TRUNC)
+        fd = self._open(self._path(base_offset, INDEX_SUFFIX + CLEANED_SUFFIX), os.O_WRONLY | os.O_TRUNC)
         try:
             _write_all(fd, data)
         finally:
             os.close(fd)
 
     def seal_cleaned(self, base_offset: int) -> None:
+        self._names = None
         # The index first, the log last: a ``.log.swap`` is what says the cleaned segment is whole.
         for suffix in (INDEX_SUFFIX, LOG_SUFFIX):
             cleaned = self._path(base_offset, suffix + CLEANED_SUFFIX)
@@ -243,9 +266,8 @@ class FileSegmentStore:
         self._fsync_dir()
 
     def install_swap(self, base_offset: int) -> None:
-        fd = self._fds.pop(base_offset, None)
-        if fd is not None:
-            os.close(fd)
+        self._names = None
+        self._descriptors.close(self._owner, base_offset)
         self._index_unsynced.discard(base_offset)
         index_swap = self._path(base_offset, INDEX_SUFFIX + SWAP_SUFFIX)
         if os.path.exists(index_swap):  # gone when a crash came between the two renames
@@ -254,6 +276,7 @@ class FileSegmentStore:
         self._fsync_dir()
 
     def discard_cleaning(self, base_offset: int) -> None:
+        self._names = None
         for suffix in (LOG_SUFFIX, INDEX_SUFFIX):
             for state_suffix in (CLEANED_SUFFIX, SWAP_SUFFIX):
                 try:
@@ -264,7 +287,7 @@ class FileSegmentStore:
 
     def list_cleaning(self) -> dict[int, str]:
         found: dict[int, str] = {}
-        for name in os.listdir(self.partition_dir):
+        for name in self._listing():
             stem = name.partition(".")[0]
             if len(stem) != SEGMENT_NAME_DIGITS or not stem.isdigit():
                 continue
@@ -275,6 +298,4 @@ class FileSegmentStore:
         return found
 
     def close(self) -> None:
-        while self._fds:
-            _, fd = self._fds.popitem()
-            os.close(fd)
+        self._descriptors.close_owner(self._owner)

@@ -16,7 +16,18 @@ import os
 import shutil
 from collections.abc import Collection, Mapping, Sequence
 
-from pykraft.io.file_store import FileSegmentStore
+from pykraft.broker.replica_manager import CleanShutdown
+from pykraft.io.descriptor_cache import DescriptorCache
+from pykraft.io.file_store import OPEN_SEGMENTS_MAX, FileSegmentStore
+from pykraft.log.checkpoint_files import (
+    CLEAN_SHUTDOWN_FILE,
+    LOG_START_OFFSET_CHECKPOINT_FILE,
+    RECOVERY_POINT_OFFSET_CHECKPOINT,
+    REPLICATION_OFFSET_CHECKPOINT,
+    decode_offset_checkpoint,
+    encode_clean_shutdown,
+    encode_offset_checkpoint,
+)
 from pykraft.log.partition_log import LogConfig, PartitionLog
 
 log = logging.getLogger(__name__)
@@ -45,15 +56,57 @@ def _partition_of(name: str) -> tuple[str, int] | None:
     return topic, int(index)
 
 
+def _fsync_dir(path: str) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _write_file(log_dir: str, name: str, data: bytes) -> None:
+    """Atomically and durably: temp file, fsync, rename, fsync the dir (Kafka's CheckpointFile)."""
+    path = os.path.join(log_dir, name)
+    temp_path = path + ".tmp"
+    with open(temp_path, "wb") as fh:
+        fh.write(data)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(temp_path, path)
+    _fsync_dir(log_dir)
+
+
+def _read_offset_checkpoint_file(log_dir: str, name: str) -> dict[tuple[str, int], int]:
+    """A missing file is empty; one that does not parse is ignored with a warning (the logs recover
+    as after a crash), as nothing in it is needed for correctness."""
+    try:
+        with open(os.path.join(log_dir, name), "rb") as fh:
+            data = fh.read()
+    except FileNotFoundError:
+        return {}
+    try:
+        return decode_offset_checkpoint(data, os.path.join(log_dir, name))
+    except ValueError as exc:
+        log.warning("%s; ignoring it", exc)
+        return {}
+
+
 class FileLogOpener:
     """Opens data partitions in the dirs of log.dirs, each where it is found or placed."""
 
-    def __init__(self, log_dirs: Sequence[str]) -> None:
+    def __init__(self, log_dirs: Sequence[str], descriptors: DescriptorCache | None = None) -> None:
+        # One bounded cache of open segment files for every partition (log.open.files.max, issue 29).
+        self.descriptors = descriptors if descriptors is not None else DescriptorCache(OPEN_SEGMENTS_MAX)
         # Absolute and without repeats, in the configured order (ties go to the first).
         self.log_dirs = tuple(dict.fromkeys(os.path.abspath(d) for d in log_dirs))
         # The dir of each partition log on disk or opened, and not deleted: what "fewest partitions"
         # counts. Read from the dirs at the first placement (they may not exist before the node starts).
         self._placed: dict[tuple[str, int], str] | None = None
+        self._partitions_per_dir: dict[str, int] = {}
+        # From the checkpoint files at the first open (issue 29): the log end of each partition closed
+        # cleanly (its dir had .kafka_cleanshutdown), and each partition's last checkpointed high watermark.
+        self._clean_log_ends: dict[tuple[str, int], int] = {}
+        self._high_watermarks: dict[tuple[str, int], int] = {}
 
     @staticmethod
     def _name(topic: str, partition: int) -> str:
@@ -80,17 +133,59 @@ class FileLogOpener:
                         continue
                     placed[key] = log_dir
             self._placed = placed
+            for log_dir in placed.values():
+                self._partitions_per_dir[log_dir] = self._partitions_per_dir.get(log_dir, 0) + 1
+            self._read_checkpoints()
         return self._placed
 
-    def log_dir_for(self, topic: str, partition: int, offline_log_dirs: Collection[str]) -> str | None:
+    def _place(self, key: tuple[str, int], log_dir: str) -> None:
         placed = self._scan()
-        found = placed.get((topic, partition))
+        previous = placed.get(key)
+        if previous == log_dir:
+            return
+        if previous is not None:
+            self._partitions_per_dir[previous] -= 1
+        placed[key] = log_dir
+        self._partitions_per_dir[log_dir] = self._partitions_per_dir.get(log_dir, 0) + 1
+
+    def _unplace(self, key: tuple[str, int]) -> None:
+        previous = self._scan().pop(key, None)
+        if previous is not None:
+            self._partitions_per_dir[previous] -= 1
+
+    def _read_checkpoints(self) -> None:
+        """Kafka's LogManager.loadLogs: the high watermarks always (a restarted leader serves its
+        committed offset at once), the recovery points only after a clean shutdown, whose marker is
+        then deleted so a crash from here on recovers as usual."""
+        for log_dir in self.log_dirs:
+            hws = _read_offset_checkpoint_file(log_dir, REPLICATION_OFFSET_CHECKPOINT)
+            self._high_watermarks.update(hws)
+            marker = os.path.join(log_dir, CLEAN_SHUTDOWN_FILE)
+            if not os.path.exists(marker):
+                continue
+            self._clean_log_ends.update(
+                _read_offset_checkpoint_file(log_dir, RECOVERY_POINT_OFFSET_CHECKPOINT)
+            )
+            os.unlink(marker)
+            _fsync_dir(log_dir)
+
+    def write_clean_shutdown(self, closed: Mapping[str, CleanShutdown], broker_epoch: int = -1) -> None:
+        """After every log of a dir was flushed and closed: its three offset checkpoint files, then
+        ``.kafka_cleanshutdown`` last (LogManager.shutdown), each written atomically and durably."""
+        for log_dir, state in closed.items():
+            for name, offsets in (
+                (RECOVERY_POINT_OFFSET_CHECKPOINT, state.recovery_points),
+                (REPLICATION_OFFSET_CHECKPOINT, state.high_watermarks),
+                (LOG_START_OFFSET_CHECKPOINT_FILE, state.log_start_offsets),
+            ):
+                _write_file(log_dir, name, encode_offset_checkpoint(offsets))
+            _write_file(log_dir, CLEAN_SHUTDOWN_FILE, encode_clean_shutdown(broker_epoch))
+
+    def log_dir_for(self, topic: str, partition: int, offline_log_dirs: Collection[str]) -> str | None:
+        found = self._scan().get((topic, partition))
         if found is not None:
             return found
-        counts: dict[str, int] = {}
-        for log_dir in placed.values():
-            counts[log_dir] = counts.get(log_dir, 0) + 1
-        return next_log_dir(self.log_dirs, counts, offline_log_dirs)
+        return next_log_dir(self.log_dirs, self._partitions_per_dir, offline_log_dirs)
 
     def open_log(
         self,
@@ -102,18 +197,25 @@ class FileLogOpener:
         high_watermark_tracks_log_end: bool = True,
     ) -> PartitionLog:
         # Counted before the files exist: a log that fails to open half-made is still in this dir.
-        self._scan()[(topic, partition)] = log_dir
-        store = FileSegmentStore(os.path.join(log_dir, self._name(topic, partition)))
+        key = (topic, partition)
+        self._place(key, log_dir)
+        store = FileSegmentStore(os.path.join(log_dir, self._name(topic, partition)), self.descriptors)
         try:
             return PartitionLog.open(
-                store, config, high_watermark_tracks_log_end=high_watermark_tracks_log_end
+                store,
+                config,
+                high_watermark_tracks_log_end=high_watermark_tracks_log_end,
+                clean_log_end_offset=self._clean_log_ends.pop(key, None),
+                high_watermark=self._high_watermarks.pop(key, None),
             )
         except BaseException:
             store.close()
             raise
 
     def delete_log(self, topic: str, partition: int) -> None:
-        self._scan().pop((topic, partition), None)
+        self._unplace((topic, partition))
+        self._clean_log_ends.pop((topic, partition), None)
+        self._high_watermarks.pop((topic, partition), None)
         name = self._name(topic, partition)
         for log_dir in self.log_dirs:
             shutil.rmtree(os.path.join(log_dir, name), ignore_errors=True)

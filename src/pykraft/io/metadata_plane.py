@@ -68,6 +68,7 @@ from pykraft.metadata.image import (
     BrokerFeature,
     ConfigResource,
     MetadataImage,
+    TopicImage,
 )
 from pykraft.metadata.records import ApiMessageAndVersion, decode_metadata_record, encode_metadata_record
 from pykraft.protocol.messages import (
@@ -168,6 +169,9 @@ class MetadataPlane:
         # A condition this node cannot serve through (one line): the node stops and the process exits.
         self.on_fatal = on_fatal
         self.image = MetadataImage.EMPTY
+        # Each topic's view, kept while its TopicImage is the same object (an image replaces only the
+        # topics a delta touched): a view costs what the changed topics cost (issue 29).
+        self._topic_views: dict[str, tuple[TopicImage, TopicView]] = {}
         self._bootstrap_records: list[ApiMessageAndVersion] = []
         self.controller = self._new_controller()
         self.raft_log: FileRaftLog | None = None
@@ -1236,8 +1240,16 @@ class MetadataPlane:
         listeners = {name: (tuple(live), tuple(down)) for name, (live, down) in by_listener.items()}
         # The node's own view: brokers as they reach each other (inter.broker.listener.name).
         brokers, fenced = listeners.get(self.config.inter_broker_listener_name, ((), ()))
-        topics = {
-            name: TopicView(
+        # A topic's view is rebuilt only when its image changed (issue 29): the node applies again only
+        # the topics whose view is a new object.
+        cached = self._topic_views
+        topics: dict[str, TopicView] = {}
+        for name, topic in image.topics.topics_by_name.items():
+            hit = cached.get(name)
+            if hit is not None and hit[0] is topic:
+                topics[name] = hit[1]
+                continue
+            topic_view = TopicView(
                 name,
                 topic.topic_id,
                 tuple(
@@ -1245,8 +1257,11 @@ class MetadataPlane:
                     for pid, p in sorted(topic.partitions.items())
                 ),
             )
-            for name, topic in image.topics.topics_by_name.items()
-        }
+            cached[name] = (topic, topic_view)
+            topics[name] = topic_view
+        if len(cached) > len(topics):
+            for name in [name for name in cached if name not in topics]:
+                del cached[name]
         # KRaft: clients cannot reach the controllers; a broker process names itself (or another live
         # broker) as the controller, and forwards what the client sends it (Kafka KRaftMetadataCache).
         controller_id = self.config.node_id

@@ -41,6 +41,7 @@ from pykraft.core.config import NodeConfig
 from pykraft.core.errors import ErrorCode, KafkaError, RemoteProtocolError
 from pykraft.core.topic_configs import topic_names_of_broker_configs
 from pykraft.io.controller_link import ControllerLink
+from pykraft.io.descriptor_cache import DescriptorCache, default_capacity
 from pykraft.io.group_service import CURRENT_CLIENT, GroupService
 from pykraft.io.listeners import REQUEST_LISTENER, ListenerError, Listeners, listener_context
 from pykraft.io.log_dirs import FileLogOpener
@@ -50,7 +51,7 @@ from pykraft.io.metrics import EventLoopMonitor, MetricsServer, node_registry
 from pykraft.io.quota_service import QuotaService
 from pykraft.io.replica_fetcher import ReplicaFetchers
 from pykraft.io.rpc_channel import ChannelSecurity, PeerUnavailable
-from pykraft.io.server import ConnectionInfo, KafkaServer
+from pykraft.io.server import AcceptShortageHandler, ConnectionInfo, KafkaServer
 from pykraft.io.share_offsets import ShareOffsets
 from pykraft.io.share_service import ShareService
 from pykraft.io.share_state_service import ShareStateService
@@ -89,6 +90,18 @@ from pykraft.storage.meta_properties import MetaPropertiesError
 
 log = logging.getLogger("pykraft.node")
 
+
+@dataclasses.dataclass
+class _AppliedTopic:
+    """A topic as ``Node._on_image`` last applied it: its view, its log configs, whether every hosted
+    partition opened, and the leaders its followed partitions fetch from."""
+
+    view: handlers.TopicView
+    log_config: LogConfig
+    complete: bool = True
+    followed: dict[int, set[tuple[str, int]]] = dataclasses.field(default_factory=dict)
+
+
 # How long a clean stop (SIGTERM, RunningNode.stop) may wait for in-flight work before it gives up on
 # it, logs what it was still waiting for in one line, and closes the logs anyway.
 SHUTDOWN_BUDGET_S = 10.0
@@ -121,8 +134,16 @@ class Node:
         self.controller_host = controller_endpoint.host if controller_endpoint else ""
         self.controller_port = controller_endpoint.port if controller_endpoint else 0
         self.metadata: MetadataPlane | None = None
+        # Open segment files across all partitions, bounded (log.open.files.max, issue 29).
+        self.descriptors = DescriptorCache(
+            config.log_open_files_max if config.log_open_files_max > 0 else default_capacity()
+        )
+        self._accept_shortage: AcceptShortageHandler | None = None
+        # Per topic, the view and configs last applied to the partitions hosted here (_on_image).
+        self._applied_topics: dict[str, _AppliedTopic] = {}
+        self.log_opener = FileLogOpener(config.log_dirs, self.descriptors)
         self.replicas = ReplicaManager(
-            FileLogOpener(config.log_dirs),
+            self.log_opener,
             LogConfig(
                 segment_bytes=config.log_segment_bytes,
                 retention_ms=config.log_retention_ms,
@@ -218,6 +239,7 @@ class Node:
                 f"controller.listener.names={','.join(config.controller_listener_names)}: none of them is in "
                 "listeners; a controller needs a listener for its quorum"
             )
+        self._accept_shortage = AcceptShortageHandler(asyncio.get_running_loop(), self.descriptors.shed)
         try:
             # KIP-1262: check every meta.properties (and the metadata log's cluster id) before anything
             # writes to the dirs; then write V2 files where missing. A refusal changes nothing on disk.
@@ -535,13 +557,20 @@ class Node:
                 lambda: "task(s) " + ", ".join(sorted(t.get_name() for t in tasks if not t.done())),
             )
         self.replicas.flush_all()
-        self.replicas.close_all()
+        closed = self.replicas.close_all()
+        try:
+            # Kafka's LogManager.shutdown: the offset checkpoints, then .kafka_cleanshutdown (issue 29).
+            self.log_opener.write_clean_shutdown(closed)
+        except OSError as exc:
+            log.warning("shutdown: cannot write the clean-shutdown checkpoints: %s", exc)
         if self.link is not None:
             await bounded(self.link.close(), lambda: "the channel to the controller")
         if self.metadata is not None:
             metadata = self.metadata
             await bounded(metadata.stop(), lambda: "the metadata log driver")
             metadata.close_log()
+        if self._accept_shortage is not None:
+            self._accept_shortage.uninstall()
         if still_waiting:
             log.warning(
                 "shutdown budget of %.1f s spent; stopped without waiting for: %s",
@@ -601,43 +630,40 @@ class Node:
 
     # --- metadata image -> broker view --------------------------------------------------------------
 
-    def _on_image(self) -> None:
-        """Publish a new image: the handlers' view, the partitions this broker hosts, each one's
-        leadership and ISR, and which leaders the replica fetchers follow."""
-        if self.metadata is None or self.ctx is None:
-            return
-        view = self.metadata.cluster_view()
-        now = now_ms()
+    def _drop_hosted(
+        self,
+        topic: str,
+        partitions: Sequence[handlers.PartitionView],
+        gone: Callable[[handlers.PartitionView], bool],
+    ) -> None:
+        """Stop hosting the partitions of ``topic`` that are ``gone`` (reassigned away, or the topic is)."""
+        for p in partitions:
+            key = (topic, p.partition_index)
+            if gone(p) and self.replicas.hosts(*key):
+                self._fail_replication_waits(key, ErrorCode.NOT_LEADER_OR_FOLLOWER)
+                self.replicas.remove_partition(*key)
+
+    def _apply_topic(self, topic_view: handlers.TopicView, log_config: LogConfig, now: int) -> _AppliedTopic:
+        """One topic of a new image: the partitions this broker hosts, each one's leadership and ISR."""
         node_id = self.config.node_id
-        wanted = {
-            (t.name, p.partition_index): p
-            for t in view.topics.values()
-            for p in t.partitions
-            if node_id in p.replicas
-        }
-        for topic, partition in [*self.replicas.partitions, *self.replicas.unopened_partitions]:
-            if (topic, partition) not in wanted:
-                self._fail_replication_waits((topic, partition), ErrorCode.NOT_LEADER_OR_FOLLOWER)
-                self.replicas.remove_partition(topic, partition)
-        # Dynamic broker configs (KIP-226): this broker's over the cluster default over server.properties.
-        self._dynamic_broker = self._dynamic_broker_configs()
-        self.replicas.log_config = topic_log_config(
-            self._static_log_config, topic_names_of_broker_configs(self._dynamic_broker)
-        )
-        followed: dict[int, set[tuple[str, int]]] = {}
-        log_configs: dict[str, LogConfig] = {}  # per topic, for this image
-        for key, p in wanted.items():
+        name = topic_view.name
+        self._drop_hosted(name, topic_view.partitions, lambda p: node_id not in p.replicas)
+        done = _AppliedTopic(topic_view, log_config)
+        for p in topic_view.partitions:
+            if node_id not in p.replicas:
+                continue
+            key = (name, p.partition_index)
             try:
                 part = self.replicas.ensure_partition(
                     *key, now, replicated=len(p.replicas) > 1, broker_id=node_id
                 )
             except KafkaError:
-                continue  # its log dir is offline: it answers KAFKA_STORAGE_ERROR (led_partition)
+                # Its log dir is offline (it answers KAFKA_STORAGE_ERROR, led_partition) or descriptors
+                # ran short: the topic is applied again with the next image.
+                done.complete = False
+                continue
             if len(p.replicas) > 1:
                 self.replicas.make_replicated(part)  # a reassignment gave it more replicas
-            log_config = log_configs.get(key[0])
-            if log_config is None:
-                log_config = log_configs[key[0]] = self._topic_log_config(key[0])
             self.replicas.apply_log_config(part, log_config)
             transition = self.replicas.apply_partition(
                 part,
@@ -653,7 +679,40 @@ class Node:
             if part.replicated and part.replication.is_leader:
                 self._on_high_watermark(part)  # an ISR change may move it
             elif part.replicated and p.leader_id >= 0:
-                followed.setdefault(p.leader_id, set()).add(key)
+                done.followed.setdefault(p.leader_id, set()).add(key)
+        return done
+
+    def _on_image(self) -> None:
+        """Publish a new image: the handlers' view, the partitions this broker hosts, each one's
+        leadership and ISR, and which leaders the replica fetchers follow."""
+        if self.metadata is None or self.ctx is None:
+            return
+        view = self.metadata.cluster_view()
+        now = now_ms()
+        node_id = self.config.node_id
+        # Dynamic broker configs (KIP-226): this broker's over the cluster default over server.properties.
+        self._dynamic_broker = self._dynamic_broker_configs()
+        self.replicas.log_config = topic_log_config(
+            self._static_log_config, topic_names_of_broker_configs(self._dynamic_broker)
+        )
+        # Only the topics whose view or configs changed are applied again (issue 29: an image costs
+        # what its changed topics cost, not what the node hosts); the others keep what they followed.
+        applied = self._applied_topics
+        for name in [name for name in applied if name not in view.topics]:
+            self._drop_hosted(name, applied.pop(name).view.partitions, lambda _p: True)
+        followed: dict[int, set[tuple[str, int]]] = {}
+        for name, topic_view in view.topics.items():
+            log_config = self._topic_log_config(name)
+            done = applied.get(name)
+            if (
+                done is None
+                or done.view is not topic_view
+                or done.log_config != log_config
+                or not done.complete
+            ):
+                done = applied[name] = self._apply_topic(topic_view, log_config, now)
+            for leader_id, keys in done.followed.items():
+                followed.setdefault(leader_id, set()).update(keys)
         for warning in self.replicas.warnings:
             log.warning("producer-state snapshot %s", warning)
         self.replicas.warnings.clear()

@@ -59,6 +59,53 @@ _API_KEY_VERSION = struct.Struct(">hh")
 TLS_HANDSHAKE_TIMEOUT_S = 10.0
 
 
+# What asyncio's acceptor reports when accept() fails with EMFILE/ENFILE/ENOBUFS/ENOMEM.
+ACCEPT_OUT_OF_RESOURCE = "socket.accept() out of system resource"
+# At most one line (and one release of idle descriptors) per this many seconds of failing accepts.
+ACCEPT_SHORTAGE_REPORT_S = 1.0
+
+
+class AcceptShortageHandler:
+    """The loop's exception handler while a node runs: accept() out of descriptors (issue 29).
+
+    asyncio's selector loop already backs off as Kafka's Acceptor does (it stops watching the listener
+    and resumes after ``asyncio.constants.ACCEPT_RETRY_DELAY``), but reports every failed accept of a
+    tick (up to its backlog, 100). Here each episode is one log line and a call to ``release`` (close
+    idle segment files) so the accepts that follow get a descriptor; every other report goes to the
+    handler that was there before."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, release: Callable[[], bool]) -> None:
+        self._loop = loop
+        self._release = release
+        self._previous = loop.get_exception_handler()
+        self._last_report = float("-inf")
+        self.failed_accepts = 0
+        loop.set_exception_handler(self)
+
+    def __call__(self, loop: asyncio.AbstractEventLoop, context: dict[str, object]) -> None:
+        if context.get("message") != ACCEPT_OUT_OF_RESOURCE:
+            if self._previous is not None:
+                self._previous(loop, context)
+            else:
+                loop.default_exception_handler(context)
+            return
+        self.failed_accepts += 1
+        now = loop.time()
+        if now - self._last_report >= ACCEPT_SHORTAGE_REPORT_S:
+            self._last_report = now
+            released = self._release()
+            log.warning(
+                "accept() failed: %s; backing off, %s",
+                context.get("exception"),
+                "closed idle segment files" if released else "no idle segment file to close",
+            )
+
+    def uninstall(self) -> None:
+        current: object = self._loop.get_exception_handler()
+        if current is self:
+            self._loop.set_exception_handler(self._previous)
+
+
 @dataclass(frozen=True, slots=True)
 class ConnectionLimits:
     """Kafka's names: the listener's max.connections, max.connections.per.ip (+ overrides),

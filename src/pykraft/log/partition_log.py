@@ -37,7 +37,7 @@ from __future__ import annotations
 import struct
 from array import array
 from bisect import bisect_left, bisect_right
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -152,8 +152,26 @@ class SegmentInfo(NamedTuple):
     index_entries: int
 
 
+# What a segment opened after a clean shutdown learns only when first used: everything its batch headers
+# say beyond its size and offsets (issue 29: a clean restart reads no segment data).
+_LAZY_FIELDS = frozenset(
+    {
+        "bytes_since_index_entry",
+        "index_entries_written",
+        "index_offsets",
+        "index_positions",
+        "index_prefix_max_timestamps",
+        "max_timestamp",
+        "offset_of_max_timestamp",
+        "rolling_timestamp",
+    }
+)
+
+
 class _Segment:
-    """In-memory state of one segment, rebuilt from batch headers on open."""
+    """In-memory state of one segment, rebuilt from batch headers on open -- or, after a clean
+    shutdown, on first use: an ``unloaded`` segment knows its size and offsets, and the first read of
+    any other field scans its headers (``loader``)."""
 
     __slots__ = (
         "base_offset",
@@ -162,6 +180,7 @@ class _Segment:
         "index_offsets",
         "index_positions",
         "index_prefix_max_timestamps",
+        "loader",
         "max_timestamp",
         "next_offset",
         "offset_of_max_timestamp",
@@ -171,6 +190,7 @@ class _Segment:
 
     def __init__(self, base_offset: int) -> None:
         self.base_offset = base_offset
+        self.loader: Callable[[_Segment], None] | None = None
         self.size_bytes = 0
         self.next_offset = base_offset
         self.max_timestamp = NO_TIMESTAMP
@@ -184,6 +204,32 @@ class _Segment:
         self.index_prefix_max_timestamps = array("q")
         self.index_entries_written = 0
         self.bytes_since_index_entry = 0
+
+    @classmethod
+    def unloaded(
+        cls, base_offset: int, size_bytes: int, next_offset: int, loader: Callable[[_Segment], None]
+    ) -> _Segment:
+        segment = cls.__new__(cls)
+        segment.base_offset = base_offset
+        segment.size_bytes = size_bytes
+        segment.next_offset = next_offset
+        segment.loader = loader
+        return segment
+
+    def __getattr__(self, name: str) -> object:
+        # Only reached for a slot never set: a lazy field of an unloaded segment.
+        loader = self.loader
+        if name not in _LAZY_FIELDS or loader is None:
+            raise AttributeError(name)
+        self.loader = None
+        loader(self)
+        return object.__getattribute__(self, name)
+
+    def load_from(self, rebuilt: _Segment) -> None:
+        """Take the lazy fields (and the true next offset) from the same segment rebuilt from headers."""
+        for name in _LAZY_FIELDS:
+            setattr(self, name, getattr(rebuilt, name))
+        self.next_offset = rebuilt.next_offset
 
     def track(self, last_offset: int, size_bytes: int, max_timestamp: int, interval_bytes: int) -> None:
         """Account for one batch appended at the end (LogSegment.append's index rule)."""
@@ -330,6 +376,10 @@ class PartitionLog:
         self._generation = 0
         # Segments with bytes (or an index, or a creation) that no flush has made durable yet.
         self._unflushed: set[int] = set()
+        # Segments created and never appended to: a flush leaves them alone (issue 29: a stop costs what
+        # the partitions with data cost). Losing one in a crash loses no record; recovery recreates it.
+        self._created_empty: set[int] = set()
+        self._opened_clean = False
         self._lookup_window_bytes = min(
             SCAN_WINDOW_BYTES, 2 * config.index_interval_bytes + BATCH_HEADER_SIZE
         )
@@ -343,21 +393,41 @@ class PartitionLog:
         config: LogConfig | None = None,
         *,
         high_watermark_tracks_log_end: bool = True,
+        clean_log_end_offset: int | None = None,
+        high_watermark: int | None = None,
     ) -> PartitionLog:
         """Recover the log in ``store``; see the module docstring. With
         ``high_watermark_tracks_log_end`` (single node) every append moves the high watermark to the
-        log end; otherwise it starts at the log start offset and only ``set_high_watermark`` moves it."""
+        log end; otherwise it starts at ``high_watermark`` (Kafka's replication-offset-checkpoint,
+        clamped to the log) or the log start offset, and only ``set_high_watermark`` moves it.
+
+        ``clean_log_end_offset``: the log was closed cleanly at this log end (Kafka's
+        .kafka_cleanshutdown and recovery-point-offset-checkpoint). Then nothing is recovered and no
+        segment data is read: each segment is known by its size and base offsets, and reads its batch
+        headers only when first used (LogLoader skips recovery after a clean shutdown too)."""
         log = cls(store, config or LogConfig(), high_watermark_tracks_log_end)
-        log._recover()
+        log._recover(clean_log_end_offset)
+        if high_watermark is not None and not high_watermark_tracks_log_end:
+            log.set_high_watermark(high_watermark)
         return log
 
-    def _recover(self) -> None:
+    @property
+    def opened_clean(self) -> bool:
+        """Opened after a clean shutdown, without recovery (``open``'s ``clean_log_end_offset``)."""
+        return self._opened_clean
+
+    def _recover(self, clean_log_end_offset: int | None) -> None:
         store = self._store
         self._recover_cleaning()
         self._recovery_point = _read_offset_checkpoint(store, RECOVERY_POINT_CHECKPOINT) or 0
         self._cleaner_offset = _read_offset_checkpoint(store, CLEANER_OFFSET_CHECKPOINT) or 0
         checkpoint_start = _read_offset_checkpoint(store, LOG_START_OFFSET_CHECKPOINT)
-        self._load_segments(store.list_segments(), checkpoint_start)
+        bases = store.list_segments()
+        if clean_log_end_offset is not None and bases and bases[-1] <= clean_log_end_offset:
+            self._open_segments_unloaded(bases, clean_log_end_offset)
+            self._opened_clean = True
+        else:
+            self._load_segments(bases, checkpoint_start)
         if not self._segments:
             self._create_segment(checkpoint_start or 0)
         log_start = max(checkpoint_start or 0, self._segments[0].base_offset)
@@ -369,8 +439,24 @@ class PartitionLog:
         self._size_bytes = sum(segment.size_bytes for segment in self._segments)
         self._delete_segments_below_log_start()
         self._high_watermark = self.log_end_offset if self._high_watermark_tracks_log_end else log_start
-        for segment in self._segments:
-            self._sync_index(segment)
+        if not self._opened_clean:  # after a clean shutdown every index was written and flushed
+            for segment in self._segments:
+                self._sync_index(segment)
+
+    def _open_segments_unloaded(self, base_offsets: list[int], log_end_offset: int) -> None:
+        """Segments as a clean shutdown left them: sizes from the store, each ending where the next
+        begins (the last at the log end); headers read on first use (``_load_segment``)."""
+        ends = [*base_offsets[1:], log_end_offset]
+        for base_offset, next_offset in zip(base_offsets, ends, strict=True):
+            size_bytes = self._store.segment_size(base_offset)
+            self._segments.append(_Segment.unloaded(base_offset, size_bytes, next_offset, self._load_segment))
+
+    def _load_segment(self, segment: _Segment) -> None:
+        rebuilt = _Segment(segment.base_offset)
+        self._rebuild_segment(rebuilt, segment.size_bytes, check_crc=False)
+        # Its index was flushed at the clean shutdown: every entry is on disk already.
+        rebuilt.index_entries_written = len(rebuilt.index_offsets)
+        segment.load_from(rebuilt)
 
     def _recover_cleaning(self) -> None:
         """Finish a swap that was sealed (its plan names what it replaces); drop cleaned segments that
@@ -454,6 +540,7 @@ class PartitionLog:
         for base_offset in base_offsets:
             self._store.delete_segment(base_offset)
             self._unflushed.discard(base_offset)
+            self._created_empty.discard(base_offset)
 
     # --- state ----------------------------------------------------------------------------------
 
@@ -588,6 +675,7 @@ class PartitionLog:
             offset = last_offset + 1
         self._size_bytes += position
         self._unflushed.add(active.base_offset)
+        self._created_empty.discard(active.base_offset)
         if self._high_watermark_tracks_log_end:
             self._high_watermark = offset
         return AppendInfo(first_offset, offset - 1, max_timestamp, offset_of_max_timestamp)
@@ -625,6 +713,7 @@ class PartitionLog:
         self._store.create_segment(base_offset)
         self._segments.append(_Segment(base_offset))
         self._unflushed.add(base_offset)
+        self._created_empty.add(base_offset)
 
     def _write_index(self, segment: _Segment) -> None:
         written = segment.index_entries_written
@@ -639,7 +728,7 @@ class PartitionLog:
         """Make every appended byte and index entry durable, then move the recovery point to the
         active segment so the next open CRC-checks only what may be torn."""
         for segment in self._segments:
-            if segment.base_offset in self._unflushed:
+            if segment.base_offset in self._unflushed and segment.base_offset not in self._created_empty:
                 self._write_index(segment)
                 self._store.flush(segment.base_offset)
         self._unflushed.clear()

@@ -27,6 +27,12 @@ CLEANED = "cleaned"
 SWAP = "swap"
 
 
+class DescriptorShortageError(OSError):
+    """The process is out of file descriptors (EMFILE/ENFILE) and the store could free none: retriable,
+    never a log-dir failure (issue 29). Raised by a file-backed store; the replica manager answers the
+    request with a retriable error and leaves the dir online."""
+
+
 def segment_file_name(base_offset: int, suffix: str) -> str:
     """``segment_file_name(5, ".log") == "00000000000000000005.log"`` (Kafka's LogFileUtils.filenamePrefixFromOffset)."""
     assert base_offset >= 0, base_offset
@@ -58,7 +64,8 @@ class SegmentStore(Protocol):
       it to ``<base>.log.swap`` (and its index to ``.index.swap``) durably, ``install_swap`` renames the
       swap files over ``<base>.log`` / ``.index`` durably, ``discard_cleaning`` removes a base's cleaned
       and swap files. ``list_cleaning`` maps each base with such files to ``"cleaned"`` or ``"swap"``.
-    - Storage failures raise ``OSError``; the caller treats them as fatal for the partition.
+    - Storage failures raise ``OSError``; the caller treats them as fatal for the partition's log dir,
+      except ``DescriptorShortageError`` (out of file descriptors), which is retriable.
     """
 
     def list_segments(self) -> list[int]: ...
