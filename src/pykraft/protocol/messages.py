@@ -231,6 +231,11 @@ ConsumerGroupHeartbeatRequest: Any = _schema_class("ConsumerGroupHeartbeatReques
 ConsumerGroupHeartbeatResponse: Any = _schema_class("ConsumerGroupHeartbeatResponse")
 ConsumerGroupDescribeRequest: Any = _schema_class("ConsumerGroupDescribeRequest")
 ConsumerGroupDescribeResponse: Any = _schema_class("ConsumerGroupDescribeResponse")
+# KIP-853: a dynamic controller quorum's voter changes (kafka-metadata-quorum add/remove-controller).
+AddRaftVoterRequest: Any = _schema_class("AddRaftVoterRequest")
+AddRaftVoterResponse: Any = _schema_class("AddRaftVoterResponse")
+RemoveRaftVoterRequest: Any = _schema_class("RemoveRaftVoterRequest")
+RemoveRaftVoterResponse: Any = _schema_class("RemoveRaftVoterResponse")
 
 
 # DescribeQuorum ships with kafka-python (0-2, the current schema); re-exported for symmetry.
@@ -258,6 +263,10 @@ OUR_MESSAGE_CLASSES: tuple[Any, ...] = (
     ConsumerGroupHeartbeatResponse,
     ConsumerGroupDescribeRequest,
     ConsumerGroupDescribeResponse,
+    AddRaftVoterRequest,
+    AddRaftVoterResponse,
+    RemoveRaftVoterRequest,
+    RemoveRaftVoterResponse,
 )
 
 
