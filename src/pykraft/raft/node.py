@@ -254,6 +254,22 @@ class RaftNode:
     def is_voter(self) -> bool:
         return self.node_id in self.voter_ids
 
+    @property
+    def may_campaign(self) -> bool:
+        """A voter, or (KIP-853) a replica that an uncommitted change removes: it may be the only one
+        with the change, and until the change commits the quorum may need it to lead (Raft thesis
+        §4.2.2: a server not in its latest configuration still starts elections). It counts only the
+        votes of its latest voter set, so it never decides an election for a set that excludes it."""
+        if self.is_voter:
+            return True
+        history = self.voter_history
+        if not self._tracks_voters() or history.latest_offset() < self._high_watermark:
+            return False
+        return self.node_id in history.voters_before(history.latest_offset()).ids
+
+    def _won(self, state: Candidate) -> bool:
+        return len(state.granting_voters & self.voter_ids) >= majority_size(len(self.voter_ids))
+
     def latest_snapshot_id(self) -> OffsetAndEpoch | None:
         """The latest frozen snapshot other than the bootstrap one (never replicated, §4.1)."""
         ids = [i for i in self.snapshots.snapshot_ids() if i != BOOTSTRAP_SNAPSHOT_ID]
@@ -284,7 +300,7 @@ class RaftNode:
         deadlines = [NEVER_MS] + [deadline for _inbound, deadline in self._parked_fetches.values()]
         match state:
             case Unattached() | Voted() | Resigned():
-                if self.is_voter or isinstance(state, Unattached | Resigned) or self._tracks_voters():
+                if self.may_campaign or isinstance(state, Unattached | Resigned) or self._tracks_voters():
                     deadlines.append(state.election_deadline_ms)
             case Candidate():
                 deadlines.append(
@@ -347,7 +363,7 @@ class RaftNode:
         match state:
             case Unattached() | Voted() | Resigned():
                 if now_ms >= state.election_deadline_ms:
-                    if self.is_voter:
+                    if self.may_campaign:
                         self._become_candidate(now_ms)
                     elif isinstance(state, Unattached) or (
                         isinstance(state, Voted) and self._tracks_voters()
@@ -406,7 +422,7 @@ class RaftNode:
         """
         self._set_now(now_ms)
         state = self._state
-        if isinstance(state, Unattached | Voted) and not self.is_voter:
+        if isinstance(state, Unattached | Voted) and not self.may_campaign:
             # An observer's question to a voter went unanswered (that voter may be the dead leader):
             # ask another after the retry backoff, not the whole request timeout.
             state.election_deadline_ms = min(state.election_deadline_ms, now_ms + self.retry_backoff_ms)
@@ -416,7 +432,7 @@ class RaftNode:
         if state.fetch_correlation_id == correlation_id:
             state.fetch_correlation_id = None
             state.fetch_sent_ms = now_ms + self.retry_backoff_ms
-        if refused and self.is_voter:
+        if refused and self.may_campaign:
             stagger_ms = self._rng.randrange(max(1, self.election_timeout_ms // 2))
             state.fetch_deadline_ms = min(state.fetch_deadline_ms, now_ms + stagger_ms)
         elif refused:
@@ -525,7 +541,7 @@ class RaftNode:
             return Resigned(epoch, self._election_deadline(now_ms))
         if quorum_state.leader_id != UNKNOWN_ID:
             return Follower(epoch, quorum_state.leader_id, now_ms + self.fetch_timeout_ms)
-        if quorum_state.voted_id == self.node_id and self.is_voter:
+        if quorum_state.voted_id == self.node_id and self.may_campaign:
             candidate = Candidate(epoch, 1, self._election_deadline(now_ms), {self.node_id})
             self._send_vote_requests(candidate)
             return candidate
@@ -588,7 +604,7 @@ class RaftNode:
 
     def _tick_follower(self, state: Follower, now_ms: int) -> None:
         if now_ms >= state.fetch_deadline_ms:
-            if self.is_voter:
+            if self.may_campaign:
                 self._become_candidate(now_ms)
             else:
                 # An observer asks a voter who leads at once (KafkaRaftClient.pollUnattachedAsObserver).
@@ -651,18 +667,18 @@ class RaftNode:
         self._send_fetch(state, now_ms)
 
     def _become_candidate(self, now_ms: int) -> None:
-        assert self.is_voter
+        assert self.may_campaign
         old_state = self._state
         retries = old_state.retries + 1 if isinstance(old_state, Candidate) else 1
         state = Candidate(old_state.epoch + 1, retries, self._election_deadline(now_ms), {self.node_id})
         self._transition(state)
-        if len(state.granting_voters) >= majority_size(len(self.voter_ids)):
+        if self._won(state):
             self._become_leader(state, now_ms)
         else:
             self._send_vote_requests(state)
 
     def _become_leader(self, candidate: Candidate, now_ms: int) -> None:
-        assert len(candidate.granting_voters) >= majority_size(len(self.voter_ids))
+        assert self._won(candidate)
         others = self.voter_ids - {self.node_id}
         state = Leader(
             epoch=candidate.epoch,
@@ -826,12 +842,12 @@ class RaftNode:
         if response.vote_granted:
             state.granting_voters.add(inbound.source_id)
             state.rejecting_voters.discard(inbound.source_id)
-            if len(state.granting_voters) >= majority_size(len(self.voter_ids)):
+            if self._won(state):
                 self._become_leader(state, now_ms)
             return
         if inbound.source_id not in state.granting_voters:
             state.rejecting_voters.add(inbound.source_id)
-        rejected = len(state.rejecting_voters) >= majority_size(len(self.voter_ids))
+        rejected = len(state.rejecting_voters & self.voter_ids) >= majority_size(len(self.voter_ids))
         if rejected and state.backoff_deadline_ms is None:
             state.backoff_deadline_ms = now_ms + self._election_backoff_ms(state.retries)
 
@@ -1223,7 +1239,7 @@ class RaftNode:
         ):
             return
         state = self._state
-        if isinstance(state, Unattached | Voted) and not self.is_voter:
+        if isinstance(state, Unattached | Voted) and not self.may_campaign:
             # A voter that knows no leader yet (an election is on): ask again after the retry backoff
             # rather than the whole request timeout.
             state.election_deadline_ms = min(state.election_deadline_ms, now_ms + self.retry_backoff_ms)
