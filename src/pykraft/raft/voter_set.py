@@ -12,7 +12,7 @@ snapshot's set. Pure: record values in, voter sets out.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from pykraft.protocol.records import control_type_of, decode_records, scan_batches
 from pykraft.raft.control import (
@@ -31,6 +31,11 @@ class VoterSet:
     """VoterSet.java: voters by id (sorted)."""
 
     voters: tuple[Voter, ...]
+    # Computed once: the raft core asks for the ids on every message.
+    ids: frozenset[int] = field(init=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "ids", frozenset(v.voter_id for v in self.voters))
 
     @staticmethod
     def of(voters: list[Voter] | tuple[Voter, ...]) -> VoterSet:
@@ -40,10 +45,6 @@ class VoterSet:
     def static(voter_ids: frozenset[int]) -> VoterSet:
         """``controller.quorum.voters``: ids only, no directory ids (kraft.version 0)."""
         return VoterSet.of([Voter(i, NO_DIRECTORY_ID) for i in voter_ids])
-
-    @property
-    def ids(self) -> frozenset[int]:
-        return frozenset(v.voter_id for v in self.voters)
 
     def get(self, voter_id: int) -> Voter | None:
         return next((v for v in self.voters if v.voter_id == voter_id), None)
