@@ -268,7 +268,9 @@ class RaftNode:
         return self.node_id in history.voters_before(history.latest_offset()).ids
 
     def _won(self, state: Candidate) -> bool:
-        return len(state.granting_voters & self.voter_ids) >= majority_size(len(self.voter_ids))
+        # Votes come only from voters; the candidate's own counts only if it is one.
+        own_uncounted = 0 if self.is_voter else 1
+        return len(state.granting_voters) - own_uncounted >= majority_size(len(self.voter_ids))
 
     def latest_snapshot_id(self) -> OffsetAndEpoch | None:
         """The latest frozen snapshot other than the bootstrap one (never replicated, §4.1)."""
@@ -847,7 +849,7 @@ class RaftNode:
             return
         if inbound.source_id not in state.granting_voters:
             state.rejecting_voters.add(inbound.source_id)
-        rejected = len(state.rejecting_voters & self.voter_ids) >= majority_size(len(self.voter_ids))
+        rejected = len(state.rejecting_voters) >= majority_size(len(self.voter_ids))
         if rejected and state.backoff_deadline_ms is None:
             state.backoff_deadline_ms = now_ms + self._election_backoff_ms(state.retries)
 
