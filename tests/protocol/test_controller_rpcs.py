@@ -5,17 +5,21 @@ refused on the client listener."""
 from __future__ import annotations
 
 import os
+import struct
 import time
+import uuid
 
 import pytest
 from kafka.protocol.admin import CreateTopicsRequest, CreateTopicsResponse
-from kafka.protocol.metadata import MetadataRequest, MetadataResponse
+from kafka.protocol.metadata import ApiVersionsRequest, ApiVersionsResponse, MetadataRequest, MetadataResponse
 
 from pykraft.controller.producer_ids import PRODUCER_ID_BLOCK_BURST, ProducerIdAllocationLimiter
 from pykraft.core.errors import ErrorCode
 from pykraft.protocol.messages import (
+    AddRaftVoterResponse,
     AllocateProducerIdsRequest,
     AllocateProducerIdsResponse,
+    RemoveRaftVoterResponse,
 )
 from pykraft.storage.meta_properties import parse_meta_properties
 from pykraft.testing import running_node
@@ -161,3 +165,50 @@ def test_every_advertised_client_api_has_a_handler(node) -> None:  # type: ignor
         ApiKey.SASL_AUTHENTICATE,
     }
     assert set(SUPPORTED_VERSIONS) - hot_paths <= set(node._node._request_handlers)
+
+
+def _raw_voter_request(api_key: int, version: int, correlation_id: int, body: bytes) -> bytes:
+    """A request header v2 (flexible: client id, then an empty tagged-field section) and ``body``."""
+    client_id = b"raw-kip853"
+    header = struct.pack(">hhih", api_key, version, correlation_id, len(client_id)) + client_id + b"\x00"
+    frame = header + body
+    return struct.pack(">i", len(frame)) + frame
+
+
+def _add_raft_voter_body(version: int, voter_id: int, directory_id: uuid.UUID) -> bytes:
+    """AddRaftVoterRequest.json by hand: ClusterId (compact nullable string, null), TimeoutMs, VoterId,
+    VoterDirectoryId, Listeners (compact array of Name/Host/Port+tags), AckWhenCommitted (v1+), tags."""
+    name, host = b"CONTROLLER", b"127.0.0.1"
+    listener = (
+        bytes([len(name) + 1]) + name + bytes([len(host) + 1]) + host + struct.pack(">H", 9094) + b"\x00"
+    )
+    body = b"\x00" + struct.pack(">ii", 5000, voter_id) + directory_id.bytes + b"\x02" + listener
+    if version >= 1:
+        body += b"\x01"
+    return body + b"\x00"
+
+
+def test_add_and_remove_raft_voter__raw_requests__static_quorum_answers_unsupported_version(node) -> None:  # type: ignore[no-untyped-def]
+    """KIP-853 RPCs 80/81 built byte by byte from Kafka's schemas: a quorum of static voters
+    (controller.quorum.voters, kraft.version 0) cannot change its voters, and Kafka's raft leader
+    answers UNSUPPORTED_VERSION with a message (KafkaRaftClient.handleAddVoterRequest)."""
+    directory_id = uuid.UUID(int=42)
+    with RawClient(node.controller_address) as client:
+        for correlation_id, version in ((11, 0), (12, 1)):
+            client.sock.sendall(
+                _raw_voter_request(
+                    80, version, correlation_id, _add_raft_voter_body(version, 9, directory_id)
+                )
+            )
+            added = AddRaftVoterResponse.decode(client.receive_frame(), version=version, header=True)
+            assert added.header.correlation_id == correlation_id
+            assert added.error_code == ErrorCode.UNSUPPORTED_VERSION
+            assert "kraft.version" in added.error_message
+        remove_body = b"\x00" + struct.pack(">i", 1) + directory_id.bytes + b"\x00"
+        client.sock.sendall(_raw_voter_request(81, 0, 13, remove_body))
+        removed = RemoveRaftVoterResponse.decode(client.receive_frame(), version=0, header=True)
+        assert removed.header.correlation_id == 13
+        assert removed.error_code == ErrorCode.UNSUPPORTED_VERSION
+        versions = client.request(ApiVersionsRequest(), ApiVersionsResponse, 3)
+    advertised = {k.api_key: (k.min_version, k.max_version) for k in versions.api_keys}
+    assert advertised[80] == (0, 1) and advertised[81] == (0, 0)

@@ -42,8 +42,10 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
+from pykraft.core.errors import ErrorCode
 from pykraft.metadata.snapshots import image_snapshot_values
 from pykraft.protocol.records import read_batch_header
+from pykraft.raft.control import Endpoint, Voter
 from pykraft.raft.log import MemoryRaftLog, StoredBatch
 from pykraft.raft.messages import Inbound, Outbound, is_request
 from pykraft.raft.node import RaftNode
@@ -51,6 +53,7 @@ from pykraft.raft.quorum_state import decode_quorum_state, encode_quorum_state
 from pykraft.raft.ready import CommittedBatch
 from pykraft.raft.snapshot import MemorySnapshotStore, read_snapshot, write_snapshot
 from pykraft.raft.state import Role
+from pykraft.raft.voter_set import VoterSet
 
 from .metadata_layer import MetadataInvariants, MetadataViolation, NodeMetadata
 
@@ -111,6 +114,11 @@ class SimOptions:
     # The controller and MetadataImage on top of every node: proposals are the active controller's
     # records (activation, broker registrations, producer-ID blocks, topics); False = opaque records.
     metadata: bool = True
+    # KIP-853: kraft.version 1, the first ``voter_count`` nodes start from a bootstrap voter set, the
+    # others join as observers; every ``voter_change_interval_ms`` (mean; 0 = never) the leader adds
+    # an observer or removes a voter, one change at a time.
+    dynamic_quorum: bool = False
+    voter_change_interval_ms: int = 0
 
     @staticmethod
     def swarm(rng: random.Random) -> SimOptions:
@@ -197,6 +205,9 @@ class World:
         self.held_links: set[tuple[int, int]] = set()
         self.held: list[tuple[int, Outbound, int]] = []
         self.stalled_fsync_node_ids: set[int] = set()
+        # KIP-853 (SimOptions.dynamic_quorum): changes made, and every (offset, voter set) seen in a log.
+        self.voter_changes = 0
+        self.voter_records_seen: set[tuple[int, frozenset[int]]] = set()
         for sim_node in self.nodes.values():
             self._start(sim_node)
         self._schedule(self.options.propose_interval_ms, "propose", None)
@@ -204,6 +215,8 @@ class World:
             self._schedule(self._exp(self.options.crash_interval_ms), "crash", None)
         if self.options.partition_interval_ms:
             self._schedule(self._exp(self.options.partition_interval_ms), "partition", None)
+        if self.options.voter_change_interval_ms:
+            self._schedule(self._exp(self.options.voter_change_interval_ms), "voter_change", None)
 
     def describe(self) -> str:
         return f"SEED={self.seed} options={self.options}"
@@ -333,6 +346,36 @@ class World:
     def _on_heal(self, _payload: None) -> None:
         self.blocked.clear()
 
+    def _on_voter_change(self, _payload: None) -> None:
+        """KIP-853: the leader adds an observer or removes a voter; the core refuses a change while
+        another is uncommitted or before it committed in its epoch (REQUEST_TIMED_OUT)."""
+        self._schedule(self._exp(self.options.voter_change_interval_ms), "voter_change", None)
+        if not self.faults_enabled:
+            return
+        leader = self.current_leader()
+        if leader is None or leader.node is None:
+            return
+        node = leader.node
+        voters = node.voter_ids
+        if len(voters) > 1 and (self.rng.random() < 0.5 or voters == frozenset(self.nodes)):
+            voter_id = self.rng.choice(sorted(voters))
+            change = node.remove_voter(voter_id, sim_voter(voter_id).directory_id, self.now_ms)
+            what = f"remove {voter_id}"
+        else:
+            candidates = sorted(set(self.nodes) - voters)
+            if not candidates:
+                return
+            voter_id = self.rng.choice(candidates)
+            change = node.add_voter(sim_voter(voter_id), self.now_ms)
+            what = f"add {voter_id}"
+        self.trace.append(f"{self.now_ms}: leader {node.node_id} {what}: {change.error.name}")
+        if change.error == ErrorCode.NONE:
+            self.voter_changes += 1
+            if leader.meta is not None and leader.meta.active:
+                # Raft wrote a control record the active controller does not write itself.
+                leader.meta.controller.note_log_end_offset(node.log.end_offset)
+            self._after_input(leader)
+
     # --- scripted steering ---------------------------------------------------------------------
 
     def hold(self, source_id: int, destination_id: int) -> None:
@@ -384,9 +427,19 @@ class World:
         sim_node.drive_pending = False
         opts = self.options
         sim_node.meta = NodeMetadata(random.Random(self.rng.getrandbits(64))) if opts.metadata else None
+        dynamic: dict[str, Any] = {}
+        if opts.dynamic_quorum:
+            # Every node can be asked who leads (controller.quorum.bootstrap.servers); the first
+            # voters' bootstrap checkpoint holds the initial set (kafka-storage format
+            # --initial-controllers), which survives restarts like any snapshot file.
+            initial = sim_node.node_id in self.voter_ids
+            dynamic = {
+                "kraft_version": 1,
+                "bootstrap_voters": VoterSet.of([sim_voter(i) for i in self.voter_ids]) if initial else None,
+            }
         sim_node.node = RaftNode(
             sim_node.node_id,
-            self.voter_ids,
+            frozenset(self.nodes) if opts.dynamic_quorum else self.voter_ids,
             sim_node.log,
             quorum_state,
             random.Random(self.rng.getrandbits(64)),
@@ -397,6 +450,7 @@ class World:
             fetch_max_wait_ms=opts.fetch_max_wait_ms,
             election_backoff_max_ms=opts.election_backoff_max_ms,
             snapshots=sim_node.snapshots,
+            **dynamic,
         )
         self.trace.append(f"{self.now_ms}: start node {sim_node.node_id} as {sim_node.node.role.value}")
         self._drive(sim_node)
@@ -597,7 +651,13 @@ class World:
             values = [sim_node.state_digest]
             if sim_node.meta is not None:
                 values += image_snapshot_values(sim_node.meta.image)
-            data = write_snapshot(snapshot_id, values, last_contained_log_timestamp=0, now_ms=self.now_ms)
+            data = write_snapshot(
+                snapshot_id,
+                values,
+                last_contained_log_timestamp=0,
+                now_ms=self.now_ms,
+                kraft_records=node.kraft_control_records(snapshot_id.offset),
+            )
             sim_node.snapshots.write(snapshot_id, data)
             # Retention 0 bytes: the log start moves to the latest snapshot at once.
             node.maybe_clean(self.now_ms, retention_bytes=0, retention_ms=-1)
@@ -614,11 +674,42 @@ class World:
             if leader_id != node.node_id:
                 self._fail(f"two leaders in epoch {node.epoch}: {leader_id} and {node.node_id}")
             if node.epoch not in sim_node.led_epochs:
+                if not node.may_campaign:
+                    # Only a voter, or one an uncommitted change removes (KIP-853), may be elected.
+                    self._fail(f"node {node.node_id} leads epoch {node.epoch} but is not a voter")
                 sim_node.led_epochs.add(node.epoch)
                 self.trace.append(f"{self.now_ms}: node {node.node_id} leads epoch {node.epoch}")
                 self._check_leader_completeness(sim_node)
         self._check_log_matching(sim_node)
         self._check_high_watermark(sim_node)
+        if self.options.dynamic_quorum:
+            self._check_voter_sets(sim_node)
+
+    def _check_voter_sets(self, sim_node: SimNode) -> None:
+        """KIP-853: consecutive voter sets in a log differ by one voter at most, and a VotersRecord
+        was appended only after the one before it committed: when it first shows up anywhere, some
+        node's high watermark has already passed the previous one."""
+        node = sim_node.node
+        assert node is not None
+        previous: tuple[int, frozenset[int]] | None = None
+        for offset, voters in node.voter_history.voter_entries():
+            ids = voters.ids
+            if previous is not None:
+                previous_offset, previous_ids = previous
+                if len(previous_ids ^ ids) > 1:
+                    self._fail(
+                        f"node {sim_node.node_id}: voter set {sorted(previous_ids)} -> {sorted(ids)} at {offset}"
+                    )
+                if (
+                    offset,
+                    ids,
+                ) not in self.voter_records_seen and self.committed_end_offset <= previous_offset:
+                    self._fail(
+                        f"node {sim_node.node_id}: voter change at {offset} appended before the one at "
+                        f"{previous_offset} committed"
+                    )
+            self.voter_records_seen.add((offset, ids))
+            previous = (offset, ids)
 
     def _check_leader_completeness(self, sim_node: SimNode) -> None:
         held = {batch.base_offset: batch.data for batch in sim_node.log.batches()}
@@ -714,6 +805,11 @@ class World:
             return False
         _epoch, last_offset = target[0]
         for sim_node in self.nodes.values():
+            if self.options.dynamic_quorum and sim_node.node_id not in leader.node.voter_ids:
+                # KIP-853 without pre-vote (KIP-996): a replica whose log holds a stale voter set may
+                # campaign at ever higher epochs among its stale set and pull non-voters with it;
+                # they never take a lower-epoch leader again. Only the leader's voters must converge.
+                continue
             node = sim_node.node
             if node is None or node.epoch != epoch or node.leader_id != leader.node_id:
                 return False
@@ -733,3 +829,8 @@ def run_seed(seed: int, options: SimOptions | None = None) -> World:
     if not world.run_until(deadline_ms, lambda: world.converged(target)):
         world._fail("liveness: the healed cluster did not converge on one leader and commit")
     return world
+
+
+def sim_voter(node_id: int) -> Voter:
+    """A simulated controller's voter key: its id and a directory id fixed by the id."""
+    return Voter(node_id, node_id.to_bytes(16, "big"), (Endpoint("CONTROLLER", "127.0.0.1", 9000 + node_id),))

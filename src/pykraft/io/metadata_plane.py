@@ -72,12 +72,15 @@ from pykraft.metadata.image import (
 )
 from pykraft.metadata.records import ApiMessageAndVersion, decode_metadata_record, encode_metadata_record
 from pykraft.protocol.messages import (
+    AddRaftVoterResponse,
     AllocateProducerIdsResponse,
     AlterPartitionResponse,
     BrokerHeartbeatResponse,
     BrokerRegistrationResponse,
+    RemoveRaftVoterResponse,
 )
 from pykraft.raft import wire
+from pykraft.raft.control import Endpoint, Voter
 from pykraft.raft.messages import (
     BeginQuorumEpochRequest,
     EndQuorumEpochRequest,
@@ -91,7 +94,7 @@ from pykraft.raft.messages import (
     RaftResponse,
     VoteRequest,
 )
-from pykraft.raft.node import RaftNode
+from pykraft.raft.node import RaftNode, VoterChange
 from pykraft.raft.quorum_state import decode_quorum_state, encode_quorum_state
 from pykraft.raft.state import Role
 
@@ -578,6 +581,56 @@ class MetadataPlane:
             self._image_published.clear()
             await wait_event(self._image_published, remaining)
         return True
+
+    async def handle_add_raft_voter(self, request: Any, version: int) -> Any:
+        """AddRaftVoter (80, KIP-853; KafkaRaftClient.handleAddVoterRequest): the raft leader adds the
+        voter and answers once the new voter set is committed."""
+        voter = Voter(
+            request.voter_id,
+            request.voter_directory_id.bytes,
+            tuple(Endpoint(listener.name, listener.host, listener.port) for listener in request.listeners),
+        )
+        error, message = await self._change_voters(
+            request.cluster_id, lambda raft: raft.add_voter(voter, now_ms())
+        )
+        return AddRaftVoterResponse(
+            version=version, throttle_time_ms=0, error_code=error, error_message=message
+        )
+
+    async def handle_remove_raft_voter(self, request: Any, version: int) -> Any:
+        """RemoveRaftVoter (81, KIP-853; KafkaRaftClient.handleRemoveVoterRequest): the voter is named by
+        id and directory id; the answer waits for the new voter set to commit."""
+        directory_id = request.voter_directory_id.bytes
+        error, message = await self._change_voters(
+            request.cluster_id, lambda raft: raft.remove_voter(request.voter_id, directory_id, now_ms())
+        )
+        return RemoveRaftVoterResponse(
+            version=version, throttle_time_ms=0, error_code=error, error_message=message
+        )
+
+    async def _change_voters(
+        self, cluster_id: str | None, change_voters: Callable[[RaftNode], VoterChange]
+    ) -> tuple[ErrorCode, str | None]:
+        raft = self.raft
+        if raft is None or self._stopping:
+            return ErrorCode.NOT_LEADER_OR_FOLLOWER, "the controller is not running"
+        if cluster_id is not None and self.cluster_id is not None and cluster_id != self.cluster_id:
+            return ErrorCode.INCONSISTENT_CLUSTER_ID, f"cluster id {cluster_id!r} is not this cluster's"
+        change = change_voters(raft)
+        if change.error != ErrorCode.NONE:
+            return change.error, change.error_message
+        if self._controller_active:
+            # Raft wrote a control record the active controller does not write itself.
+            self.controller.note_log_end_offset(self._log().end_offset)
+        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._commit_waiters.append((change.voters_offset, fut))
+        self._wakeup.set()
+        try:
+            park()  # waits for the quorum to commit the new voter set
+            await fut
+        except NotControllerError as exc:
+            return ErrorCode.NOT_LEADER_OR_FOLLOWER, str(exc)
+        return ErrorCode.NONE, None
 
     def describe_quorum(self) -> tuple[QuorumDescription | None, int, int]:
         """DescribeQuorum: the leader's description, or None with the leader this node knows."""

@@ -1152,6 +1152,29 @@ class Node:
                 return [wire.encode_describe_quorum_error(header, ErrorCode.CLUSTER_AUTHORIZATION_FAILED)]
             description, leader_id, leader_epoch = metadata.describe_quorum()
             return [wire.encode_describe_quorum_response(header, description, leader_id, leader_epoch)]
+        if key in (ApiKey.ADD_RAFT_VOTER, ApiKey.REMOVE_RAFT_VOTER):
+            # KIP-853 voter changes (ControllerApis.handleAddRaftVoter / handleRemoveRaftVoter): ALTER
+            # on the cluster, answered by the raft leader once the new voter set commits.
+            request = messages.decode_request(header, view)
+            if not node_principal and not allowed_on_cluster(AclOperation.ALTER):
+                response_class = (
+                    messages.AddRaftVoterResponse
+                    if key == ApiKey.ADD_RAFT_VOTER
+                    else messages.RemoveRaftVoterResponse
+                )
+                refusal = response_class(
+                    version=header.api_version,
+                    throttle_time_ms=0,
+                    error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+                    error_message=None,
+                )
+                return [messages.encode_response(header, refusal)]
+            voter_handler = (
+                metadata.handle_add_raft_voter
+                if key == ApiKey.ADD_RAFT_VOTER
+                else metadata.handle_remove_raft_voter
+            )
+            return [messages.encode_response(header, await voter_handler(request, header.api_version))]
         handlers_by_key: dict[int, RequestHandler] = {
             ApiKey.CREATE_TOPICS: metadata.handle_create_topics,
             ApiKey.DELETE_TOPICS: metadata.handle_delete_topics,
@@ -1635,6 +1658,9 @@ CONTROLLER_API_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     ApiKey.CREATE_PARTITIONS: messages.SUPPORTED_VERSIONS[ApiKey.CREATE_PARTITIONS],
     ApiKey.BROKER_REGISTRATION: (0, 4),
     ApiKey.ALLOCATE_PRODUCER_IDS: (0, 0),
+    # KIP-853: AddRaftVoter v1 adds AckWhenCommitted (always acked when committed here).
+    ApiKey.ADD_RAFT_VOTER: (0, 1),
+    ApiKey.REMOVE_RAFT_VOTER: (0, 0),
     ApiKey.BROKER_HEARTBEAT: (0, 1),
     ApiKey.DESCRIBE_CLUSTER: (0, 2),
     ApiKey.ALTER_PARTITION: (2, 3),

@@ -282,6 +282,11 @@ DeleteShareGroupStateRequest: Any = _schema_class("DeleteShareGroupStateRequest"
 DeleteShareGroupStateResponse: Any = _schema_class("DeleteShareGroupStateResponse")
 DeleteShareGroupOffsetsRequest: Any = _schema_class("DeleteShareGroupOffsetsRequest")
 DeleteShareGroupOffsetsResponse: Any = _schema_class("DeleteShareGroupOffsetsResponse")
+# KIP-853: a dynamic controller quorum's voter changes (kafka-metadata-quorum add/remove-controller).
+AddRaftVoterRequest: Any = _schema_class("AddRaftVoterRequest")
+AddRaftVoterResponse: Any = _schema_class("AddRaftVoterResponse")
+RemoveRaftVoterRequest: Any = _schema_class("RemoveRaftVoterRequest")
+RemoveRaftVoterResponse: Any = _schema_class("RemoveRaftVoterResponse")
 
 
 # DescribeQuorum ships with kafka-python (0-2, the current schema); re-exported for symmetry.
@@ -331,6 +336,10 @@ OUR_MESSAGE_CLASSES: tuple[Any, ...] = (
     DeleteShareGroupStateResponse,
     DeleteShareGroupOffsetsRequest,
     DeleteShareGroupOffsetsResponse,
+    AddRaftVoterRequest,
+    AddRaftVoterResponse,
+    RemoveRaftVoterRequest,
+    RemoveRaftVoterResponse,
 )
 
 

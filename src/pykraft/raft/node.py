@@ -37,10 +37,18 @@ from __future__ import annotations
 
 import random
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from pykraft.core.errors import ErrorCode
 from pykraft.protocol.records import Record, decode_records, scan_batches
-from pykraft.raft.control import LeaderChangeMessage, leader_change_record
+from pykraft.raft.control import (
+    KRAFT_VERSION_DYNAMIC,
+    LeaderChangeMessage,
+    Voter,
+    kraft_version_record,
+    leader_change_record,
+    voters_record,
+)
 from pykraft.raft.log import RaftLog
 from pykraft.raft.messages import (
     FETCH_MAX_BYTES,
@@ -88,6 +96,7 @@ from pykraft.raft.state import (
     majority_end_offset,
     majority_size,
 )
+from pykraft.raft.voter_set import ControlEntry, VoterSet, VoterSetHistory, scan_kraft_control_records
 
 # KafkaRaftClient.RETRY_BACKOFF_BASE_MS: the unit of the exponential election backoff.
 RETRY_BACKOFF_BASE_MS = 100
@@ -95,6 +104,16 @@ RETRY_BACKOFF_BASE_MS = 100
 CHECK_QUORUM_TIMEOUT_FACTOR = 1.5
 # Far enough in the future to never fire (a sole voter's check-quorum timer).
 NEVER_MS = 2**62
+
+
+@dataclass(frozen=True, slots=True)
+class VoterChange:
+    """The leader's answer to AddRaftVoter / RemoveRaftVoter (KIP-853): an error (with Kafka's
+    message) or the offset of the VotersRecord it appended; the change is done once that commits."""
+
+    error: ErrorCode
+    error_message: str | None = None
+    voters_offset: int = -1
 
 
 class RaftNode:
@@ -116,14 +135,22 @@ class RaftNode:
         fetch_max_wait_ms: int = FETCH_MAX_WAIT_MS,
         fetch_max_bytes: int = FETCH_MAX_BYTES,
         snapshots: SnapshotStore | None = None,
+        kraft_version: int = 0,
+        bootstrap_voters: VoterSet | None = None,
     ) -> None:
+        """``voter_ids``: with kraft.version 0, the static voters (``controller.quorum.voters``); with
+        kraft.version 1 (KIP-853), the replicas to ask who leads (``controller.quorum.bootstrap.servers``)
+        while the voter set comes from the log, its snapshots, or ``bootstrap_voters`` (the set a
+        bootstrap checkpoint gives the first voter(s)) until the log holds a VotersRecord."""
         assert node_id >= 0
         assert voter_ids, "a quorum has at least one voter"
         assert election_timeout_ms > 0
         assert fetch_timeout_ms > 0
         assert fetch_max_wait_ms < request_timeout_ms, "a parked fetch must answer before it times out"
         self.node_id = node_id
-        self.voter_ids = voter_ids
+        self._bootstrap_ids = voter_ids
+        base_voters = VoterSet.static(voter_ids) if kraft_version == 0 else (bootstrap_voters or VoterSet(()))
+        self.voter_history = VoterSetHistory(base_voters, kraft_version)
         self.log = log
         self.cluster_id = cluster_id
         self._rng = rng
@@ -163,6 +190,8 @@ class RaftNode:
         # A flush the shell started but has not finished (advance(..., flush_done=False)): not asked
         # for again, not counted as durable until flush_completed.
         self._flush_requested_offset = log.start_offset
+        if kraft_version > 0:
+            self._load_voter_history(latest)
         self._outbox: list[Outbound] = []
         # Like Kafka's correlation ids; random start so a response to a request sent before a restart
         # is not mistaken for one sent after it.
@@ -199,8 +228,49 @@ class RaftNode:
         return self._high_watermark
 
     @property
+    def voter_ids(self) -> frozenset[int]:
+        """The voter set in effect: the latest VotersRecord of the log, committed or not (KIP-853)."""
+        return self.voter_history.latest().ids
+
+    @property
+    def voter_set(self) -> VoterSet:
+        return self.voter_history.latest()
+
+    @property
+    def kraft_version(self) -> int:
+        return self.voter_history.kraft_version()
+
+    def kraft_control_records(self, snapshot_end_offset: int) -> list[Record]:
+        """What a snapshot ending at ``snapshot_end_offset`` carries after its header (Kafka's
+        RecordsSnapshotWriter with kraft.version 1): KRaftVersionRecord and VotersRecord."""
+        history = self.voter_history
+        kraft_version = history.kraft_version_before(snapshot_end_offset)
+        if kraft_version == 0:
+            return []
+        voters = history.voters_before(snapshot_end_offset)
+        return [kraft_version_record(kraft_version), voters_record(voters.voters)]
+
+    @property
     def is_voter(self) -> bool:
         return self.node_id in self.voter_ids
+
+    @property
+    def may_campaign(self) -> bool:
+        """A voter, or (KIP-853) a replica that an uncommitted change removes: it may be the only one
+        with the change, and until the change commits the quorum may need it to lead (Raft thesis
+        §4.2.2: a server not in its latest configuration still starts elections). It counts only the
+        votes of its latest voter set, so it never decides an election for a set that excludes it."""
+        if self.is_voter:
+            return True
+        history = self.voter_history
+        if not self._tracks_voters() or history.latest_offset() < self._high_watermark:
+            return False
+        return self.node_id in history.voters_before(history.latest_offset()).ids
+
+    def _won(self, state: Candidate) -> bool:
+        # Votes come only from voters; the candidate's own counts only if it is one.
+        own_uncounted = 0 if self.is_voter else 1
+        return len(state.granting_voters) - own_uncounted >= majority_size(len(self.voter_ids))
 
     def latest_snapshot_id(self) -> OffsetAndEpoch | None:
         """The latest frozen snapshot other than the bootstrap one (never replicated, §4.1)."""
@@ -232,7 +302,7 @@ class RaftNode:
         deadlines = [NEVER_MS] + [deadline for _inbound, deadline in self._parked_fetches.values()]
         match state:
             case Unattached() | Voted() | Resigned():
-                if self.is_voter or isinstance(state, Unattached):
+                if self.may_campaign or isinstance(state, Unattached | Resigned) or self._tracks_voters():
                     deadlines.append(state.election_deadline_ms)
             case Candidate():
                 deadlines.append(
@@ -273,17 +343,20 @@ class RaftNode:
         # end offset and the current time for both timestamps.
         own_end_offset = min(self._flushed_end_offset, self.log.end_offset)
         own = ReplicaDescription(self.node_id, own_end_offset, now_ms, now_ms)
-        voters = [own, *(describe(i, r) for i, r in state.replicas.items())]
+        voters = [describe(i, r) for i, r in state.replicas.items()]
+        observers = [
+            describe(i, r)
+            for i, r in sorted(state.observers.items())
+            if is_active_observer(r, now_ms)  # read-only: the next new observer prunes the rest
+        ]
+        # A leader that removed itself (KIP-853) leads as an observer until the removal commits.
+        (voters if self.is_voter else observers).append(own)
         return QuorumDescription(
             leader_id=self.node_id,
             leader_epoch=state.epoch,
             high_watermark=self._high_watermark,
             current_voters=tuple(sorted(voters, key=lambda v: v.replica_id)),
-            observers=tuple(
-                describe(i, r)
-                for i, r in sorted(state.observers.items())
-                if is_active_observer(r, now_ms)  # read-only: the next new observer prunes the rest
-            ),
+            observers=tuple(sorted(observers, key=lambda v: v.replica_id)),
         )
 
     def tick(self, now_ms: int) -> None:
@@ -292,10 +365,16 @@ class RaftNode:
         match state:
             case Unattached() | Voted() | Resigned():
                 if now_ms >= state.election_deadline_ms:
-                    if self.is_voter:
+                    if self.may_campaign:
                         self._become_candidate(now_ms)
-                    elif isinstance(state, Unattached):
+                    elif isinstance(state, Unattached) or (
+                        isinstance(state, Voted) and self._tracks_voters()
+                    ):
+                        # KIP-853: a replica that voted and then learned it is no voter asks too.
                         self._fetch_from_bootstrap(state, now_ms)
+                    elif isinstance(state, Resigned):
+                        # A leader that removed itself (KIP-853) goes on as an observer.
+                        self._transition(Unattached(state.epoch, now_ms))
             case Candidate():
                 self._tick_candidate(state, now_ms)
             case Follower():
@@ -329,6 +408,7 @@ class RaftNode:
                 self._handle_fetch_snapshot_request(inbound, message, now_ms)
             case FetchSnapshotResponse():
                 self._handle_fetch_snapshot_response(inbound, message, now_ms)
+        self._maybe_resign_removed_leader(now_ms)
 
     def request_failed(self, destination_id: int, correlation_id: int, now_ms: int, *, refused: bool) -> None:
         """The shell could not get an answer to a request it sent (a disconnect or a timeout; Kafka's
@@ -344,7 +424,7 @@ class RaftNode:
         """
         self._set_now(now_ms)
         state = self._state
-        if isinstance(state, Unattached) and not self.is_voter:
+        if isinstance(state, Unattached | Voted) and not self.may_campaign:
             # An observer's question to a voter went unanswered (that voter may be the dead leader):
             # ask another after the retry backoff, not the whole request timeout.
             state.election_deadline_ms = min(state.election_deadline_ms, now_ms + self.retry_backoff_ms)
@@ -354,7 +434,7 @@ class RaftNode:
         if state.fetch_correlation_id == correlation_id:
             state.fetch_correlation_id = None
             state.fetch_sent_ms = now_ms + self.retry_backoff_ms
-        if refused and self.is_voter:
+        if refused and self.may_campaign:
             stagger_ms = self._rng.randrange(max(1, self.election_timeout_ms // 2))
             state.fetch_deadline_ms = min(state.fetch_deadline_ms, now_ms + stagger_ms)
         elif refused:
@@ -433,6 +513,7 @@ class RaftNode:
         self._last_soft_state = (ready.role, ready.leader_id, ready.leader_epoch, ready.high_watermark)
         if isinstance(self._state, Leader):
             self._maybe_update_high_watermark(self._state)
+        self._maybe_resign_removed_leader(now_ms)
 
     def flush_completed(self, flushed_to_offset: int, now_ms: int) -> None:
         """The fsync a shell started (``advance(..., flush_done=False)``) made the log durable below
@@ -441,6 +522,7 @@ class RaftNode:
         self._flushed_end_offset = max(self._flushed_end_offset, min(flushed_to_offset, self.log.end_offset))
         if isinstance(self._state, Leader):
             self._maybe_update_high_watermark(self._state)
+        self._maybe_resign_removed_leader(now_ms)
 
     def _flush_pending_from(self) -> int:
         return max(self._flushed_end_offset, self._flush_requested_offset)
@@ -461,7 +543,7 @@ class RaftNode:
             return Resigned(epoch, self._election_deadline(now_ms))
         if quorum_state.leader_id != UNKNOWN_ID:
             return Follower(epoch, quorum_state.leader_id, now_ms + self.fetch_timeout_ms)
-        if quorum_state.voted_id == self.node_id and self.is_voter:
+        if quorum_state.voted_id == self.node_id and self.may_campaign:
             candidate = Candidate(epoch, 1, self._election_deadline(now_ms), {self.node_id})
             self._send_vote_requests(candidate)
             return candidate
@@ -504,12 +586,12 @@ class RaftNode:
         elif now_ms >= state.election_deadline_ms:
             state.backoff_deadline_ms = now_ms + self._election_backoff_ms(state.retries)
 
-    def _fetch_from_bootstrap(self, state: Unattached, now_ms: int) -> None:
+    def _fetch_from_bootstrap(self, state: Unattached | Voted, now_ms: int) -> None:
         """An observer (a broker, KIP-595) that knows no leader asks a voter, chosen at random: the
         answer names the leader and its epoch (FENCED_LEADER_EPOCH or NOT_LEADER_OR_FOLLOWER), and the
         observer follows it. No answer in ``request_timeout_ms``: ask again (KafkaRaftClient's
         fetch from the bootstrap servers)."""
-        voter_id = self._rng.choice(sorted(self.voter_ids))
+        voter_id = self._rng.choice(sorted(self._bootstrap_ids - {self.node_id} or self._bootstrap_ids))
         request = FetchRequest(
             cluster_id=self.cluster_id,
             replica_id=self.node_id,
@@ -524,7 +606,7 @@ class RaftNode:
 
     def _tick_follower(self, state: Follower, now_ms: int) -> None:
         if now_ms >= state.fetch_deadline_ms:
-            if self.is_voter:
+            if self.may_campaign:
                 self._become_candidate(now_ms)
             else:
                 # An observer asks a voter who leads at once (KafkaRaftClient.pollUnattachedAsObserver).
@@ -587,18 +669,18 @@ class RaftNode:
         self._send_fetch(state, now_ms)
 
     def _become_candidate(self, now_ms: int) -> None:
-        assert self.is_voter
+        assert self.may_campaign
         old_state = self._state
         retries = old_state.retries + 1 if isinstance(old_state, Candidate) else 1
         state = Candidate(old_state.epoch + 1, retries, self._election_deadline(now_ms), {self.node_id})
         self._transition(state)
-        if len(state.granting_voters) >= majority_size(len(self.voter_ids)):
+        if self._won(state):
             self._become_leader(state, now_ms)
         else:
             self._send_vote_requests(state)
 
     def _become_leader(self, candidate: Candidate, now_ms: int) -> None:
-        assert len(candidate.granting_voters) >= majority_size(len(self.voter_ids))
+        assert self._won(candidate)
         others = self.voter_ids - {self.node_id}
         state = Leader(
             epoch=candidate.epoch,
@@ -615,7 +697,21 @@ class RaftNode:
             voters=tuple(sorted(self.voter_ids)),
             granting_voters=tuple(sorted(candidate.granting_voters)),
         )
-        self.log.append_as_leader([leader_change_record(message)], state.epoch, now_ms, is_control=True)
+        control = [leader_change_record(message)]
+        history = self.voter_history
+        bootstrap_entries: list[ControlEntry] = []
+        if history.kraft_version() >= KRAFT_VERSION_DYNAMIC and history.latest_offset() < 0:
+            # LeaderState.appendStartOfEpochControlRecords: a voter set that is not in the log yet
+            # (a bootstrap checkpoint's) is written to it, with kraft.version, in the epoch's first batch.
+            control += [kraft_version_record(history.kraft_version()), voters_record(history.latest().voters)]
+            base = self.log.end_offset
+            bootstrap_entries = [
+                ControlEntry(base + 1, kraft_version=history.kraft_version()),
+                ControlEntry(base + 2, voters=history.latest()),
+            ]
+        self.log.append_as_leader(control, state.epoch, now_ms, is_control=True)
+        for entry in bootstrap_entries:
+            history.add(entry)
         self._send_begin_quorum_epoch(state, now_ms)
 
     def _become_resigned(self, leader: Leader, now_ms: int) -> None:
@@ -706,7 +802,8 @@ class RaftNode:
             error = ErrorCode.INCONSISTENT_CLUSTER_ID
         elif request.candidate_epoch < self._state.epoch:
             error = ErrorCode.FENCED_LEADER_EPOCH
-        elif request.candidate_id not in self.voter_ids:
+        elif request.candidate_id not in self.voter_ids and not self._tracks_voters():
+            # KIP-853 drops this check: this replica's voter set may be older than the candidate's.
             error = ErrorCode.INCONSISTENT_VOTER_SET
         granted = False
         if error == ErrorCode.NONE:
@@ -722,7 +819,9 @@ class RaftNode:
 
     def _can_grant_vote(self, request: VoteRequest) -> bool:
         state = self._state
-        if not self.is_voter:
+        if not self.is_voter and not self._tracks_voters():
+            # KIP-853 (QuorumState.canGrantVote): a replica that does not see itself in the voter set
+            # may be behind and still votes; the candidate counts only the voters of its own set.
             return False
         match state:
             case Unattached():
@@ -745,7 +844,7 @@ class RaftNode:
         if response.vote_granted:
             state.granting_voters.add(inbound.source_id)
             state.rejecting_voters.discard(inbound.source_id)
-            if len(state.granting_voters) >= majority_size(len(self.voter_ids)):
+            if self._won(state):
                 self._become_leader(state, now_ms)
             return
         if inbound.source_id not in state.granting_voters:
@@ -783,7 +882,7 @@ class RaftNode:
             return ErrorCode.INCONSISTENT_CLUSTER_ID
         if leader_epoch < self._state.epoch:
             return ErrorCode.FENCED_LEADER_EPOCH
-        if leader_id not in self.voter_ids or leader_id == self.node_id:
+        if leader_id == self.node_id or (leader_id not in self.voter_ids and not self._tracks_voters()):
             return ErrorCode.INCONSISTENT_VOTER_SET
         return ErrorCode.NONE
 
@@ -896,7 +995,7 @@ class RaftNode:
     def _record_voter_fetch(self, state: Leader, voter_id: int, now_ms: int) -> None:
         # LeaderState.updateCheckQuorumForFollowingVoter: the leader counts itself.
         state.fetched_voters.add(voter_id)
-        if len(state.fetched_voters) + 1 >= majority_size(len(self.voter_ids)):
+        if len(state.fetched_voters) + int(self.is_voter) >= majority_size(len(self.voter_ids)):
             state.fetched_voters.clear()
             state.check_quorum_deadline_ms = now_ms + self.check_quorum_timeout_ms
 
@@ -1023,13 +1122,116 @@ class RaftNode:
             self._respond(inbound, self._error_fetch_response(ErrorCode.NOT_LEADER_OR_FOLLOWER))
 
     def _maybe_update_high_watermark(self, state: Leader) -> None:
-        end_offsets = [min(self._flushed_end_offset, self.log.end_offset)]
+        # KIP-853: a leader that removed itself counts only the other voters of the new set.
+        end_offsets = [min(self._flushed_end_offset, self.log.end_offset)] if self.is_voter else []
         end_offsets += [r.end_offset for r in state.replicas.values() if r.end_offset is not None]
         majority_offset = majority_end_offset(end_offsets, len(self.voter_ids))
         # Raft §5.4.2: only once an entry of this epoch (the LeaderChange batch) is on a majority.
         if majority_offset > state.epoch_start_offset and majority_offset > self._high_watermark:
             self._high_watermark = majority_offset
             self._complete_parked_fetches()
+
+    def _maybe_resign_removed_leader(self, now_ms: int) -> None:
+        """KafkaRaftClient.pollLeader: a leader whose own removal has committed resigns (KIP-853)."""
+        state = self._state
+        if (
+            isinstance(state, Leader)
+            and not self.is_voter
+            and self._high_watermark > self.voter_history.latest_offset()
+        ):
+            self._become_resigned(state, now_ms)
+
+    # --- KIP-853: voter changes, leader side (AddVoterHandler, RemoveVoterHandler) -------------
+
+    def _voter_change_error(self) -> VoterChange | None:
+        """What every voter change checks first; None when the leader may change the set now."""
+        state = self._state
+        if not isinstance(state, Leader):
+            return VoterChange(ErrorCode.NOT_LEADER_OR_FOLLOWER)
+        if self.voter_history.kraft_version() < KRAFT_VERSION_DYNAMIC:
+            return VoterChange(
+                ErrorCode.UNSUPPORTED_VERSION,
+                "Cluster doesn't support adding or removing voters (kraft.version 0)",
+            )
+        if self._high_watermark <= state.epoch_start_offset:
+            # The leader knows the committed voter set only once it has committed in its epoch.
+            return VoterChange(ErrorCode.REQUEST_TIMED_OUT, "Leader hasn't committed in its current epoch")
+        if self.voter_history.latest_offset() >= self._high_watermark:
+            # One change at a time: the previous VotersRecord must commit first.
+            return VoterChange(ErrorCode.REQUEST_TIMED_OUT, "Leader has an uncommitted voter change")
+        return None
+
+    def add_voter(self, voter: Voter, now_ms: int) -> VoterChange:
+        """AddRaftVoter (API 80): append the voter set plus ``voter`` once the new voter, fetching as
+        an observer, has caught up (AddVoterHandler)."""
+        self._set_now(now_ms)
+        error = self._voter_change_error()
+        if error is not None:
+            return error
+        state = self._state
+        assert isinstance(state, Leader)
+        current = self.voter_history.latest()
+        if voter.voter_id in current.ids:
+            return VoterChange(ErrorCode.DUPLICATE_VOTER, f"Voter {voter.voter_id} is already a voter")
+        if voter.max_supported_kraft_version < self.voter_history.kraft_version():
+            return VoterChange(
+                ErrorCode.INVALID_REQUEST, f"Voter {voter.voter_id} does not support this kraft.version"
+            )
+        observer = state.observers.get(voter.voter_id)
+        # LeaderState.isReplicaCaughtUp: the new voter had everything the leader had within the last
+        # fetch timeout; otherwise adding it could stall the high watermark.
+        if (
+            observer is None
+            or observer.last_caught_up_ms is None
+            or now_ms - observer.last_caught_up_ms > self.fetch_timeout_ms
+        ):
+            return VoterChange(
+                ErrorCode.REQUEST_TIMED_OUT,
+                f"Voter {voter.voter_id} is not an observer caught up with the leader",
+            )
+        return self._append_voters(state, current.with_voter(voter), now_ms)
+
+    def remove_voter(self, voter_id: int, directory_id: bytes, now_ms: int) -> VoterChange:
+        """RemoveRaftVoter (API 81): the voter is named by id and directory id (RemoveVoterHandler)."""
+        self._set_now(now_ms)
+        error = self._voter_change_error()
+        if error is not None:
+            return error
+        state = self._state
+        assert isinstance(state, Leader)
+        current = self.voter_history.latest()
+        found = current.get(voter_id)
+        if found is None or found.directory_id != directory_id:
+            return VoterChange(
+                ErrorCode.VOTER_NOT_FOUND, f"Voter {voter_id} with that directory id is not a voter"
+            )
+        if current.ids == {voter_id}:
+            return VoterChange(ErrorCode.VOTER_NOT_FOUND, f"Cannot remove {voter_id}, the only voter")
+        return self._append_voters(state, current.without_voter(voter_id), now_ms)
+
+    def _append_voters(self, state: Leader, voters: VoterSet, now_ms: int) -> VoterChange:
+        offset = self.log.end_offset
+        self.log.append_as_leader([voters_record(voters.voters)], state.epoch, now_ms, is_control=True)
+        self.voter_history.add(ControlEntry(offset, voters=voters))
+        self._sync_leader_replicas(state, now_ms)
+        self._complete_parked_fetches()
+        self._maybe_update_high_watermark(state)
+        return VoterChange(ErrorCode.NONE, voters_offset=offset)
+
+    def _sync_leader_replicas(self, state: Leader, now_ms: int) -> None:
+        """LeaderState.updateVoterAndObserverStates: voters are the latest set (the leader aside);
+        a removed voter becomes an observer and a new one keeps what it did as an observer."""
+        others = self.voter_ids - {self.node_id}
+        for replica_id in [i for i in state.replicas if i not in others]:
+            state.observers[replica_id] = state.replicas.pop(replica_id)
+            state.fetched_voters.discard(replica_id)
+        for replica_id in sorted(others - state.replicas.keys()):
+            replica = state.observers.pop(replica_id, None) or ReplicaState()
+            state.replicas[replica_id] = replica
+        if not others:
+            state.check_quorum_deadline_ms = NEVER_MS
+        elif state.check_quorum_deadline_ms == NEVER_MS:
+            state.check_quorum_deadline_ms = now_ms + self.check_quorum_timeout_ms
 
     # --- Fetch, follower side ------------------------------------------------------------------
 
@@ -1039,7 +1241,7 @@ class RaftNode:
         ):
             return
         state = self._state
-        if isinstance(state, Unattached) and not self.is_voter:
+        if isinstance(state, Unattached | Voted) and not self.may_campaign:
             # A voter that knows no leader yet (an election is on): ask again after the retry backoff
             # rather than the whole request timeout.
             state.election_deadline_ms = min(state.election_deadline_ms, now_ms + self.retry_backoff_ms)
@@ -1129,6 +1331,44 @@ class RaftNode:
         self._high_watermark = snapshot_id.offset
         self._next_apply_offset = snapshot_id.offset
         self._snapshot_to_load = snapshot_id
+        if self._tracks_voters():
+            self.voter_history.reset_to_snapshot(snapshot_id.offset, *self._snapshot_kraft_state(snapshot_id))
+
+    # --- KIP-853: the voter set from snapshots and the log (KRaftControlRecordStateMachine) ----
+
+    def _tracks_voters(self) -> bool:
+        """Static voters (kraft.version 0 from the start) never read VotersRecords, as before KIP-853."""
+        return self.voter_history.kraft_version() > 0 or self.voter_history.latest_offset() >= 0
+
+    def _snapshot_kraft_state(self, snapshot_id: OffsetAndEpoch) -> tuple[VoterSet | None, int | None]:
+        """The VotersRecord and KRaftVersionRecord of a snapshot's header batch, if it has them."""
+        data = self.snapshots.read(snapshot_id, 0, self.snapshots.size(snapshot_id))
+        first = next(scan_batches(data), None)
+        voters: VoterSet | None = None
+        kraft_version: int | None = None
+        if first is not None:
+            header_batch = data[first[0] : first[0] + first[1].size_in_bytes]
+            for entry in scan_kraft_control_records(header_batch):
+                voters = entry.voters if entry.voters is not None else voters
+                kraft_version = entry.kraft_version if entry.kraft_version is not None else kraft_version
+        return voters, kraft_version
+
+    def _load_voter_history(self, latest: OffsetAndEpoch | None) -> None:
+        """At startup: the latest snapshot's set, then every VotersRecord of the log after it."""
+        if latest is not None:
+            self.voter_history.reset_to_snapshot(latest.offset, *self._snapshot_kraft_state(latest))
+        offset = self.log.start_offset
+        while offset < self.log.end_offset:
+            data = self.log.read(offset, self.fetch_max_bytes)
+            last = offset
+            for pos, header in scan_batches(data):
+                last = header.last_offset + 1
+                if header.is_control:
+                    for entry in scan_kraft_control_records(data[pos : pos + header.size_in_bytes]):
+                        if entry.offset >= offset:
+                            self.voter_history.add(entry)
+            assert last > offset, f"cannot read the log at {offset}"
+            offset = last
 
     def _append_as_follower(self, response: FetchResponse) -> None:
         if response.records:
@@ -1136,6 +1376,9 @@ class RaftNode:
             assert first is not None, "the leader sent records with no whole batch"
             assert first[1].base_offset == self.log.end_offset, (first[1].base_offset, self.log.end_offset)
             self.log.append_as_follower(response.records)
+            if self._tracks_voters():
+                for entry in scan_kraft_control_records(response.records):
+                    self.voter_history.add(entry)
         # KafkaRaftClient.updateFollowerHighWatermark: never past what this log holds.
         high_watermark = min(response.high_watermark, self.log.end_offset)
         if high_watermark > self._high_watermark:
@@ -1151,6 +1394,7 @@ class RaftNode:
         # Truncating committed data would be a Raft safety bug (Kafka throws a fatal KafkaException).
         assert offset >= self._high_watermark, (offset, self._high_watermark)
         self.log.truncate_to(offset)
+        self.voter_history.truncate_to(offset)
         self._flushed_end_offset = min(self._flushed_end_offset, self.log.end_offset)
         self._flush_requested_offset = min(self._flush_requested_offset, self.log.end_offset)
 

@@ -171,9 +171,12 @@ def write_snapshot(
     last_contained_log_timestamp: int,
     now_ms: int,
     max_batch_bytes: int = SNAPSHOT_MAX_BATCH_BYTES,
+    kraft_records: Sequence[Record] = (),
 ) -> bytes:
     """The whole snapshot: header batch, data batches of null-key records with ``values`` (at most
-    ``max_batch_bytes`` of values per batch, at least one record), footer batch."""
+    ``max_batch_bytes`` of values per batch, at least one record), footer batch. ``kraft_records``
+    (KIP-853: KRaftVersionRecord and VotersRecord, ``RaftNode.kraft_control_records``) follow the
+    header in its batch, as RecordsSnapshotWriter writes them."""
     epoch = snapshot_id.epoch
     out = bytearray()
     offset = 0
@@ -192,7 +195,10 @@ def write_snapshot(
         offset += len(records)
 
     header = SnapshotHeader(last_contained_log_timestamp)
-    add([Record(control_key(CONTROL_TYPE_SNAPSHOT_HEADER), encode_snapshot_header(header))], True)
+    add(
+        [Record(control_key(CONTROL_TYPE_SNAPSHOT_HEADER), encode_snapshot_header(header)), *kraft_records],
+        True,
+    )
     pending: list[Record] = []
     pending_bytes = 0
     for value in values:
