@@ -7,7 +7,8 @@ Anomaly classes, each a list of one-line findings naming the offending values:
   committed transaction's record is missing; on a compacted topic, a key's latest acknowledged value
   was replaced by an older one.
 - DUPLICATE: one value is in the logs more than once (values are unique by construction, so a retried
-  send or a transform that ran twice in committed transactions shows here).
+  send or a transform that ran twice in committed transactions shows here). One case is librdkafka's
+  own and is listed apart (``resent_across_bump``), see :func:`_resent_across_bump`.
 - REORDER: one producer's records to one partition are in the log out of the order it sent them.
 - ABORTED_VISIBLE: a read_committed reader sees a record of an aborted transaction.
 - TXN_ATOMICITY: a transaction is partly visible.
@@ -45,6 +46,8 @@ class CheckResult:
     acknowledged: int = 0
     committed_txns: int = 0
     aborted_txns: int = 0
+    # Values librdkafka wrote twice by re-sending them under a new producer epoch (not anomalies).
+    resent_across_bump: list[str] = field(default_factory=list)
     # fault kind -> the longest time (s) without any acknowledgment in a gap that overlaps such a fault
     unavailable_s: dict[str, float] = field(default_factory=dict)
 
@@ -59,6 +62,7 @@ class CheckResult:
 def check(history: History) -> CheckResult:
     result = CheckResult()
     where = _locate({tp: r for tp, r in history.final.items() if tp[0] not in history.lossy_topics})
+    _resent_across_bump(history, where, result)
     _check_duplicates(history, where, result)
     _check_sends(history, where, result)
     _check_transactions(history, where, result)
@@ -81,6 +85,49 @@ def _locate(final: dict[TopicPartition, list[FinalRecord]]) -> dict[str, list[tu
         for record in records:
             where[record.value].append((tp, record.offset))
     return where
+
+
+# librdkafka's reason for the bump in rd_kafka_handle_idempotent_Produce_error (rdkafka_request.c).
+SKIPPED_SEQUENCE_NUMBERS = "skipped sequence numbers"
+
+
+def _resent_across_bump(
+    history: History, where: dict[str, list[tuple[TopicPartition, int]]], result: CheckResult
+) -> None:
+    """The duplicates an idempotent librdkafka producer (<= 2.16 at least) makes itself, which Kafka
+    cannot prevent: moved out of ``where`` (the later copy stays) into ``result.resent_across_bump``.
+
+    The path (librdkafka issue #4953, PR #4972 not merged): request R1 for partition A fails with a
+    retriable error, so R2 behind it reaches the broker with a sequence gap and gets
+    OUT_OF_ORDER_SEQUENCE_NUMBER, as Kafka's ProducerAppendInfo.checkSequence answers; librdkafka then
+    bumps the producer epoch ("skipped sequence numbers") for all partitions and renumbers every
+    unacknowledged message from sequence 0. A batch of partition B that the broker had appended but
+    answered with a possibly-persisted error (NOT_ENOUGH_REPLICAS_AFTER_APPEND after the ISR shrank,
+    REQUEST_TIMED_OUT, a dropped connection) goes out again in the new epoch, and no broker can tell it
+    from new data: duplicate detection is per producer epoch.
+
+    Only exactly that is excused: two copies in one partition of a value of a producer whose log shows
+    such a bump, acknowledged at the later copy after the bump began. Anything else (a value acknowledged
+    at its first copy, three copies, a bump for another reason, no bump) stays a DUPLICATE."""
+    bumps: dict[str, list[float]] = defaultdict(list)
+    for bump in history.bumps:
+        if bump.reason == SKIPPED_SEQUENCE_NUMBERS:
+            bumps[bump.producer].append(bump.t_s)
+    if not bumps:
+        return
+    for send in history.sends:
+        places = where.get(send.value, [])
+        if send.txn is not None or not send.acked or send.producer not in bumps or len(places) != 2:
+            continue
+        (first_tp, first_offset), (later_tp, later_offset) = sorted(places)
+        if first_tp != later_tp or (send.topic, send.partition, send.offset) != (*later_tp, later_offset):
+            continue
+        if min(bumps[send.producer]) <= send.t_ack_s:
+            where[send.value] = [(later_tp, later_offset)]
+            result.resent_across_bump.append(
+                f"{send.value!r} at {_tp(first_tp)}@{first_offset} and again at {later_offset} "
+                f"({send.producer}: epoch bump, {SKIPPED_SEQUENCE_NUMBERS})"
+            )
 
 
 def _check_duplicates(

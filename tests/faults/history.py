@@ -84,6 +84,18 @@ class Fault:
 
 
 @dataclass(frozen=True)
+class EpochBump:
+    """An idempotent producer's librdkafka began draining to bump its producer epoch (its client log's
+    DRAIN line, debug "eos"): ``reason`` is librdkafka's, e.g. "skipped sequence numbers"."""
+
+    producer: str
+    producer_id: int
+    producer_epoch: int
+    reason: str
+    t_s: float
+
+
+@dataclass(frozen=True)
 class FinalRecord:
     offset: int
     key: str | None
@@ -98,6 +110,7 @@ class History:
     observations: list[OffsetObservation] = field(default_factory=list)
     consumed: list[Consumed] = field(default_factory=list)
     faults: list[Fault] = field(default_factory=list)
+    bumps: list[EpochBump] = field(default_factory=list)
     # After the faults healed: each partition read with read_committed from offset 0 to its end.
     final: dict[TopicPartition, list[FinalRecord]] = field(default_factory=dict)
     # Each partition's log bytes (a digest) per broker holding a replica, compared for identity.
@@ -113,10 +126,13 @@ class History:
         return {k: v for k, v in self.__dict__.items() if k != "_lock"}
 
     def __setstate__(self, state: dict[str, object]) -> None:
+        self.__dict__.setdefault("bumps", [])  # histories pickled before bumps were recorded
         self.__dict__.update(state)
         self._lock = threading.Lock()
 
-    def add(self, event: Send | Txn | OffsetCommit | OffsetObservation | Consumed | Fault) -> None:
+    def add(
+        self, event: Send | Txn | OffsetCommit | OffsetObservation | Consumed | Fault | EpochBump
+    ) -> None:
         with self._lock:
             if isinstance(event, Send):
                 self.sends.append(event)
@@ -128,5 +144,7 @@ class History:
                 self.observations.append(event)
             elif isinstance(event, Consumed):
                 self.consumed.append(event)
+            elif isinstance(event, EpochBump):
+                self.bumps.append(event)
             else:
                 self.faults.append(event)

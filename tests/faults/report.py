@@ -23,6 +23,10 @@ def render(result: CampaignResult) -> str:
         f"records consumed by the groups: {len(result.history.consumed)}; "
         f"OffsetFetch answers observed: {len(result.history.observations)}",
         f"- verdict: {'PASS' if result.ok else 'FAIL'}",
+        *(
+            f"- re-sent by librdkafka across an epoch bump (not an anomaly): {line}"
+            for line in check.resent_across_bump
+        ),
         "",
         "| anomaly | count |",
         "| --- | ---: |",

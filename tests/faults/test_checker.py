@@ -6,6 +6,7 @@ from __future__ import annotations
 from tests.faults.checker import check
 from tests.faults.history import (
     Consumed,
+    EpochBump,
     Fault,
     FinalRecord,
     History,
@@ -46,6 +47,26 @@ def test_lost_moved_duplicate_and_reordered_values_are_found() -> None:
         sends=[Send("p", "t", "a", 0, False), Send("p", "t", "b", 1, False)], final=_log("b", "a")
     )
     assert _found(reordered) == {"REORDER": 1}
+
+
+def test_a_resend_across_a_skipped_sequence_epoch_bump_is_librdkafkas_and_nothing_else_is() -> None:
+    """Seed 1's failure shape: "a" and "b" appended in epoch 0 but answered with a possibly-persisted
+    error, "x" from another producer, then librdkafka bumps the epoch after an OUT_OF_ORDER answer on
+    another partition and writes "a", "b", "c" again in epoch 1, acknowledged there."""
+    final = _log("a", "b", "x", "a", "b", "c")
+    resent = [_acked("a", 0, 3, t=5.0), _acked("b", 1, 4, t=5.0), _acked("c", 2, 5, t=5.0)]
+    bump = EpochBump("p", 1002, 0, "skipped sequence numbers", 4.0)
+    result = check(History(sends=list(resent), bumps=[bump], final=final))
+    assert result.ok and len(result.resent_across_bump) == 2
+    # Without the bump in the client's log, or for another reason, or before it: the broker's doing.
+    assert _found(History(sends=list(resent), final=final)) == {"DUPLICATE": 2, "REORDER": 1}
+    other = EpochBump("p", 1002, 0, "message sequence gap", 4.0)
+    assert _found(History(sends=list(resent), bumps=[other], final=final)) == {"DUPLICATE": 2, "REORDER": 1}
+    late = EpochBump("p", 1002, 0, "skipped sequence numbers", 6.0)
+    assert _found(History(sends=list(resent), bumps=[late], final=final)) == {"DUPLICATE": 2, "REORDER": 1}
+    # Acknowledged at the first copy: the re-send cannot have been librdkafka's renumbering.
+    acked_first = [_acked("a", 0, 0, t=1.0), _acked("b", 1, 4, t=5.0), _acked("c", 2, 5, t=5.0)]
+    assert _found(History(sends=acked_first, bumps=[bump], final=final)) == {"DUPLICATE": 1}
 
 
 def test_compacted_topics_keep_the_latest_acknowledged_value_per_key() -> None:

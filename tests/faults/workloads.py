@@ -16,6 +16,7 @@ from __future__ import annotations
 import logging
 import os
 import random
+import re
 import threading
 import time
 from typing import Any
@@ -23,7 +24,7 @@ from typing import Any
 import confluent_kafka
 from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
-from tests.faults.history import Consumed, History, OffsetCommit, OffsetObservation, Send, Txn
+from tests.faults.history import Consumed, EpochBump, History, OffsetCommit, OffsetObservation, Send, Txn
 
 
 class Workload(threading.Thread):
@@ -75,6 +76,32 @@ def client_logger(name: str, path: str, debug: str = "") -> dict[str, Any]:
     return {"logger": logger, **({"debug": debug} if debug else {})}
 
 
+# rd_kafka_idemp_drain_epoch_bump0's debug line (rdkafka_idempotence.c), with its reason.
+_EPOCH_BUMP = re.compile(
+    r"Beginning partition drain in state \S+ for PID\{Id:(\d+),Epoch:(\d+)\} epoch bump "
+    r"for \d+ partition\(s\) with in-flight requests: (.*)$"
+)
+
+
+class _EpochBumps(logging.Handler):
+    """Records each epoch bump librdkafka begins into the history (the checker judges duplicates
+    across a bump by its reason)."""
+
+    def __init__(self, workload: Workload) -> None:
+        super().__init__(logging.DEBUG)
+        self.workload = workload
+
+    def emit(self, record: logging.LogRecord) -> None:
+        found = _EPOCH_BUMP.search(record.getMessage())
+        if found is not None:
+            producer_id, producer_epoch, reason = found.groups()
+            self.workload.history.add(
+                EpochBump(
+                    self.workload.name, int(producer_id), int(producer_epoch), reason, self.workload.now()
+                )
+            )
+
+
 class IdempotentProducer(Workload):
     def __init__(
         self, *args: Any, topic: str, keys: int = 0, rate_per_s: float = 40.0, acks: str = "all"
@@ -89,9 +116,12 @@ class IdempotentProducer(Workload):
 
     def body(self) -> None:
         idempotent = self.acks == "all"
+        config = self.config("eos,msg" if idempotent else "")  # epoch bumps, drains, produce errors
+        if idempotent:
+            config["logger"].addHandler(_EpochBumps(self))
         producer = confluent_kafka.Producer(
             {
-                **self.config("eos" if idempotent else ""),  # idempotence: epoch bumps, drains
+                **config,
                 "enable.idempotence": idempotent,
                 "acks": self.acks,
                 "linger.ms": 5,

@@ -275,3 +275,23 @@ def test_a_reassignment_adds_followers_to_a_partition_of_one_replica() -> None:
         assert follower.log_bytes(6) == leader.log_bytes(6)
     proposal = leader.part.replication.isr_change(3, leader.part.log.high_watermark, LAG_MS)
     assert proposal is not None and proposal.new_isr == (1, 2, 3)
+
+
+def test_a_write_the_high_watermark_passed_counts_an_isr_expansion_in_flight() -> None:
+    """Kafka's Partition.checkEnoughReplicasReachOffset: with min.insync.replicas=2 and the ISR shrunk to
+    the leader alone, an acks=all write appended before the shrink is answered NONE once broker 2, whose
+    expansion is in flight, holds it (the maximal ISR), and NOT_ENOUGH_REPLICAS_AFTER_APPEND without it.
+    The latter is possibly-persisted to librdkafka, which may then re-send the write under a new producer
+    epoch (issue 32), so it must be answered only where Kafka answers it."""
+    brokers = three_brokers()
+    leader = brokers[1]
+    replication = leader.part.replication
+    leader.rm.append(leader.part, batch(0), 0)
+    leader.apply(1, 0, isr=(1,), partition_epoch=1)
+    assert not replication.enough_replicas(2)
+    fetch_once(brokers[2], leader, now_ms=1)
+    fetch_once(brokers[2], leader, now_ms=2)
+    expand = replication.isr_change(3, leader.part.log.high_watermark, LAG_MS)
+    assert expand is not None and expand.new_isr == (1, 2)
+    assert replication.isr == (1,) and replication.enough_replicas(2)
+    assert not replication.enough_replicas(3)

@@ -163,6 +163,13 @@ class PartitionReplication:
             return self.isr
         return tuple(sorted(set(self.isr) | set(self.pending_isr)))
 
+    def enough_replicas(self, min_insync_replicas: int) -> bool:
+        """Whether an acks=all write the high watermark has passed is answered NONE rather than
+        NOT_ENOUGH_REPLICAS_AFTER_APPEND. Kafka's Partition.checkEnoughReplicasReachOffset compares
+        min.insync.replicas with the maximal ISR, the one the high watermark waited for: a replica whose
+        ISR expansion is in flight already holds the write, so it counts."""
+        return len(self.maximal_isr) >= min_insync_replicas
+
     def apply_partition(
         self,
         *,

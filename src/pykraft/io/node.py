@@ -755,8 +755,9 @@ class Node:
             if fut in done:
                 error = fut.result()
                 if error is ErrorCode.NONE:
-                    min_isr = self.ctx.min_insync_replicas(wait.part.topic)
-                    if len(wait.part.replication.isr) < min_isr:
+                    if not wait.part.replication.enough_replicas(
+                        self.ctx.min_insync_replicas(wait.part.topic)
+                    ):
                         error = ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
             else:
                 fut.cancel()
