@@ -37,7 +37,7 @@ PURE_TESTS := tests/unit tests/protocol tests/sim
 FAULTS_SMOKE := tests/faults/test_smoke.py
 test: lint typecheck
 	$(BIN)/python -m pytest -q -p no:cacheprovider -n 2 $(PURE_TESTS)
-	$(BIN)/python -m pytest -q -p no:cacheprovider tests $(addprefix --ignore=,$(PURE_TESTS) $(FAULTS_SMOKE))
+	$(BIN)/python -m pytest -q -p no:cacheprovider --durations=30 tests $(addprefix --ignore=,$(PURE_TESTS) $(FAULTS_SMOKE))
 
 # Long simulation runs: make sim SEEDS=20000 [START=1000] (CI runs 1000 seeds in make test).
 SEEDS ?= 10000
