@@ -396,8 +396,10 @@ class ProcessCluster:
         raise TimeoutError(f"no leader with caught-up voters within {timeout_s} s; last answer: {last!r}")
 
     def wait_for_brokers(self, timeout_s: float = 60.0, *, expected: set[int] | None = None) -> list[int]:
-        """Poll Metadata through the live brokers until it lists ``expected`` (default: every live
-        broker) as unfenced; returns the broker ids listed."""
+        """Poll Metadata on every live broker until each lists ``expected`` (default: every live broker)
+        as unfenced; returns the broker ids listed. Every broker must agree: a broker that was paused or
+        has just restarted answers from a metadata image that may predate a fencing, so one broker's word
+        is not the cluster's."""
         from kafka.protocol.metadata import MetadataRequest, MetadataResponse
 
         from pykraft.io.kafka_connection import BrokerConnection
@@ -406,7 +408,8 @@ class ProcessCluster:
         deadline = time.monotonic() + timeout_s
         last: object = None
         while time.monotonic() < deadline:
-            for node in self.brokers.values():
+            views: dict[int, list[int]] = {}
+            for broker_id, node in self.brokers.items():
                 if not node.alive:
                     continue
                 try:
@@ -415,11 +418,12 @@ class ProcessCluster:
                         response = conn.request(MetadataRequest(topics=[]), MetadataResponse, 9)
                 except Exception as exc:
                     last = exc
-                    continue
-                listed = sorted(b.node_id for b in response.brokers)
-                last = listed
-                if want <= set(listed):
-                    return listed
+                    break
+                views[broker_id] = sorted(b.node_id for b in response.brokers)
+            else:
+                last = views
+                if views and all(want <= set(listed) for listed in views.values()):
+                    return next(iter(views.values()))
             time.sleep(0.1)
         raise TimeoutError(f"brokers {sorted(want)} not all unfenced within {timeout_s} s; last: {last!r}")
 
