@@ -10,11 +10,11 @@ from typing import Any
 from pykraft.testing import running_node
 from tests.spark.helpers import consume_all, create_topic, produce
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+README = Path(__file__).resolve().parents[2] / "docs" / "spark.md"
 
 
 def _spark_example() -> str:
-    section = README.read_text().split("## Spark: source, sink and pipelines", 1)[1]
+    section = README.read_text()
     match = re.search(r"```python\n(.*?)```", section, re.S)
     assert match, "the README's Spark section has no python block"
     return match.group(1)
