@@ -65,7 +65,8 @@ class Block:
         if self.language == "python":
             return "spark" in compile(self.code, self.where, "exec").co_names
         if self.language == "sh":
-            return all(command[:2] == ["pykraft", "pipeline"] for command in commands(self))
+            words = commands(self)
+            return bool(words) and all(command[:2] == ["pykraft", "pipeline"] for command in words)
         return False
 
 
