@@ -1,5 +1,6 @@
-"""README's "What it serves" table is what a node advertises (issue 27): every API in a broker's
-ApiVersions answer is a row with the same version range, and the table names nothing else.
+"""docs/apis.md's "What it serves" table is what a node advertises (issue 27; it left README.md in
+issue 28): every API in a broker's ApiVersions answer is a row with the same version range, and the
+table names nothing else.
 
 The advertised table is read back from the bytes ``messages.api_versions_response`` builds, which is what
 the client listener of a broker process and of a combined node sends. A row names one or more APIs
@@ -18,13 +19,13 @@ from kafka.protocol.metadata import ApiVersionsRequest, ApiVersionsResponse
 from pykraft.protocol import messages
 from pykraft.protocol.messages import ApiKey
 
-README = Path(__file__).resolve().parent.parent / "README.md"
+API_TABLE = Path(__file__).resolve().parent.parent / "docs" / "apis.md"
 SECTION = "## What it serves"
 API_VERSIONS_VERSION = 3
 
 
 def _kafka_name(key: ApiKey) -> str:
-    """ApiKey.OFFSET_FOR_LEADER_EPOCH -> OffsetForLeaderEpoch, as Kafka and the README name it."""
+    """ApiKey.OFFSET_FOR_LEADER_EPOCH -> OffsetForLeaderEpoch, as Kafka and the table name it."""
     return "".join(word.capitalize() for word in key.name.split("_"))
 
 
@@ -49,13 +50,13 @@ def _without_notes(text: str) -> str:
 
 def _range(text: str, row: str) -> tuple[int, int]:
     match = re.fullmatch(r"(\d+)(?:\s*[–-]\s*(\d+))?", text.strip())
-    assert match, f"README row {row!r}: {text.strip()!r} is not a version or a range like 0–4"
+    assert match, f"table row {row!r}: {text.strip()!r} is not a version or a range like 0–4"
     low = int(match.group(1))
     return low, int(match.group(2) or low)
 
 
 def _readme_table() -> dict[str, tuple[int, int]]:
-    lines = README.read_text().splitlines()
+    lines = API_TABLE.read_text().splitlines()
     start = lines.index(SECTION)
     rows = []
     for line in lines[start + 1 :]:
@@ -63,16 +64,16 @@ def _readme_table() -> dict[str, tuple[int, int]]:
             rows.append(line)
         elif rows:
             break  # the end of the table
-    assert len(rows) > 2, f"no table under {SECTION!r} in README.md"
+    assert len(rows) > 2, f"no table under {SECTION!r} in docs/apis.md"
     table: dict[str, tuple[int, int]] = {}
     for row in rows[2:]:  # past the header and its |---| line
         cells = [cell.strip() for cell in row.strip().strip("|").split("|")]
-        assert len(cells) == 2, f"README row {row!r}: expected two columns (API, versions)"
+        assert len(cells) == 2, f"table row {row!r}: expected two columns (API, versions)"
         names = [name.strip() for name in _without_notes(cells[0]).split("/")]
         ranges = cells[1].split("/")
-        assert len(names) == len(ranges), f"README row {row!r}: {len(names)} APIs but {len(ranges)} ranges"
+        assert len(names) == len(ranges), f"table row {row!r}: {len(names)} APIs but {len(ranges)} ranges"
         for name, text in zip(names, ranges, strict=True):
-            assert name not in table, f"README names {name} twice"
+            assert name not in table, f"the table names {name} twice"
             table[name] = _range(text, row)
     return table
 
@@ -88,17 +89,17 @@ def test_readme_table_is_what_a_broker_advertises() -> None:
     problems = []
     for name in sorted(advertised.keys() | documented.keys()):
         if name not in documented:
-            problems.append(f"{name}: advertised {_show(advertised[name])}, missing from README's table")
+            problems.append(f"{name}: advertised {_show(advertised[name])}, missing from the table")
         elif name not in advertised:
             problems.append(
-                f"{name}: README says {_show(documented[name])}, but the node does not advertise it"
+                f"{name}: the table says {_show(documented[name])}, but the node does not advertise it"
             )
         elif documented[name] != advertised[name]:
             problems.append(
-                f"{name}: README says {_show(documented[name])}, the node advertises {_show(advertised[name])}"
+                f"{name}: the table says {_show(documented[name])}, the node advertises {_show(advertised[name])}"
             )
     if problems:
-        pytest.fail("README.md's 'What it serves' table differs from ApiVersions:\n" + "\n".join(problems))
+        pytest.fail("docs/apis.md's 'What it serves' table differs from ApiVersions:\n" + "\n".join(problems))
 
 
 def test_the_table_is_read_as_a_reader_reads_it() -> None:
