@@ -14,8 +14,6 @@ import signal
 import sys
 import time
 
-from pykraft.testing import ProcessCluster
-
 
 def _cluster(args: argparse.Namespace) -> int:
     if args.controllers < 1:
@@ -31,6 +29,9 @@ def _cluster(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 2
+    # Imported here: pykraft.testing brings pytest, and every other command would pay for it.
+    from pykraft.testing import ProcessCluster
+
     cluster = ProcessCluster.create(directory, args.controllers, brokers=args.brokers)
     stopping = False
 
