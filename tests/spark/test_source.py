@@ -102,6 +102,9 @@ def test_offset_ranges_and_partition_selection(spark: Any, node: RunningNode) ->
     assert got == [(0, 3, b"0-3"), (0, 4, b"0-4")] + [(2, i, f"2-{i}".encode()) for i in range(10)]
     pattern = spark.read.format("pykraft").option("kafka.bootstrap.servers", node.bootstrap_servers)
     assert pattern.option("subscribePattern", "rang.*").load().count() == 30
+    # An empty topic is an empty DataFrame (PySpark hands read() a placeholder partition then).
+    create_topic(node.bootstrap_servers, "ranges-empty", 2)
+    assert _reader(spark, node, "ranges-empty").count() == 0
 
 
 def test_fail_on_data_loss(spark: Any, node: RunningNode) -> None:

@@ -593,7 +593,10 @@ class PykraftBatchReader(DataSourceReader):
         ]
 
     def read(self, partition: InputPartition) -> Any:
-        assert isinstance(partition, OffsetRangePartition)
+        if not isinstance(partition, OffsetRangePartition):
+            # Nothing to read (an empty topic, or start == end): partitions() returned no ranges and
+            # PySpark's planner passed its placeholder InputPartition(None) instead.
+            return iter(())
         return read_partition(partition, self.schema)
 
 
