@@ -322,6 +322,7 @@ def test_kafka_topics_create_alter_list_describe(scenario: Scenario) -> None:
     assert (summary["Topic"], summary["PartitionCount"], summary["ReplicationFactor"]) == (ORDERS, "4", "1")
     assert "retention.ms=86400000" in kafka_lines[0]
     assert re.fullmatch(r"[A-Za-z0-9_-]{22}", summary["TopicId"]), kafka_lines[0]
+    assert _fields(pykraft_lines[0])["TopicId"] == summary["TopicId"]
 
     def partitions(lines: list[str]) -> dict[str, tuple[str, str, str]]:
         rows = [_fields(line) for line in lines[1:]]
