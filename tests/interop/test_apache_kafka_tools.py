@@ -552,6 +552,41 @@ def test_dump_log_reads_the_producer_snapshot(
     assert sorted(e["lastOffset"] for e in entries.values()) == ["299", "349"]
 
 
+def _keys_and_payloads(dumped: str) -> list[tuple[dict, dict | None]]:
+    """The decoded key and payload of each record (--offsets-decoder, --transaction-log-decoder)."""
+    pairs = re.findall(r" key: (\{.*\}) payload: (\{.*\}|null)$", dumped, re.M)
+    assert len(pairs) == len(_records(dumped)), dumped
+    return [(json.loads(key), json.loads(payload)) for key, payload in pairs]
+
+
+def test_dump_log_decodes_the_consumer_offsets(kafka_tools: KafkaTools, data_dir: str) -> None:
+    segments = sorted(glob.glob(f"{data_dir}/__consumer_offsets-0/*.log"))
+    records = _keys_and_payloads(_dump(kafka_tools, "--files", ",".join(segments), "--offsets-decoder"))
+    commits = [
+        payload["data"]["offset"]
+        for key, payload in records
+        if key["data"] == {"group": GROUP, "topic": KEYED, "partition": 0} and payload is not None
+    ]
+    assert commits == [5, 12]  # pykraft's commit, then kafka-consumer-groups --reset-offsets --execute
+    groups = {key["data"]["group"] for key, _ in records if key["type"] == "2"}  # group metadata records
+    assert PERF_GROUP in groups
+
+
+def test_dump_log_decodes_the_transaction_log(
+    kafka_tools: KafkaTools, scenario: Scenario, data_dir: str
+) -> None:
+    segments = sorted(glob.glob(f"{data_dir}/__transaction_state-0/*.log"))
+    records = _keys_and_payloads(
+        _dump(kafka_tools, "--files", ",".join(segments), "--transaction-log-decoder")
+    )
+    states = [payload["data"] for key, payload in records if key["data"] == {"transactionalId": TXN_ID}]
+    producer_id = int(_transaction(scenario.kafka["txn.list"].out)["ProducerId"])
+    assert {state["producerId"] for state in states} == {producer_id}
+    # Empty, Ongoing (with its partition), PrepareCommit, CompleteCommit: Kafka's TransactionState ids.
+    assert [state["transactionStatus"] for state in states] == [0, 1, 2, 4]
+    assert states[1]["transactionPartitions"] == [{"topic": PERF, "partitionIds": [0]}]
+
+
 def _metadata_payloads(dumped: str) -> list[dict]:
     return [json.loads(m[1]) for m in re.finditer(r"payload: (\{.*\})$", dumped, re.M)]
 
