@@ -11,10 +11,7 @@ changed: tests/java/target holds the classes and the hash of the sources they ca
 
 from __future__ import annotations
 
-import fcntl
-import hashlib
 import json
-import shutil
 import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -25,12 +22,12 @@ import pytest
 
 from pykraft.testing import free_port, running_node
 from tests.interop.cluster_support import three_by_three
+from tests.interop.maven_build import maven_classpath
 from tests.interop.test_restart import _start_server, _stop_server
 
 pytestmark = pytest.mark.slow
 
 JAVA_DIR = Path(__file__).resolve().parent.parent / "java"
-TARGET = JAVA_DIR / "target"
 MAIN_CLASS = "pykraft.JavaClientChecks"
 
 OVERRIDES = {
@@ -101,35 +98,9 @@ TARGETS = {"node": PLAIN_CHECKS, "cluster": PLAIN_CHECKS, "secured": SECURED_CHE
 XFAIL: dict[tuple[str, str], str] = {}
 
 
-def _source_hash() -> str:
-    digest = hashlib.sha256()
-    for path in sorted([JAVA_DIR / "pom.xml", *(JAVA_DIR / "src").rglob("*")]):
-        if path.is_file():
-            digest.update(str(path.relative_to(JAVA_DIR)).encode() + b"\0" + path.read_bytes())
-    return digest.hexdigest()
-
-
 @pytest.fixture(scope="session")
 def java_classpath() -> str:
-    """Compile tests/java unless target/ already holds the classes of these exact sources."""
-    if shutil.which("java") is None or shutil.which("mvn") is None:
-        pytest.fail("Java 17 and Maven are needed for the Java client tests")
-    TARGET.mkdir(exist_ok=True)
-    stamp = TARGET / "source.sha256"
-    with open(TARGET / "build.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # two test sessions at once build once
-        wanted = _source_hash()
-        if not (stamp.exists() and stamp.read_text() == wanted):
-            built = subprocess.run(
-                ["mvn", "-q", "-B", "-Dstyle.color=never", "compile"],
-                cwd=JAVA_DIR,
-                capture_output=True,
-                text=True,
-                timeout=600,
-            )
-            assert built.returncode == 0, built.stdout + built.stderr
-            stamp.write_text(wanted)
-    return f"{TARGET / 'classes'}:{TARGET / 'lib'}/*"
+    return maven_classpath(JAVA_DIR)
 
 
 @dataclass

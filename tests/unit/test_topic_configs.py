@@ -142,6 +142,14 @@ def test_dynamic_broker_configs_for_one_broker_or_all_of_them() -> None:
     assert reply.error_code == ErrorCode.INVALID_REQUEST
     reply, records = alter("1", ("log.retention.ms", AlterConfigOp.DELETE, None), validate_only=True)
     assert reply.error_code == ErrorCode.NONE and records == []
+    # Clearing a config that is not set is fine even where pykraft would refuse setting it, as in Kafka
+    # (kafka-reassign-partitions --verify clears the throttle rates on every broker).
+    reply, records = alter(
+        "1",
+        ("leader.replication.throttled.rate", AlterConfigOp.DELETE, None),
+        ("follower.replication.throttled.rate", AlterConfigOp.DELETE, None),
+    )
+    assert reply.error_code == ErrorCode.NONE and records == []
     # The broker's view: per broker over the cluster default over server.properties.
     config = load_config(DEFAULT_PROPERTIES)
     effective = effective_topic_configs(

@@ -26,7 +26,7 @@ from pykraft.core.errors import ErrorCode
 from pykraft.core.uuid import uuid_to_str
 from pykraft.io.kafka_connection import BrokerConnection, BrokerConnectionError, ClientSecurity
 
-METADATA_VERSION = 9
+METADATA_VERSION = 10  # the first with topic ids, which kafka-topics --describe prints
 CREATE_TOPICS_VERSION = 5
 DELETE_TOPICS_VERSION = 4
 CREATE_PARTITIONS_VERSION = 3

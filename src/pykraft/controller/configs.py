@@ -163,6 +163,13 @@ class ConfigurationControlManager:
                 definition = GROUP_CONFIGS[name]
             elif broker:
                 definition = DYNAMIC_BROKER_CONFIGS.get(name)
+                if definition is None and op == AlterConfigOp.DELETE:
+                    # Kafka's ConfigAdminManager.prepareIncrementalConfigs removes a deleted name
+                    # before DynamicBrokerConfig validates what is left: clearing a broker config that
+                    # is not set succeeds (kafka-reassign-partitions --verify clears the replication
+                    # throttle rates, which pykraft does not apply, on every broker).
+                    wanted.pop(name, None)
+                    continue
                 if definition is None:
                     return ErrorCode.INVALID_REQUEST, check_broker_config(name, None)[1], []
             else:
