@@ -1,8 +1,8 @@
 """Share groups (KIP-932, issue 31) through confluent-kafka's ShareConsumer on one node: five share
 consumers on a one-partition topic together receive every record once; explicit acknowledgements
 RELEASE (redelivered to another member with delivery count 2), REJECT (never again) and the delivery
-count limit (archived); records held by a consumer killed -9 are redelivered once their locks expire;
-share.auto.offset.reset decides where a new group starts."""
+count limit (archived); records held by a consumer killed -9 are released when its connection closes,
+not only once their locks expire; share.auto.offset.reset decides where a new group starts."""
 
 from __future__ import annotations
 
@@ -49,12 +49,24 @@ def node() -> Iterator[RunningNode]:
         yield running
 
 
-def _setup(node: RunningNode, topic: str, group: str, records: int, reset: str | None = "earliest") -> None:
+def _setup(
+    node: RunningNode,
+    topic: str,
+    group: str,
+    records: int,
+    reset: str | None = "earliest",
+    record_lock_duration_ms: int | None = None,
+) -> None:
     admin = AdminClient({"bootstrap.servers": node.bootstrap_servers})
     admin.create_topics([NewTopic(topic, 1, 1)])[topic].result()
-    if reset is not None:
-        entry = ConfigEntry("share.auto.offset.reset", reset, incremental_operation=AlterConfigOpType.SET)
-        resource = ConfigResource(ResourceType.GROUP, group, incremental_configs=[entry])
+    configs = {"share.auto.offset.reset": reset, "share.record.lock.duration.ms": record_lock_duration_ms}
+    entries = [
+        ConfigEntry(name, str(value), incremental_operation=AlterConfigOpType.SET)
+        for name, value in configs.items()
+        if value is not None
+    ]
+    if entries:
+        resource = ConfigResource(ResourceType.GROUP, group, incremental_configs=entries)
         for future in admin.incremental_alter_configs([resource]).values():
             future.result()
     _produce(node, topic, [f"r{i}" for i in range(records)])
@@ -169,9 +181,12 @@ CONSUMER_SCRIPT = textwrap.dedent(
 )
 
 
-def test_records_of_a_consumer_killed_are_redelivered_after_the_lock_duration(node: RunningNode) -> None:
+def test_records_of_a_consumer_killed_are_released_when_its_connection_closes(node: RunningNode) -> None:
+    """As Kafka 4.1+ (ShareSessionCache's ClientConnectionDisconnectListener): the killed consumer's share
+    session ends with its connection and its records go to another member at once, not after their
+    locks (60 s for this group, longer than LIMIT_S) expire."""
     topic, group, total = "share-kill", "sg-kill", 20
-    _setup(node, topic, group, total)
+    _setup(node, topic, group, total, record_lock_duration_ms=60_000)
     holder = subprocess.Popen(
         [sys.executable, "-c", CONSUMER_SCRIPT, node.bootstrap_servers, group, topic],
         stdout=subprocess.PIPE,
@@ -194,7 +209,7 @@ def test_records_of_a_consumer_killed_are_redelivered_after_the_lock_duration(no
         )
     finally:
         other.close()
-    assert set(counts.values()) == {2}, "redelivered after the killed consumer's locks expired"
+    assert set(counts.values()) == {2}, "redelivered once the killed consumer's connection closed"
 
 
 def test_share_auto_offset_reset_latest_skips_what_came_before(node: RunningNode) -> None:
