@@ -21,7 +21,7 @@ them, with the default and with share.record.lock.duration.ms=2000 as a group co
 
 Results: bench/results/share_groups.md. Every process started is stopped.
 
-    python -m bench.share_groups [--rounds 3] [--records 20000] [--consumers 1,4] [--rate 1000]
+    python -m bench.share_groups [--rounds 3] [--records 20000] [--consumers 1,4] [--rates 1000,5000]
 """
 
 from __future__ import annotations
@@ -223,15 +223,20 @@ def steady_round(broker: Peer, kind: str, partitions: int, consumers: int, rate:
                     if failed:
                         raise RuntimeError(f"ACCEPT failed: {failed}")
             else:
-                messages = [m for m in client.consume(500, 0.2) if m.error() is None]
+                # What is there as soon as anything is (consume() alone waits for 500 or its timeout).
+                first = client.poll(0.2)
+                messages = [
+                    m for m in [first, *client.consume(499, 0)] if m is not None and m.error() is None
+                ]
                 if messages:
                     client.commit(asynchronous=False)
             accepted_ns = time.monotonic_ns()
             with lock:
                 for m in messages:
-                    seen[(m.partition(), m.offset())] += 1
+                    key = (m.partition(), m.offset())
+                    seen[key] += 1
                     (sent_ns,) = SEND_TIME.unpack_from(m.value())
-                    if window_ns[0] <= sent_ns < window_ns[1]:
+                    if seen[key] == 1 and window_ns[0] <= sent_ns < window_ns[1]:
                         latencies_ms.append((accepted_ns - sent_ns) / 1e6)
                 if produced_all.is_set() and len(seen) >= produced:
                     done.set()
@@ -368,7 +373,7 @@ LOCK_SETTINGS: tuple[int | None, ...] = (None, 2000)  # None: the broker's defau
 @dataclass
 class Results:
     drain: dict[tuple[int, int], dict[str, list[float]]]  # (partitions, consumers) -> kind -> seconds
-    steady: dict[tuple[int, int], dict[str, list[Steady]]]
+    steady: dict[tuple[int, int, int], dict[str, list[Steady]]]  # (records/s, partitions, consumers)
     lock: dict[tuple[str, int | None], list[Redelivery]]  # (holder, group lock duration) -> rounds
 
 
@@ -378,7 +383,9 @@ def run(args: argparse.Namespace) -> Results:
     parts = args.parts.split(",")
     results = Results(
         drain={combo: {k: [] for k in KINDS} for combo in combos} if "drain" in parts else {},
-        steady={combo: {k: [] for k in KINDS} for combo in combos} if "steady" in parts else {},
+        steady={(int(r), *combo): {k: [] for k in KINDS} for r in args.rates.split(",") for combo in combos}
+        if "steady" in parts
+        else {},
         lock={(h, ms): [] for h in HOLDERS for ms in LOCK_SETTINGS} if "lock" in parts else {},
     )
     # A group may set a lock duration down to the broker's minimum (Kafka's default minimum is 15 s).
@@ -397,14 +404,14 @@ def run(args: argparse.Namespace) -> Results:
                         flush=True,
                     )
         for round_index in range(args.steady_rounds if results.steady else 0):
-            for (partitions, consumers), by_steady_kind in results.steady.items():
+            for (rate, partitions, consumers), by_steady_kind in results.steady.items():
                 for kind in KINDS:
-                    steady = steady_round(broker, kind, partitions, consumers, args.rate)
+                    steady = steady_round(broker, kind, partitions, consumers, rate)
                     by_steady_kind[kind].append(steady)
                     p50, p99 = _p50_p99(steady.latencies_ms)
                     print(
                         f"steady {round_index + 1} {partitions:2d} partition(s) {consumers} consumer(s)"
-                        f" {kind:15s} {args.rate} records/s: p50 {p50:.0f} ms p99 {p99:.0f} ms",
+                        f" {kind:15s} {rate} records/s: p50 {p50:.0f} ms p99 {p99:.0f} ms",
                         flush=True,
                     )
         for round_index in range(args.lock_rounds if results.lock else 0):
@@ -413,7 +420,7 @@ def run(args: argparse.Namespace) -> Results:
                 redeliveries.append(redelivery)
                 print(
                     f"lock {round_index + 1} {holder:25s} lock {_lock_label(lock_ms):22s}"
-                    f" redelivered after {redelivery.seconds:.1f} s, delivery counts"
+                    f" redelivered after {redelivery.seconds:.2f} s, delivery counts"
                     f" {sorted(set(redelivery.delivery_counts))}, late ack: {redelivery.late_ack or '-'}",
                     flush=True,
                 )
@@ -472,23 +479,24 @@ def render(results: Results, args: argparse.Namespace) -> str:
     if results.steady:
         lines += [
             "",
-            f"## Produce to ACCEPT at a steady {args.rate} records/s",
+            "## Produce to ACCEPT under a steady producer",
             "",
-            f"A producer sends {args.rate} records/s ({RECORD_BYTES} bytes, its send time in the value) for"
+            f"A producer sends at a steady rate ({RECORD_BYTES} bytes, its send time in the value) for"
             f" {WARMUP_S:.0f} s of warm-up and {MEASURE_S:.0f} s measured; the latency of each record sent in"
             " the measured window is from produce() to the answer of the acknowledgement that ACCEPTs it"
             " (share group: explicit acknowledge() then commit_sync() after each poll) or of the offset"
-            " commit that covers it (consumer group: commit(asynchronous=False) after each consume()).",
+            " commit that covers it (consumer group: commit(asynchronous=False) after each poll() and the"
+            " consume(499, 0) of what else is there).",
             "",
-            "| partitions | consumers | group | records measured | p50 ms | p99 ms | max ms |",
-            "|---:|---:|---|---:|---:|---:|---:|",
+            "| records/s | partitions | consumers | group | records measured | p50 ms | p99 ms | max ms |",
+            "|---:|---:|---:|---|---:|---:|---:|---:|",
         ]
-        for (partitions, consumers), by_steady_kind in results.steady.items():
+        for (rate, partitions, consumers), by_steady_kind in results.steady.items():
             for kind, steadies in by_steady_kind.items():
                 latencies_ms = [ms for steady in steadies for ms in steady.latencies_ms]
                 p50, p99 = _p50_p99(latencies_ms)
                 lines.append(
-                    f"| {partitions} | {consumers} | {kind} | {len(latencies_ms)} | {p50:.0f} | {p99:.0f} |"
+                    f"| {rate} | {partitions} | {consumers} | {kind} | {len(latencies_ms)} | {p50:.0f} | {p99:.0f} |"
                     f" {max(latencies_ms):.0f} |"
                 )
     if results.lock:
@@ -509,7 +517,7 @@ def render(results: Results, args: argparse.Namespace) -> str:
             counts = sorted({c for r in redeliveries for c in r.delivery_counts})
             late = sorted({r.late_ack for r in redeliveries if r.late_ack})
             lines.append(
-                f"| {holder} | {_lock_label(lock_ms)} | {len(redeliveries)} | {seconds:.1f} |"
+                f"| {holder} | {_lock_label(lock_ms)} | {len(redeliveries)} | {seconds:.2f} |"
                 f" {', '.join(map(str, counts))} | {'; '.join(late) or '-'} |"
             )
     return "\n".join(lines) + "\n"
@@ -520,7 +528,7 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=3, help="rounds of the drain")
     parser.add_argument("--records", type=int, default=20000)
     parser.add_argument("--consumers", default="1,4")
-    parser.add_argument("--rate", type=int, default=1000, help="records/s of the steady producer")
+    parser.add_argument("--rates", default="1000,5000", help="records/s of the steady producer")
     parser.add_argument("--steady-rounds", type=int, default=1)
     parser.add_argument("--lock-rounds", type=int, default=1)
     parser.add_argument("--parts", default=",".join(PARTS), help="which of drain,steady,lock to run")
