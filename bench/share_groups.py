@@ -520,6 +520,19 @@ def render(results: Results, args: argparse.Namespace) -> str:
                 f"| {holder} | {_lock_label(lock_ms)} | {len(redeliveries)} | {seconds:.2f} |"
                 f" {', '.join(map(str, counts))} | {'; '.join(late) or '-'} |"
             )
+        lines += [
+            "",
+            "What Kafka's default means: a member that stops acknowledging but stays alive (librdkafka keeps"
+            " sending ShareGroupHeartbeat from its background thread) keeps its records for the whole"
+            " group.share.record.lock.duration.ms, 30 s by default, and nothing it does implicitly renews a"
+            " lock (Kafka renews only on an explicit RENEW acknowledgement, which ShareAcknowledge v1 does not"
+            " carry). After that the records go to another member with delivery count 2, and the holder's"
+            " late ACCEPT is refused. A group config (share.record.lock.duration.ms, here 2 s; Kafka's floor"
+            " group.share.min.record.lock.duration.ms is 15 s by default, lowered to 1 s for this run) shortens"
+            " the wait. A member killed -9 holds nothing for that long: its share session ends with its"
+            " connection and its records are released at once (Kafka 4.1+'s ShareSessionCache disconnect"
+            " listener), whatever the lock duration.",
+        ]
     return "\n".join(lines) + "\n"
 
 
