@@ -162,6 +162,7 @@ class Steady:
 
     latencies_ms: list[float]
     produced: int
+    broker_cpu_s: float  # the broker process's CPU time over the round (warm-up included)
 
 
 def steady_round(broker: Peer, kind: str, partitions: int, consumers: int, rate: int) -> Steady:
@@ -199,6 +200,7 @@ def steady_round(broker: Peer, kind: str, partitions: int, consumers: int, rate:
     produced_all = threading.Event()
     done = threading.Event()
     produced = 0
+    cpu_before_s = broker.cpu_s() or 0.0
     started_ns = time.monotonic_ns()
     window_ns = (started_ns + int(WARMUP_S * 1e9), started_ns + int((WARMUP_S + MEASURE_S) * 1e9))
 
@@ -269,7 +271,7 @@ def steady_round(broker: Peer, kind: str, partitions: int, consumers: int, rate:
         raise TimeoutError(f"{kind}: {len(seen)} of {produced} records accepted within {LIMIT_S} s")
     if kind == "share group" and max(seen.values()) > 1:
         raise AssertionError(f"share group delivered a record twice: {seen.most_common(1)}")
-    return Steady(latencies_ms, produced)
+    return Steady(latencies_ms, produced, (broker.cpu_s() or 0.0) - cpu_before_s)
 
 
 # A member in another process that acquires records, says how many, and holds them until killed.
@@ -486,10 +488,12 @@ def render(results: Results, args: argparse.Namespace) -> str:
             " the measured window is from produce() to the answer of the acknowledgement that ACCEPTs it"
             " (share group: explicit acknowledge() then commit_sync() after each poll) or of the offset"
             " commit that covers it (consumer group: commit(asynchronous=False) after each poll() and the"
-            " consume(499, 0) of what else is there).",
+            " consume(499, 0) of what else is there). Broker CPU: the pykraft process's CPU time over the"
+            " round (warm-up included) per 1000 records produced.",
             "",
-            "| records/s | partitions | consumers | group | records measured | p50 ms | p99 ms | max ms |",
-            "|---:|---:|---:|---|---:|---:|---:|---:|",
+            "| records/s | partitions | consumers | group | records measured | p50 ms | p99 ms | max ms |"
+            " broker CPU ms per 1000 records |",
+            "|---:|---:|---:|---|---:|---:|---:|---:|---:|",
         ]
         for (rate, partitions, consumers), by_steady_kind in results.steady.items():
             for kind, steadies in by_steady_kind.items():
@@ -498,6 +502,7 @@ def render(results: Results, args: argparse.Namespace) -> str:
                 lines.append(
                     f"| {rate} | {partitions} | {consumers} | {kind} | {len(latencies_ms)} | {p50:.0f} | {p99:.0f} |"
                     f" {max(latencies_ms):.0f} |"
+                    f" {1e6 * sum(t.broker_cpu_s for t in steadies) / sum(t.produced for t in steadies):.0f} |"
                 )
     if results.lock:
         lines += [

@@ -125,14 +125,15 @@ class ShareService:
 
     async def _persist_acknowledgements(self, context: FetchContext) -> None:
         """Answer each partition's acknowledgements with the error of the write holding them."""
-        waits = []
-        for (topic_id, index), outcome in context.outcomes.items():
-            if outcome.acknowledged and outcome.acknowledge_error_code == ErrorCode.NONE:
-                waits.append(
-                    (outcome, self._write((context.group_id, topic_id, index), outcome.acknowledged_version))
-                )
-        for outcome, write in waits:
-            outcome.acknowledge_error_code = await write
+        outcomes = [
+            ((context.group_id, topic_id, index), outcome)
+            for (topic_id, index), outcome in context.outcomes.items()
+            if outcome.acknowledged and outcome.acknowledge_error_code == ErrorCode.NONE
+        ]
+        # The share partitions' writes go to their coordinators at once, not one after another.
+        errors = await asyncio.gather(*(self._write(key, o.acknowledged_version) for key, o in outcomes))
+        for (_, outcome), error in zip(outcomes, errors, strict=True):
+            outcome.acknowledge_error_code = error
         # Lock expiries and releases are written too (best effort: a later write carries them anyway).
         for key in self.manager.unwritten():
             await self._write(key, self.manager.versions.get(key, 0))
