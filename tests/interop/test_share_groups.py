@@ -1,8 +1,8 @@
 """Share groups (KIP-932, issue 31) through confluent-kafka's ShareConsumer on one node: five share
 consumers on a one-partition topic together receive every record once; explicit acknowledgements
 RELEASE (redelivered to another member with delivery count 2), REJECT (never again) and the delivery
-count limit (archived); records held by a consumer killed -9 are redelivered once their locks expire;
-share.auto.offset.reset decides where a new group starts."""
+count limit (archived); records held by a consumer killed -9 are released when its connection closes,
+not only once their locks expire; share.auto.offset.reset decides where a new group starts."""
 
 from __future__ import annotations
 
@@ -12,11 +12,12 @@ import subprocess
 import sys
 import textwrap
 import time
+import uuid
 from collections import Counter
 from collections.abc import Callable, Iterator
 
 import pytest
-from confluent_kafka import AcknowledgeType, Producer, ShareConsumer
+from confluent_kafka import AcknowledgeType, Producer, ShareConsumer, TopicCollection
 from confluent_kafka.admin import (
     AdminClient,
     AlterConfigOpType,
@@ -27,7 +28,15 @@ from confluent_kafka.admin import (
 )
 
 from pykraft.cli import main
+from pykraft.core.errors import ErrorCode
+from pykraft.protocol.messages import (
+    InitializeShareGroupStateRequest,
+    InitializeShareGroupStateResponse,
+    ReadShareGroupStateSummaryRequest,
+    ReadShareGroupStateSummaryResponse,
+)
 from pykraft.testing import RunningNode, running_node
+from tests.raw_client import RawClient
 
 pytestmark = pytest.mark.slow
 
@@ -49,12 +58,24 @@ def node() -> Iterator[RunningNode]:
         yield running
 
 
-def _setup(node: RunningNode, topic: str, group: str, records: int, reset: str | None = "earliest") -> None:
+def _setup(
+    node: RunningNode,
+    topic: str,
+    group: str,
+    records: int,
+    reset: str | None = "earliest",
+    record_lock_duration_ms: int | None = None,
+) -> None:
     admin = AdminClient({"bootstrap.servers": node.bootstrap_servers})
     admin.create_topics([NewTopic(topic, 1, 1)])[topic].result()
-    if reset is not None:
-        entry = ConfigEntry("share.auto.offset.reset", reset, incremental_operation=AlterConfigOpType.SET)
-        resource = ConfigResource(ResourceType.GROUP, group, incremental_configs=[entry])
+    configs = {"share.auto.offset.reset": reset, "share.record.lock.duration.ms": record_lock_duration_ms}
+    entries = [
+        ConfigEntry(name, str(value), incremental_operation=AlterConfigOpType.SET)
+        for name, value in configs.items()
+        if value is not None
+    ]
+    if entries:
+        resource = ConfigResource(ResourceType.GROUP, group, incremental_configs=entries)
         for future in admin.incremental_alter_configs([resource]).values():
             future.result()
     _produce(node, topic, [f"r{i}" for i in range(records)])
@@ -169,9 +190,12 @@ CONSUMER_SCRIPT = textwrap.dedent(
 )
 
 
-def test_records_of_a_consumer_killed_are_redelivered_after_the_lock_duration(node: RunningNode) -> None:
+def test_records_of_a_consumer_killed_are_released_when_its_connection_closes(node: RunningNode) -> None:
+    """As Kafka 4.1+ (ShareSessionCache's ClientConnectionDisconnectListener): the killed consumer's share
+    session ends with its connection and its records go to another member at once, not after their
+    locks (60 s for this group, longer than LIMIT_S) expire."""
     topic, group, total = "share-kill", "sg-kill", 20
-    _setup(node, topic, group, total)
+    _setup(node, topic, group, total, record_lock_duration_ms=60_000)
     holder = subprocess.Popen(
         [sys.executable, "-c", CONSUMER_SCRIPT, node.bootstrap_servers, group, topic],
         stdout=subprocess.PIPE,
@@ -194,7 +218,7 @@ def test_records_of_a_consumer_killed_are_redelivered_after_the_lock_duration(no
         )
     finally:
         other.close()
-    assert set(counts.values()) == {2}, "redelivered after the killed consumer's locks expired"
+    assert set(counts.values()) == {2}, "redelivered once the killed consumer's connection closed"
 
 
 def test_share_auto_offset_reset_latest_skips_what_came_before(node: RunningNode) -> None:
@@ -326,3 +350,51 @@ def test_share_groups_tool_describes_offsets_and_resets_them(
         assert "is not empty" in capsys.readouterr().err
     finally:
         member.close()
+
+
+def test_share_coordinator_initializes_and_summarizes_share_partition_state(node: RunningNode) -> None:
+    """InitializeShareGroupState (83) and ReadShareGroupStateSummary (87), raw, at the node's share
+    coordinator (as the group coordinator calls them): a share partition never written is summarized with
+    start offset -1, initializing starts it at a state epoch and offset, an older state epoch is fenced,
+    and the group's consumer then starts where it was initialized."""
+    topic, group, total = "share-init", "sg-init", 10
+    _setup(node, topic, group, total)
+    admin = AdminClient({"bootstrap.servers": node.bootstrap_servers})
+    kafka_id = admin.describe_topics(TopicCollection([topic]))[topic].result().topic_id
+    # confluent-kafka's Uuid gives Java's signed halves.
+    msb, lsb = kafka_id.get_most_significant_bits() % 2**64, kafka_id.get_least_significant_bits() % 2**64
+    topic_id = uuid.UUID(int=msb << 64 | lsb)
+
+    def summary(client: RawClient) -> tuple[int, int, int]:
+        data = ReadShareGroupStateSummaryRequest.ReadStateSummaryData
+        request = ReadShareGroupStateSummaryRequest(
+            group_id=group,
+            topics=[data(topic_id=topic_id, partitions=[data.PartitionData(partition=0, leader_epoch=-1)])],
+        )
+        (result,) = client.request(request, ReadShareGroupStateSummaryResponse, 0).results
+        assert result.topic_id == topic_id
+        (p,) = result.partitions
+        return p.error_code, p.state_epoch, p.start_offset
+
+    def initialize(client: RawClient, state_epoch: int, start_offset: int) -> int:
+        data = InitializeShareGroupStateRequest.InitializeStateData
+        partition = data.PartitionData(partition=0, state_epoch=state_epoch, start_offset=start_offset)
+        request = InitializeShareGroupStateRequest(
+            group_id=group, topics=[data(topic_id=topic_id, partitions=[partition])]
+        )
+        (result,) = client.request(request, InitializeShareGroupStateResponse, 0).results
+        (p,) = result.partitions
+        return p.error_code
+
+    with RawClient(node.bootstrap_servers) as client:
+        assert summary(client) == (ErrorCode.NONE, 0, -1)
+        assert initialize(client, 1, 4) == ErrorCode.NONE
+        assert summary(client) == (ErrorCode.NONE, 1, 4)
+        assert initialize(client, 0, 0) == ErrorCode.FENCED_STATE_EPOCH
+    consumer = _consumer(node, group, topic)
+    got: list[int] = []
+    try:
+        _poll_until([consumer], lambda _, m: got.append(m.offset()), lambda: len(got) >= total - 4)  # type: ignore[attr-defined]
+    finally:
+        consumer.close()
+    assert sorted(got) == list(range(4, total))

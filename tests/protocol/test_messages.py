@@ -201,6 +201,8 @@ def test_supported_versions_table() -> None:
         ApiKey.ALTER_SHARE_GROUP_OFFSETS: (0, 0),
         ApiKey.DELETE_SHARE_GROUP_STATE: (0, 0),
         ApiKey.DELETE_SHARE_GROUP_OFFSETS: (0, 0),
+        ApiKey.INITIALIZE_SHARE_GROUP_STATE: (0, 0),
+        ApiKey.READ_SHARE_GROUP_STATE_SUMMARY: (0, 0),
         ApiKey.UPDATE_FEATURES: (0, 2),
     }
     assert ApiKey.GET_TELEMETRY_SUBSCRIPTIONS not in SUPPORTED_VERSIONS

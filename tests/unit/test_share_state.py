@@ -101,3 +101,31 @@ def test_deleting_a_state_writes_its_tombstone():
     assert coordinator.read(KEY) == (ErrorCode.NONE, None)
     # A new state may start at state epoch 0 again.
     assert coordinator.plan_write(KEY, 0, 0, 3, ()).error_code == ErrorCode.NONE
+
+
+def test_initializing_starts_the_state_over_and_fences_older_state_epochs():
+    coordinator = _owning()
+    # A share partition never written: its state starts at the given epoch and offset, nothing in flight.
+    plan = coordinator.plan_initialize(KEY, 0, 7)
+    assert plan.error_code == ErrorCode.NONE and len(plan.records) == 1
+    coordinator.apply(plan)
+    assert coordinator.read(KEY) == (ErrorCode.NONE, ShareSnapshot(0, 0, -1, 7, ()))
+    coordinator.apply(coordinator.plan_write(KEY, 0, 5, 10, BATCHES))
+    # AlterShareGroupOffsets: a new state epoch from a new start offset; the leader epoch stays, so a
+    # deposed leader's writes at the new state epoch are fenced as before.
+    reset = coordinator.plan_initialize(KEY, 1, 3)
+    assert reset.snapshot == ShareSnapshot(2, 1, 5, 3, ())
+    assert decode_snapshot(reset.records[0][1]) == reset.snapshot  # a ShareSnapshot record
+    coordinator.apply(reset)
+    assert coordinator.plan_write(KEY, 0, 6, 20, ()).error_code == ErrorCode.FENCED_STATE_EPOCH
+    assert coordinator.plan_write(KEY, 1, 4, 20, ()).error_code == ErrorCode.FENCED_LEADER_EPOCH
+    assert coordinator.plan_initialize(KEY, 0, 3).error_code == ErrorCode.FENCED_STATE_EPOCH
+    # StartOffset -1 (Kafka's "not initialized": the leader decides) is not something pykraft sends.
+    assert coordinator.plan_initialize(KEY, 2, -1).error_code == ErrorCode.INVALID_REQUEST
+    elsewhere = next(
+        key
+        for index in range(1, 20)
+        if state_partition_for(key := ShareStateKey("sg", KEY.topic_id, index), 3)
+        != state_partition_for(KEY, 3)
+    )
+    assert coordinator.plan_initialize(elsewhere, 0, 0).error_code == ErrorCode.NOT_COORDINATOR

@@ -360,8 +360,9 @@ def _describe_quorum(request: Any, version: int) -> Any | None:
 
 
 def _share_state_rpc(api_key: int) -> Callable[[Any, int], Any | None]:
-    """Read/WriteShareGroupState (KIP-932) are for brokers: CLUSTER_ACTION, else every partition
-    answered CLUSTER_AUTHORIZATION_FAILED (KafkaApis.handleReadShareGroupStateRequest)."""
+    """The share coordinator's RPCs (KIP-932, 83-87) are for brokers: CLUSTER_ACTION, else every
+    partition answered CLUSTER_AUTHORIZATION_FAILED (KafkaApis.handleReadShareGroupStateRequest and the
+    others)."""
 
     def check(request: Any, version: int) -> Any | None:
         if allowed_on_cluster(AclOperation.CLUSTER_ACTION):
@@ -393,9 +394,16 @@ _REFUSALS: dict[int, Callable[[Any, int], Any | None]] = {
     ApiKey.ADD_OFFSETS_TO_TXN: _txn_write(ApiKey.ADD_OFFSETS_TO_TXN, group_op=True),
     ApiKey.END_TXN: _txn_write(ApiKey.END_TXN),
     ApiKey.WRITE_TXN_MARKERS: _write_txn_markers,
-    ApiKey.READ_SHARE_GROUP_STATE: _share_state_rpc(ApiKey.READ_SHARE_GROUP_STATE),
-    ApiKey.WRITE_SHARE_GROUP_STATE: _share_state_rpc(ApiKey.WRITE_SHARE_GROUP_STATE),
-    ApiKey.DELETE_SHARE_GROUP_STATE: _share_state_rpc(ApiKey.DELETE_SHARE_GROUP_STATE),
+    **{
+        key: _share_state_rpc(key)
+        for key in (
+            ApiKey.INITIALIZE_SHARE_GROUP_STATE,
+            ApiKey.READ_SHARE_GROUP_STATE,
+            ApiKey.WRITE_SHARE_GROUP_STATE,
+            ApiKey.DELETE_SHARE_GROUP_STATE,
+            ApiKey.READ_SHARE_GROUP_STATE_SUMMARY,
+        )
+    },
     ApiKey.ELECT_LEADERS: _elect_leaders,
     ApiKey.DESCRIBE_LOG_DIRS: _describe_log_dirs,
     ApiKey.DESCRIBE_QUORUM: _describe_quorum,

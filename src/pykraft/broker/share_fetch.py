@@ -68,6 +68,8 @@ class ShareSession:
     member_id: str
     next_epoch: int
     partitions: set[TopicPartition] = field(default_factory=set)
+    # The client connection whose ShareFetch opened it (Kafka's ShareSession.clientConnectionId).
+    connection_id: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -146,7 +148,7 @@ class ShareManager:
     # --- sessions ------------------------------------------------------------------------------------
 
     def _session(
-        self, group_id: str, member_id: str, epoch: int, *, may_open: bool
+        self, group_id: str, member_id: str, epoch: int, *, may_open: bool, connection_id: str = ""
     ) -> tuple[ShareSession | None, ErrorCode]:
         key = (group_id, member_id)
         if epoch == INITIAL_SESSION_EPOCH:
@@ -154,7 +156,7 @@ class ShareManager:
                 return None, ErrorCode.INVALID_SHARE_SESSION_EPOCH
             if key not in self.sessions and len(self.sessions) >= MAX_SHARE_SESSIONS:
                 return None, ErrorCode.SHARE_SESSION_LIMIT_REACHED
-            opened = self.sessions[key] = ShareSession(group_id, member_id, 1)
+            opened = self.sessions[key] = ShareSession(group_id, member_id, 1, connection_id=connection_id)
             return opened, ErrorCode.NONE
         session = self.sessions.get(key)
         if session is None:
@@ -184,6 +186,18 @@ class ShareManager:
         for key in [k for k in self.partitions if k[0] not in active]:
             if self.is_durable(key, self.versions.get(key, 0)):
                 self.unload(key)
+
+    def connection_closed(self, connection_id: str) -> bool:
+        """A client connection closed: the share sessions it opened end and their members' records are
+        released at once, not when their locks expire (Kafka 4.1+'s ShareSessionCache
+        ClientConnectionDisconnectListener calling ShareGroupListener.onMemberLeave, so a consumer killed
+        -9 holds nothing for the lock duration). A session its member opened again on another
+        connection since is not this connection's (Kafka marks the old mapping stale). Whether any
+        session ended."""
+        closed = [s for s in self.sessions.values() if connection_id and s.connection_id == connection_id]
+        for session in closed:
+            self.member_departed(session.group_id, session.member_id)
+        return bool(closed)
 
     def member_departed(self, group_id: str, member_id: str) -> None:
         """The member left its group or its session there expired: its share session here ends and its
@@ -310,8 +324,9 @@ class ShareManager:
 
     # --- ShareFetch ----------------------------------------------------------------------------------
 
-    def begin_fetch(self, request: Any, now_ms: int) -> FetchContext:
-        """The session step and the acknowledgements of a ShareFetch (once per request)."""
+    def begin_fetch(self, request: Any, now_ms: int, connection_id: str = "") -> FetchContext:
+        """The session step and the acknowledgements of a ShareFetch (once per request), which came on
+        the client connection ``connection_id``."""
         group_id, member_id = request.group_id or "", request.member_id or ""
         epoch = request.share_session_epoch
         if not group_id:
@@ -321,7 +336,7 @@ class ShareManager:
         has_acks = any(p.acknowledgement_batches for t in request.topics for p in t.partitions)
         if epoch == INITIAL_SESSION_EPOCH and has_acks:
             return FetchContext(ErrorCode.INVALID_REQUEST, "Acknowledge data present on initial fetch.")
-        session, error = self._session(group_id, member_id, epoch, may_open=True)
+        session, error = self._session(group_id, member_id, epoch, may_open=True, connection_id=connection_id)
         if session is None:
             return FetchContext(error)
         fetch = FetchContext(

@@ -1,6 +1,7 @@
 """The share coordinator (KIP-932): the durable state of every share partition, kept in
 ``__share_group_state`` and served to partition leaders by ReadShareGroupState (84) and
-WriteShareGroupState (85), DeleteShareGroupState (86), as Kafka's ShareCoordinatorShard. Pure.
+WriteShareGroupState (85), DeleteShareGroupState (86), InitializeShareGroupState (83) and
+ReadShareGroupStateSummary (87), as Kafka's ShareCoordinatorShard. Pure.
 
 A share partition's state lives in the ``__share_group_state`` partition its key
 ``groupId:topicId:partition`` hashes to (Kafka's SharePartitionKey.asCoordinatorKey, the topic id as
@@ -23,6 +24,10 @@ overwrite its successor's state, nor a leader the state the group coordinator st
 state epoch (AlterShareGroupOffsets).
 The shell applies a write once the ISR has its record, and only then answers it. DeleteShareGroupState
 (86) writes the key's tombstone: the share partition starts over from ``share.auto.offset.reset``.
+InitializeShareGroupState (83), from the group coordinator (AlterShareGroupOffsets), writes a snapshot
+starting the state over at a state epoch from a start offset with nothing in flight; an older state
+epoch than the state's is fenced. ReadShareGroupStateSummary (87) answers the state epoch and start
+offset only (DescribeShareGroupOffsets).
 """
 
 from __future__ import annotations
@@ -210,9 +215,38 @@ class ShareCoordinator:
                 return ShareWritePlan(ErrorCode.FENCED_STATE_EPOCH)
             if state_epoch == current.state_epoch and leader_epoch < current.leader_epoch:
                 return ShareWritePlan(ErrorCode.FENCED_LEADER_EPOCH)
-            # A new state epoch is the group coordinator starting the state over (AlterShareGroupOffsets,
-            # as Kafka's InitializeShareGroupState): the leaders' writes at the old one are fenced from now.
+            # A new state epoch is a state started over (InitializeShareGroupState): the leaders' writes
+            # at the old one are fenced from now, and a deposed leader's at the new one still are.
             leader_epoch = max(leader_epoch, current.leader_epoch)
+        return self._plan_snapshot(key, state_epoch, leader_epoch, start_offset, batches)
+
+    def plan_initialize(self, key: ShareStateKey, state_epoch: int, start_offset: int) -> ShareWritePlan:
+        """InitializeShareGroupState (Kafka's ShareCoordinatorShard.initializeState): the state starts
+        over at ``state_epoch`` from ``start_offset`` with nothing in flight; a state epoch older than
+        the state's is fenced (FENCED_STATE_EPOCH). Kafka's StartOffset -1 (the leader decides by
+        share.auto.offset.reset) is refused: pykraft's leaders start a share partition never written
+        themselves, and only AlterShareGroupOffsets initializes, always with an offset."""
+        error = self.coordinator_error(key)
+        if error != ErrorCode.NONE:
+            return ShareWritePlan(error)
+        if start_offset < 0:
+            return ShareWritePlan(ErrorCode.INVALID_REQUEST)
+        current = self.states.get(key)
+        if current is not None and state_epoch < current.state_epoch:
+            return ShareWritePlan(ErrorCode.FENCED_STATE_EPOCH)
+        # The last leader epoch stays: a deposed leader's writes at the new state epoch are fenced too.
+        leader_epoch = current.leader_epoch if current is not None else -1
+        return self._plan_snapshot(key, state_epoch, leader_epoch, start_offset, ())
+
+    def _plan_snapshot(
+        self,
+        key: ShareStateKey,
+        state_epoch: int,
+        leader_epoch: int,
+        start_offset: int,
+        batches: tuple[StateBatch, ...],
+    ) -> ShareWritePlan:
+        current = self.states.get(key)
         snapshot = ShareSnapshot(
             (current.snapshot_epoch + 1) & 0xFFFF if current is not None else 0,
             state_epoch,

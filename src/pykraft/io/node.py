@@ -53,7 +53,7 @@ from pykraft.io.replica_fetcher import ReplicaFetchers
 from pykraft.io.rpc_channel import ChannelSecurity, PeerUnavailable
 from pykraft.io.server import AcceptShortageHandler, ConnectionInfo, KafkaServer
 from pykraft.io.share_offsets import ShareOffsets
-from pykraft.io.share_service import ShareService
+from pykraft.io.share_service import CURRENT_CONNECTION, ShareService
 from pykraft.io.share_state_service import ShareStateService
 from pykraft.io.snapshots import SnapshotStateError
 from pykraft.io.tls import TlsConfigError
@@ -980,6 +980,8 @@ class Node:
             CURRENT_CLIENT.set((header.client_id or "", conn.peer))
         elif key in _LISTENER_SCOPED_APIS:
             REQUEST_LISTENER.set(conn.listener_name)
+        elif key == ApiKey.SHARE_FETCH:
+            CURRENT_CONNECTION.set(conn)
         if key == ApiKey.FETCH:
             return await self._fetch(header, request, conn, started)
         handler = self._request_handlers.get(key)

@@ -159,9 +159,13 @@ class ConnectionInfo:
         "holds_slot",
         "parked_at",
         "throttle_time_ms",
+        "connection_id",
+        "on_close",
     )
 
-    def __init__(self, peer: str, listener_name: str, principal: str = ANONYMOUS) -> None:
+    def __init__(
+        self, peer: str, listener_name: str, principal: str = ANONYMOUS, connection_id: str = ""
+    ) -> None:
         self.peer = peer
         self.listener_name = listener_name
         # Who the client is: User:ANONYMOUS on PLAINTEXT, the certificate's subject with mutual TLS,
@@ -184,6 +188,11 @@ class ConnectionInfo:
         # KIP-219: set by the handler when the client is over a quota; the response goes out at once
         # and the connection is not read again for this long (Kafka mutes the channel).
         self.throttle_time_ms = 0
+        # Unique among the node's connections ever (listener, peer and an index, as Kafka's
+        # connection ids), and what to do when it closes, by who asked (Kafka's
+        # ConnectionDisconnectListener: share sessions end with their connection).
+        self.connection_id = connection_id
+        self.on_close: dict[str, Callable[[], None]] = {}
 
 
 class KafkaServer:
@@ -358,7 +367,9 @@ class KafkaServer:
         counts.add(ip)
         ssl_object = writer.get_extra_info("ssl_object")
         principal = principal_of(ssl_object.getpeercert()) if ssl_object is not None else ANONYMOUS
-        info = ConnectionInfo(peer, self.listener_name, principal)
+        info = ConnectionInfo(
+            peer, self.listener_name, principal, f"{self.listener_name}-{peer}-{self.accepted_connections}"
+        )
         loop = asyncio.get_running_loop()
         info.last_active = loop.time()
         self._infos[task] = (info, writer)
@@ -439,6 +450,11 @@ class KafkaServer:
             self.closed_connections += 1
             self._infos.pop(task, None)
             counts.remove(ip)
+            for on_close in info.on_close.values():
+                try:
+                    on_close()
+                except Exception:  # a bug of ours: the connection is closed all the same
+                    log.exception("after closing %s", peer)
             if self._closing:
                 # Do not wait for a client that stopped reading to take what is buffered.
                 writer.transport.abort()

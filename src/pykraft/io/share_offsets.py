@@ -1,7 +1,8 @@
 """DescribeShareGroupOffsets (90), AlterShareGroupOffsets (91) and DeleteShareGroupOffsets (92) on a
 share group's coordinator (KIP-932; Kafka's GroupCoordinatorService.describeShareGroupOffsets /
-alterShareGroupOffsets / deleteShareGroupOffsets): the share-partition start offsets, read from, written
-to and deleted at the share coordinators through the persister (io/share_state_service.py).
+alterShareGroupOffsets / deleteShareGroupOffsets): the share-partition start offsets, read from
+(ReadShareGroupStateSummary), initialized at (InitializeShareGroupState) and deleted at
+(DeleteShareGroupState) the share coordinators through the persister (io/share_state_service.py).
 
 Altering needs an empty share group (NON_EMPTY_GROUP; a group id that is not a share group is
 GROUP_ID_NOT_FOUND) and starts each partition's state over at a new state epoch with nothing in flight,
@@ -82,12 +83,9 @@ class ShareOffsets:
                         partition_error = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                     else:
                         leader_epoch = view.partitions[index].leader_epoch
-                        read_error, snapshot = await self.persister.read(
-                            ShareStateKey(group_id, view.topic_id, index), leader_epoch
+                        partition_error, _, start_offset = await self.persister.read_summary(
+                            ShareStateKey(group_id, view.topic_id, index)
                         )
-                        partition_error = read_error
-                        if snapshot is not None:
-                            start_offset = snapshot.start_offset
                     rows.append(
                         partition_cls(
                             partition_index=index,
@@ -144,11 +142,10 @@ class ShareOffsets:
         if start_offset < 0:
             return ErrorCode.INVALID_REQUEST
         key = ShareStateKey(group_id, view.topic_id, index)
-        error, snapshot = await self.persister.read(key, -1)
+        error, state_epoch, _ = await self.persister.read_summary(key)
         if error != ErrorCode.NONE:
             return error
-        state_epoch = snapshot.state_epoch + 1 if snapshot is not None else 1
-        return await self.persister.write(key, state_epoch, -1, start_offset, [])
+        return await self.persister.initialize(key, state_epoch + 1, start_offset)
 
     async def delete_share_group_offsets(self, request: Any, version: int) -> Any:
         topic_cls: Any = DeleteShareGroupOffsetsResponse.DeleteShareGroupOffsetsResponseTopic

@@ -7,12 +7,15 @@ node's produce notification), for records another member released, or for the ne
 to expire, then tries again. Acknowledgements are answered once their share partition's state holding
 them is written (one write at a time per share partition, each carrying everything changed before it,
 so a later write never loses an earlier one). A member the group coordinator here removed (session
-expired) has its share session closed and its records released.
+expired), or whose connection that opened its share session closed, has its share session closed and its
+records released.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextvars
+import functools
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -22,11 +25,16 @@ from pykraft.broker.share_fetch import FetchContext, ShareKey, ShareManager, Sha
 from pykraft.coordinator.share_state import ShareStateKey
 from pykraft.core.config import NodeConfig
 from pykraft.core.errors import ErrorCode
+from pykraft.io.server import ConnectionInfo
 from pykraft.io.share_state_service import ShareStateService
 from pykraft.metadata.image import CONFIG_RESOURCE_TYPE_GROUP, ConfigurationsImage
 from pykraft.protocol.messages import ApiKey
 
 RequestHandler = Callable[[Any, int], Awaitable[Any]]
+# The client connection a ShareFetch came on (set by the node for that request's task).
+CURRENT_CONNECTION: contextvars.ContextVar[ConnectionInfo] = contextvars.ContextVar(
+    "pykraft_share_connection"
+)
 
 
 def now_ms() -> int:
@@ -79,6 +87,13 @@ class ShareService:
 
     def member_departed(self, group_id: str, member_id: str) -> None:
         self.manager.member_departed(group_id, member_id)
+        self._released()
+
+    def connection_closed(self, connection_id: str) -> None:
+        if self.manager.connection_closed(connection_id):
+            self._released()
+
+    def _released(self) -> None:
         self._notify_data()  # released records: long-polling fetches of the others may take them
         self.manager.unload_idle_groups()
 
@@ -110,14 +125,15 @@ class ShareService:
 
     async def _persist_acknowledgements(self, context: FetchContext) -> None:
         """Answer each partition's acknowledgements with the error of the write holding them."""
-        waits = []
-        for (topic_id, index), outcome in context.outcomes.items():
-            if outcome.acknowledged and outcome.acknowledge_error_code == ErrorCode.NONE:
-                waits.append(
-                    (outcome, self._write((context.group_id, topic_id, index), outcome.acknowledged_version))
-                )
-        for outcome, write in waits:
-            outcome.acknowledge_error_code = await write
+        outcomes = [
+            ((context.group_id, topic_id, index), outcome)
+            for (topic_id, index), outcome in context.outcomes.items()
+            if outcome.acknowledged and outcome.acknowledge_error_code == ErrorCode.NONE
+        ]
+        # The share partitions' writes go to their coordinators at once, not one after another.
+        errors = await asyncio.gather(*(self._write(key, o.acknowledged_version) for key, o in outcomes))
+        for (_, outcome), error in zip(outcomes, errors, strict=True):
+            outcome.acknowledge_error_code = error
         # Lock expiries and releases are written too (best effort: a later write carries them anyway).
         for key in self.manager.unwritten():
             await self._write(key, self.manager.versions.get(key, 0))
@@ -145,7 +161,12 @@ class ShareService:
     # --- handlers -------------------------------------------------------------------------------------
 
     async def share_fetch(self, request: Any, version: int) -> Any:
-        fetch = self.manager.begin_fetch(request, now_ms())
+        conn = CURRENT_CONNECTION.get(None)
+        fetch = self.manager.begin_fetch(request, now_ms(), conn.connection_id if conn is not None else "")
+        if conn is not None and fetch.session is not None:
+            conn.on_close.setdefault(
+                "share sessions", functools.partial(self.connection_closed, conn.connection_id)
+            )
         await self._persist_acknowledgements(fetch)
         if any(o.acknowledged for o in fetch.outcomes.values()) or request.share_session_epoch == -1:
             self._notify_data()  # released records: long-polling fetches of the others may take them

@@ -2,13 +2,15 @@
 leaders' side of it (Kafka's DefaultStatePersister).
 
 As a **share coordinator** this node leads some ``__share_group_state`` partitions: it loads them (replays
-their snapshots) when the image says so, serves ReadShareGroupState from memory and answers
-WriteShareGroupState once the record is in the log and the ISR has it (the state is applied only then).
+their snapshots) when the image says so, serves ReadShareGroupState and ReadShareGroupStateSummary from
+memory and answers WriteShareGroupState, InitializeShareGroupState and DeleteShareGroupState once the
+record is in the log and the ISR has it (the state is applied only then).
 
 As a **partition leader** it reads a share partition's state before handing out its first record and
 writes it before answering an acknowledgement: :meth:`ShareStateService.read` / :meth:`write` find the
 coordinator (the leader of the key's ``__share_group_state`` partition, created on first use) and call it,
-this node's own handler or another broker's over an :class:`RpcClient`.
+this node's own handler or another broker's over an :class:`RpcClient`. The group coordinator uses
+:meth:`read_summary`, :meth:`initialize` and :meth:`delete` the same way (as Kafka's persister).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from pykraft.coordinator.offsets_records import RecordFormatError
 from pykraft.coordinator.share_partition import RecordState, StateBatch
 from pykraft.coordinator.share_state import (
     SHARE_STATE_TOPIC,
+    UNINITIALIZED_START_OFFSET,
     ShareCoordinator,
     ShareSnapshot,
     ShareStateKey,
@@ -37,8 +40,12 @@ from pykraft.protocol.messages import (
     ApiKey,
     DeleteShareGroupStateRequest,
     DeleteShareGroupStateResponse,
+    InitializeShareGroupStateRequest,
+    InitializeShareGroupStateResponse,
     ReadShareGroupStateRequest,
     ReadShareGroupStateResponse,
+    ReadShareGroupStateSummaryRequest,
+    ReadShareGroupStateSummaryResponse,
     WriteShareGroupStateRequest,
     WriteShareGroupStateResponse,
 )
@@ -107,6 +114,8 @@ class ShareStateService:
             ApiKey.READ_SHARE_GROUP_STATE: self.read_share_group_state,
             ApiKey.WRITE_SHARE_GROUP_STATE: self.write_share_group_state,
             ApiKey.DELETE_SHARE_GROUP_STATE: self.delete_share_group_state,
+            ApiKey.INITIALIZE_SHARE_GROUP_STATE: self.initialize_share_group_state,
+            ApiKey.READ_SHARE_GROUP_STATE_SUMMARY: self.read_share_group_state_summary,
         }
 
     async def stop(self) -> None:
@@ -176,6 +185,46 @@ class ShareStateService:
                 )
             results.append(result_cls(topic_id=topic.topic_id, partitions=partitions))
         return ReadShareGroupStateResponse(version=version, results=results)
+
+    async def read_share_group_state_summary(self, request: Any, version: int) -> Any:
+        result_cls: Any = ReadShareGroupStateSummaryResponse.ReadStateSummaryResult
+        partition_cls: Any = result_cls.PartitionResult
+        results = []
+        for topic in request.topics:
+            partitions = []
+            for p in topic.partitions:
+                key = _key(request.group_id, topic.topic_id, p.partition)
+                error, snapshot = (
+                    self.coordinator.read(key) if key is not None else (ErrorCode.INVALID_REQUEST, None)
+                )
+                partitions.append(
+                    partition_cls(
+                        partition=p.partition,
+                        error_code=error,
+                        error_message=None,
+                        state_epoch=snapshot.state_epoch if snapshot else 0,
+                        start_offset=snapshot.start_offset if snapshot else UNINITIALIZED_START_OFFSET,
+                    )
+                )
+            results.append(result_cls(topic_id=topic.topic_id, partitions=partitions))
+        return ReadShareGroupStateSummaryResponse(version=version, results=results)
+
+    async def initialize_share_group_state(self, request: Any, version: int) -> Any:
+        result_cls: Any = InitializeShareGroupStateResponse.InitializeStateResult
+        partition_cls: Any = result_cls.PartitionResult
+        results = []
+        for topic in request.topics:
+            partitions = []
+            for p in topic.partitions:
+                key = _key(request.group_id, topic.topic_id, p.partition)
+                error = ErrorCode.INVALID_REQUEST
+                if key is not None:
+                    error = await self._apply(
+                        self.coordinator.plan_initialize(key, p.state_epoch, p.start_offset)
+                    )
+                partitions.append(partition_cls(partition=p.partition, error_code=error, error_message=None))
+            results.append(result_cls(topic_id=topic.topic_id, partitions=partitions))
+        return InitializeShareGroupStateResponse(version=version, results=results)
 
     async def write_share_group_state(self, request: Any, version: int) -> Any:
         result_cls: Any = WriteShareGroupStateResponse.WriteStateResult
@@ -293,6 +342,46 @@ class ShareStateService:
         return ErrorCode.NONE, ShareSnapshot(
             0, result.state_epoch, leader_epoch, result.start_offset, _batches(result.state_batches)
         )
+
+    async def read_summary(self, key: ShareStateKey) -> tuple[ErrorCode, int, int]:
+        """The share partition's (error, state epoch, start offset); start offset -1: never written."""
+        data: Any = ReadShareGroupStateSummaryRequest.ReadStateSummaryData
+        request = ReadShareGroupStateSummaryRequest(
+            group_id=key.group_id,
+            topics=[
+                data(
+                    topic_id=key.topic_id,
+                    partitions=[data.PartitionData(partition=key.partition, leader_epoch=-1)],
+                )
+            ],
+        )
+        response = await self._call(key, request, self.read_share_group_state_summary)
+        if response is None:
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE, 0, UNINITIALIZED_START_OFFSET
+        (result,) = response.results[0].partitions
+        return ErrorCode(result.error_code), result.state_epoch, result.start_offset
+
+    async def initialize(self, key: ShareStateKey, state_epoch: int, start_offset: int) -> ErrorCode:
+        """Start the share partition's state over at ``state_epoch`` from ``start_offset``."""
+        data: Any = InitializeShareGroupStateRequest.InitializeStateData
+        request = InitializeShareGroupStateRequest(
+            group_id=key.group_id,
+            topics=[
+                data(
+                    topic_id=key.topic_id,
+                    partitions=[
+                        data.PartitionData(
+                            partition=key.partition, state_epoch=state_epoch, start_offset=start_offset
+                        )
+                    ],
+                )
+            ],
+        )
+        response = await self._call(key, request, self.initialize_share_group_state)
+        if response is None:
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        (result,) = response.results[0].partitions
+        return ErrorCode(result.error_code)
 
     async def delete(self, key: ShareStateKey) -> ErrorCode:
         """Delete the share partition's state (it starts over from share.auto.offset.reset)."""

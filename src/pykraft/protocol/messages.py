@@ -125,6 +125,7 @@ class ApiKey(IntEnum):
     READ_SHARE_GROUP_STATE = 84
     WRITE_SHARE_GROUP_STATE = 85
     DELETE_SHARE_GROUP_STATE = 86
+    READ_SHARE_GROUP_STATE_SUMMARY = 87
     DESCRIBE_SHARE_GROUP_OFFSETS = 90
     ALTER_SHARE_GROUP_OFFSETS = 91
     DELETE_SHARE_GROUP_OFFSETS = 92
@@ -216,9 +217,11 @@ SUPPORTED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     ApiKey.SHARE_FETCH: (1, 1),
     ApiKey.SHARE_ACKNOWLEDGE: (1, 1),
     # Between partition leaders and share coordinators (``__share_group_state``), CLUSTER_ACTION.
+    ApiKey.INITIALIZE_SHARE_GROUP_STATE: (0, 0),
     ApiKey.READ_SHARE_GROUP_STATE: (0, 0),
     ApiKey.WRITE_SHARE_GROUP_STATE: (0, 0),
     ApiKey.DELETE_SHARE_GROUP_STATE: (0, 0),
+    ApiKey.READ_SHARE_GROUP_STATE_SUMMARY: (0, 0),
     # Share-group offsets from the group coordinator (kafka-share-groups --describe / --reset-offsets).
     ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS: (0, 0),
     ApiKey.ALTER_SHARE_GROUP_OFFSETS: (0, 0),
@@ -270,6 +273,10 @@ ShareFetchRequest: Any = _schema_class("ShareFetchRequest")
 ShareFetchResponse: Any = _schema_class("ShareFetchResponse")
 ShareAcknowledgeRequest: Any = _schema_class("ShareAcknowledgeRequest")
 ShareAcknowledgeResponse: Any = _schema_class("ShareAcknowledgeResponse")
+InitializeShareGroupStateRequest: Any = _schema_class("InitializeShareGroupStateRequest")
+InitializeShareGroupStateResponse: Any = _schema_class("InitializeShareGroupStateResponse")
+ReadShareGroupStateSummaryRequest: Any = _schema_class("ReadShareGroupStateSummaryRequest")
+ReadShareGroupStateSummaryResponse: Any = _schema_class("ReadShareGroupStateSummaryResponse")
 ReadShareGroupStateRequest: Any = _schema_class("ReadShareGroupStateRequest")
 ReadShareGroupStateResponse: Any = _schema_class("ReadShareGroupStateResponse")
 WriteShareGroupStateRequest: Any = _schema_class("WriteShareGroupStateRequest")
@@ -324,8 +331,12 @@ OUR_MESSAGE_CLASSES: tuple[Any, ...] = (
     ShareFetchResponse,
     ShareAcknowledgeRequest,
     ShareAcknowledgeResponse,
+    InitializeShareGroupStateRequest,
+    InitializeShareGroupStateResponse,
     ReadShareGroupStateRequest,
     ReadShareGroupStateResponse,
+    ReadShareGroupStateSummaryRequest,
+    ReadShareGroupStateSummaryResponse,
     WriteShareGroupStateRequest,
     WriteShareGroupStateResponse,
     DescribeShareGroupOffsetsRequest,
@@ -680,8 +691,12 @@ __all__ = [
     "EndQuorumEpochResponse",
     "FetchSnapshotRequest",
     "FetchSnapshotResponse",
+    "InitializeShareGroupStateRequest",
+    "InitializeShareGroupStateResponse",
     "ReadShareGroupStateRequest",
     "ReadShareGroupStateResponse",
+    "ReadShareGroupStateSummaryRequest",
+    "ReadShareGroupStateSummaryResponse",
     "RequestHeader",
     "ShareAcknowledgeRequest",
     "ShareAcknowledgeResponse",
