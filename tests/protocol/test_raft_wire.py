@@ -744,3 +744,13 @@ def test_over_tcp__controller_listener_advertises_the_raft_rpcs(node) -> None:  
     assert keys[52] == (0, 0) and keys[53] == (0, 0) and keys[54] == (0, 0) and keys[59] == (0, 0)
     assert keys[1] == (12, 18) and keys[55] == (1, 1) and keys[62] == (0, 4)
     assert 0 not in keys  # no Produce on the controller listener
+
+
+def test_fetch_response_names_the_leaders_endpoint_in_node_endpoints() -> None:
+    """KIP-853: a replica that asked a bootstrap server learns where the leader listens (Fetch v16+
+    NodeEndpoints); without a leader, or on no endpoint, nothing is sent."""
+    named = FetchResponse(ErrorCode.FENCED_LEADER_EPOCH, 3, 7, leader_endpoint=("127.0.0.1", 19093))
+    assert wire.decode_raft_response(FetchRequest, _response_frame(FetchRequest, named)) == (42, named)
+    unknown = FetchResponse(ErrorCode.NOT_LEADER_OR_FOLLOWER, -1, 7, leader_endpoint=("127.0.0.1", 1))
+    decoded = wire.decode_raft_response(FetchRequest, _response_frame(FetchRequest, unknown))[1]
+    assert isinstance(decoded, FetchResponse) and decoded.leader_endpoint is None

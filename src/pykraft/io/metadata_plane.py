@@ -56,6 +56,14 @@ from pykraft.core.errors import ErrorCode, RemoteProtocolError
 from pykraft.core.group_configs import group_coordinator_settings
 from pykraft.io.file_store import FileSegmentStore
 from pykraft.io.meta_properties_files import ClusterIdConflictError, ClusterIdPublisher
+from pykraft.io.quorum_peers import (
+    Address,
+    ControllerAddresses,
+    controller_endpoint,
+    first_voters,
+    local_voter,
+    metadata_directory_id,
+)
 from pykraft.io.raft_log import METADATA_PARTITION_DIR, FileRaftLog
 from pykraft.io.rpc_channel import Answered, ChannelEvent, ChannelSecurity, RpcChannels
 from pykraft.io.snapshots import FileSnapshotStore, MetadataSnapshots, read_bootstrap_records
@@ -80,11 +88,12 @@ from pykraft.protocol.messages import (
     RemoveRaftVoterResponse,
 )
 from pykraft.raft import wire
-from pykraft.raft.control import Endpoint, Voter
+from pykraft.raft.control import KRAFT_VERSION_DYNAMIC, Endpoint, Voter
 from pykraft.raft.messages import (
     BeginQuorumEpochRequest,
     EndQuorumEpochRequest,
     FetchRequest,
+    FetchResponse,
     FetchSnapshotRequest,
     Inbound,
     OffsetAndEpoch,
@@ -96,6 +105,7 @@ from pykraft.raft.messages import (
 )
 from pykraft.raft.node import RaftNode, VoterChange
 from pykraft.raft.quorum_state import decode_quorum_state, encode_quorum_state
+from pykraft.raft.snapshot import BOOTSTRAP_SNAPSHOT_ID
 from pykraft.raft.state import Role
 
 log = logging.getLogger("pykraft.metadata")
@@ -186,6 +196,11 @@ class MetadataPlane:
         # Raft requests from peers waiting for the core's answer, by (source id, correlation id).
         self._pending_responses: dict[tuple[int, int], asyncio.Future[RaftResponse]] = {}
         self.channels: RpcChannels | None = None
+        # Where the controllers are: static voters, or (KIP-853) bootstrap servers, the VotersRecord's
+        # endpoints and the leaders Fetch responses name.
+        self.addresses = ControllerAddresses(config)
+        # This controller as a voter of a dynamic quorum (its directory id is known once started).
+        self.local_voter: Voter | None = None
         # The commit of this leadership's activation records (KIP-1262 cluster id, bootstrap).
         self._activation: asyncio.Future[None] | None = None
         self._applied_end_offset = 0
@@ -247,9 +262,29 @@ class MetadataPlane:
                 quorum_state = decode_quorum_state(fh.read())
         if self.cluster_id_publisher is not None:
             self.cluster_id = self.cluster_id_publisher.cluster_id
+        voter_ids = frozenset(self.config.controller_quorum_voters)
+        kraft_version = 0
+        bootstrap_voters = None
+        if self.config.dynamic_quorum:
+            # KIP-853: the voter set is the log's; whom to ask who leads are the bootstrap servers.
+            voter_ids = self.addresses.bootstrap_ids
+            kraft_version = KRAFT_VERSION_DYNAMIC
+            directory_id = metadata_directory_id(self.config)
+            if self.config.is_controller and directory_id is not None:
+                self.local_voter = local_voter(self.config, directory_id)
+                log_is_empty = self.raft_log.end_offset == 0 and not any(
+                    i != BOOTSTRAP_SNAPSHOT_ID for i in self.snapshots.store.snapshot_ids()
+                )
+                bootstrap_voters = first_voters(self.config, directory_id, log_is_empty=log_is_empty)
+                if bootstrap_voters is not None:
+                    log.info(
+                        "node %d starts a new dynamic quorum as its first voter (the first of "
+                        "controller.quorum.bootstrap.servers, an empty metadata log)",
+                        self.config.node_id,
+                    )
         self.raft = RaftNode(
             self.config.node_id,
-            frozenset(self.config.controller_quorum_voters),
+            voter_ids,
             self.raft_log,
             quorum_state,
             self.rng,
@@ -261,8 +296,11 @@ class MetadataPlane:
             election_backoff_max_ms=self.config.controller_quorum_election_backoff_max_ms,
             request_timeout_ms=self.config.controller_quorum_request_timeout_ms,
             retry_backoff_ms=self.config.controller_quorum_retry_backoff_ms,
+            kraft_version=kraft_version,
+            bootstrap_voters=bootstrap_voters,
         )
-        peers = {i: a for i, a in self.config.controller_quorum_voters.items() if i != self.config.node_id}
+        self.addresses.sync_voters(self.raft.voter_set)
+        peers = {i: a for i, a in self.addresses.addresses().items() if i != self.config.node_id}
         self.channels = RpcChannels(
             peers,
             self._on_channel_event,
@@ -271,6 +309,7 @@ class MetadataPlane:
             security=self.peer_security,
             client_id=f"raft-{self.config.node_id}",
         )
+        self.addresses.subscribe(self._on_controller_address)
         started = time.monotonic()
         self._load_end_offset = self.raft_log.end_offset
         self._task = asyncio.get_running_loop().create_task(self._drive(), name="metadata-log-driver")
@@ -287,6 +326,10 @@ class MetadataPlane:
             self.image.offset,
             (time.monotonic() - started) * 1000,
         )
+
+    def _on_controller_address(self, node_id: int, address: Address) -> None:
+        if self.channels is not None and node_id != self.config.node_id:
+            self.channels.set_address(node_id, address)
 
     @property
     def waits_for_activation(self) -> bool:
@@ -349,7 +392,7 @@ class MetadataPlane:
         itself when the driver does not stop in time)."""
         self.fail_pending_writes()
         raft = self.raft
-        has_peers = len(self.config.controller_quorum_voters) > 1
+        has_peers = raft is not None and bool(raft.voter_ids - {self.config.node_id})
         if raft is not None and self._task is not None and raft.role == Role.LEADER and has_peers:
             # Graceful resignation: EndQuorumEpoch tells the voters to elect a successor now rather
             # than after their fetch timeout (KafkaRaftClient.shutdown).
@@ -421,6 +464,8 @@ class MetadataPlane:
                 self._apply_committed(ready.committed)
                 changed = True
             raft.advance(ready, now_ms())
+            if self.config.dynamic_quorum:
+                self.addresses.sync_voters(raft.voter_set)
             if self._controller_active and raft.role != Role.LEADER:
                 self._lose_leadership()
             if (
@@ -509,6 +554,11 @@ class MetadataPlane:
         """A request goes out through the peer's channel; a response goes back to the connection its
         request came in on (the server handler waiting in ``handle_raft_request``)."""
         message = outbound.message
+        if isinstance(message, FetchResponse) and message.leader_id >= 0:
+            # Fetch v16+ NodeEndpoints: where the leader it names listens (KIP-853 discovery).
+            message = dataclasses.replace(
+                message, leader_endpoint=self._controller_address(message.leader_id)
+            )
         if isinstance(message, RaftRequestTypes):
             if self.channels is not None:
                 frame = wire.encode_raft_request(
@@ -539,6 +589,8 @@ class MetadataPlane:
         except RemoteProtocolError as exc:
             log.warning("node %d sent a raft response that does not parse: %s", event.peer_id, exc)
             return
+        if isinstance(response, FetchResponse) and response.leader_endpoint is not None:
+            self.addresses.learn(response.leader_id, response.leader_endpoint)
         raft.step(Inbound(event.peer_id, response, correlation_id), now_ms())
         self._wakeup.set()
 
@@ -563,6 +615,12 @@ class MetadataPlane:
         if fut.cancelled():
             return None
         return fut.result()
+
+    def _controller_address(self, node_id: int) -> Address | None:
+        if node_id == self.config.node_id and self.config.is_controller:
+            endpoint = controller_endpoint(self.config)
+            return endpoint.host, endpoint.port
+        return self.addresses.get(node_id)
 
     def leader_id(self) -> int:
         """The raft leader this node knows (the active controller), -1 if none."""
@@ -936,7 +994,9 @@ class MetadataPlane:
         )
         if refusal is not None:
             return cluster_admin.describe_cluster_refusal(version, *refusal)
-        voters = self.config.controller_quorum_voters
+        raft = self.raft
+        voter_ids = raft.voter_ids if raft is not None else frozenset(self.config.controller_quorum_voters)
+        voters = {i: a for i in voter_ids if (a := self._controller_address(i)) is not None}
         return DescribeClusterResponse(
             version=version,
             throttle_time_ms=0,

@@ -228,11 +228,16 @@ class Node:
 
     async def start(self) -> None:
         config = self.config
-        if config.is_broker and config.is_controller and len(config.controller_quorum_voters) > 1:
+        if config.is_broker and config.is_controller and len(config.controller_quorum_voters) != 1:
+            quorum = (
+                f"{len(config.controller_quorum_voters)} voters in controller.quorum.voters"
+                if config.controller_quorum_voters
+                else "a dynamic quorum (controller.quorum.bootstrap.servers)"
+            )
             raise StartupError(
-                f"process.roles=broker,controller with {len(config.controller_quorum_voters)} voters in "
-                "controller.quorum.voters: pykraft runs a combined node only as a single-node cluster; run "
-                "the voters with process.roles=controller and the brokers with process.roles=broker"
+                f"process.roles=broker,controller with {quorum}: pykraft runs a combined node only as a "
+                "single-node cluster; run the voters with process.roles=controller and the brokers with "
+                "process.roles=broker"
             )
         if config.is_controller and config.controller_listener is None:
             raise StartupError(
@@ -328,6 +333,7 @@ class Node:
                 metadata_offset=lambda: metadata.image.offset,
                 listeners=self._registration_listeners,
                 on_change=self._on_session_change,
+                addresses=metadata.addresses,
                 controller_security=self._controller_security,
             )
         link = self.link

@@ -115,6 +115,9 @@ class FetchResponse:
     # KIP-630 (Fetch v12+ tag 2 SnapshotId): the log the follower needs is gone (or it is empty);
     # fetch this snapshot with FetchSnapshot, install it, then Fetch from its end offset.
     snapshot_id: OffsetAndEpoch | None = None
+    # KIP-853 (Fetch v16+ NodeEndpoints): where the leader it names listens (host, port), so a replica
+    # that found it through a bootstrap server can fetch from it. The shell fills and reads it.
+    leader_endpoint: tuple[str, int] | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -358,8 +358,20 @@ def _fetch_response_body(cls: Any, version: int, message: FetchResponse) -> Any:
         if version >= 13
         else cls.FetchableTopicResponse(topic=METADATA_TOPIC_NAME, partitions=[partition])
     )
+    # KIP-853 (KafkaRaftClient.buildFetchResponse): the leader's endpoint, for a replica that asked a
+    # bootstrap server and must fetch from the leader next.
+    endpoint = message.leader_endpoint
+    node_endpoints = (
+        [cls.NodeEndpoint(node_id=message.leader_id, host=endpoint[0], port=endpoint[1], rack=None)]
+        if endpoint is not None and message.leader_id >= 0 and version >= 16
+        else []
+    )
     return cls(
-        throttle_time_ms=0, error_code=ErrorCode.NONE, session_id=0, responses=[topic], node_endpoints=[]
+        throttle_time_ms=0,
+        error_code=ErrorCode.NONE,
+        session_id=0,
+        responses=[topic],
+        node_endpoints=node_endpoints,
     )
 
 
@@ -395,9 +407,19 @@ def decode_raft_response(request_type: type, frame: bytes) -> tuple[int, RaftRes
             diverging = p.diverging_epoch
             snapshot = p.snapshot_id
             leader = p.current_leader
+            leader_id = leader.leader_id if leader is not None else UNKNOWN_ID
+            endpoint = next(
+                (
+                    (str(e.host), int(e.port))
+                    for e in (response.node_endpoints or ())
+                    if e.node_id == leader_id and leader_id >= 0
+                ),
+                None,
+            )
             return correlation_id, FetchResponse(
+                leader_endpoint=endpoint,
                 error_code=_error(p.error_code),
-                leader_id=leader.leader_id if leader is not None else UNKNOWN_ID,
+                leader_id=leader_id,
                 leader_epoch=leader.leader_epoch if leader is not None else UNKNOWN_EPOCH,
                 high_watermark=p.high_watermark,
                 log_start_offset=p.log_start_offset,
