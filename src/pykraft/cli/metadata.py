@@ -565,7 +565,8 @@ def add_subcommands(subparsers: argparse._SubParsersAction[argparse.ArgumentPars
     tool.add_argument(
         "--command-config",
         metavar="FILE",
-        help="Property file containing configs to be passed to Admin Client (security.protocol, sasl.*, ssl.*).",
+        help="Property file containing configs to be passed to Admin Client (security.protocol, sasl.*, ssl.*). "
+        "For add-controller, the file is used to specify the controller properties as well.",
     )
     tool_sub = tool.add_subparsers(dest="metadata_quorum_command", required=True)
     tool_describe = tool_sub.add_parser("describe", help="Describe the metadata quorum info")
@@ -588,6 +589,9 @@ def add_subcommands(subparsers: argparse._SubParsersAction[argparse.ArgumentPars
         "--json", action="store_true", help="the DescribeQuorum answer as JSON (pykraft)"
     )
     tool_describe.set_defaults(func=run_tool("metadata-quorum", _metadata_quorum))
+    from pykraft.cli.quorum_voters import add_subparsers as add_voter_change_subparsers
+
+    add_voter_change_subparsers(tool_sub, lambda func: run_tool("metadata-quorum", func))
 
 
 __all__ = ["add_subcommands", "build_image", "dump_batches", "read_batch_header"]

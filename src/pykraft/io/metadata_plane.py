@@ -520,6 +520,9 @@ class MetadataPlane:
         self._controller_active = False
         self.controller.active = False
         self._active.clear()
+        # What committed (and is applied) is answered as done: a leader that removed itself (KIP-853)
+        # resigns as its removal commits, and RemoveRaftVoter succeeded (Kafka's RemoveVoterHandler).
+        self._complete_commit_waiters(self._applied_end_offset)
         waiters, self._commit_waiters = self._commit_waiters, []
         for _, fut in waiters:
             if not fut.done():
@@ -751,10 +754,12 @@ class MetadataPlane:
         self._publish_cluster_id()
         self.on_image()
         self._image_published.set()
-        hw = self.raft.high_watermark if self.raft is not None else 0
+        self._complete_commit_waiters(self.raft.high_watermark if self.raft is not None else 0)
+
+    def _complete_commit_waiters(self, committed_end_offset: int) -> None:
         waiting = []
         for offset, fut in self._commit_waiters:
-            if offset < hw:
+            if offset < committed_end_offset:
                 if not fut.done():
                     fut.set_result(None)
             else:
