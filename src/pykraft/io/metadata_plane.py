@@ -67,6 +67,7 @@ from pykraft.io.quorum_peers import (
 from pykraft.io.raft_log import METADATA_PARTITION_DIR, FileRaftLog
 from pykraft.io.rpc_channel import Answered, ChannelEvent, ChannelSecurity, RpcChannels
 from pykraft.io.snapshots import FileSnapshotStore, MetadataSnapshots, read_bootstrap_records
+from pykraft.io.voter_updater import VoterUpdater
 from pykraft.io.waiting import park, wait_event, wait_shielded
 from pykraft.log.partition_log import PartitionLog
 from pykraft.metadata.delta import MetadataDelta
@@ -86,6 +87,7 @@ from pykraft.protocol.messages import (
     BrokerHeartbeatResponse,
     BrokerRegistrationResponse,
     RemoveRaftVoterResponse,
+    UpdateRaftVoterResponse,
 )
 from pykraft.raft import wire
 from pykraft.raft.control import KRAFT_VERSION_DYNAMIC, Endpoint, Voter
@@ -201,6 +203,8 @@ class MetadataPlane:
         self.addresses = ControllerAddresses(config)
         # This controller as a voter of a dynamic quorum (its directory id is known once started).
         self.local_voter: Voter | None = None
+        self._voter_updater: VoterUpdater | None = None
+        self._voter_updater_task: asyncio.Task[None] | None = None
         # The commit of this leadership's activation records (KIP-1262 cluster id, bootstrap).
         self._activation: asyncio.Future[None] | None = None
         self._applied_end_offset = 0
@@ -310,6 +314,21 @@ class MetadataPlane:
             client_id=f"raft-{self.config.node_id}",
         )
         self.addresses.subscribe(self._on_controller_address)
+        if self.local_voter is not None:
+            # KIP-853: a voter that moved tells the leader its new endpoints (UpdateRaftVoter).
+            self._voter_updater = VoterUpdater(
+                lambda: self.raft,
+                self.local_voter,
+                lambda: self.cluster_id,
+                self.addresses,
+                period_ms=self.config.controller_quorum_fetch_timeout_ms // 2,
+                request_timeout_ms=self.config.controller_quorum_request_timeout_ms,
+                rng=self.rng,
+                security=self.peer_security,
+            )
+            self._voter_updater_task = asyncio.get_running_loop().create_task(
+                self._voter_updater.run(), name="raft-voter-updater"
+            )
         started = time.monotonic()
         self._load_end_offset = self.raft_log.end_offset
         self._task = asyncio.get_running_loop().create_task(self._drive(), name="metadata-log-driver")
@@ -403,6 +422,11 @@ class MetadataPlane:
             self._task.cancel()
             await asyncio.gather(self._task, return_exceptions=True)
             self._task = None
+        if self._voter_updater_task is not None and self._voter_updater is not None:
+            self._voter_updater_task.cancel()
+            await asyncio.gather(self._voter_updater_task, return_exceptions=True)
+            await self._voter_updater.close()
+            self._voter_updater_task = None
         for fut in self._pending_responses.values():
             fut.cancel()
         self._pending_responses.clear()
@@ -680,9 +704,7 @@ class MetadataPlane:
         change = change_voters(raft)
         if change.error != ErrorCode.NONE:
             return change.error, change.error_message
-        if self._controller_active:
-            # Raft wrote a control record the active controller does not write itself.
-            self.controller.note_log_end_offset(self._log().end_offset)
+        self._note_voters_appended()
         fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._commit_waiters.append((change.voters_offset, fut))
         self._wakeup.set()
@@ -692,6 +714,52 @@ class MetadataPlane:
         except NotControllerError as exc:
             return ErrorCode.NOT_LEADER_OR_FOLLOWER, str(exc)
         return ErrorCode.NONE, None
+
+    def _note_voters_appended(self) -> None:
+        if self._controller_active:
+            # Raft wrote a control record the active controller does not write itself.
+            self.controller.note_log_end_offset(self._log().end_offset)
+        self._wakeup.set()
+
+    async def handle_update_raft_voter(self, request: Any, version: int) -> Any:
+        """UpdateRaftVoter (82, KIP-853; KafkaRaftClient.handleUpdateVoterRequest): a voter's new
+        endpoints and kraft.version range. The leader appends the updated voter set and answers at once,
+        naming itself and its endpoint (CurrentLeader)."""
+        raft = self.raft
+        error = ErrorCode.NOT_LEADER_OR_FOLLOWER
+        if raft is not None and not self._stopping:
+            feature = request.k_raft_version_feature
+            voter = Voter(
+                request.voter_id,
+                request.voter_directory_id.bytes,
+                tuple(
+                    Endpoint(listener.name, listener.host, listener.port) for listener in request.listeners
+                ),
+                feature.min_supported_version,
+                feature.max_supported_version,
+            )
+            if request.cluster_id is not None and self.cluster_id not in (None, request.cluster_id):
+                error = ErrorCode.INCONSISTENT_CLUSTER_ID
+            elif request.current_leader_epoch < raft.epoch:
+                error = ErrorCode.FENCED_LEADER_EPOCH
+            elif request.current_leader_epoch > raft.epoch:
+                error = ErrorCode.UNKNOWN_LEADER_EPOCH
+            else:
+                # The voters' listener: the first of controller.listener.names (Kafka's default listener).
+                error = raft.update_voter(voter, self.config.controller_listener_names[0], now_ms()).error
+                if error == ErrorCode.NONE:
+                    self._note_voters_appended()
+        leader_id = raft.leader_id if raft is not None else -1
+        leader_address = self._controller_address(leader_id) if leader_id >= 0 else None
+        host, port = leader_address or ("", -1)
+        return UpdateRaftVoterResponse(
+            version=version,
+            throttle_time_ms=0,
+            error_code=error,
+            current_leader=UpdateRaftVoterResponse.CurrentLeader(
+                leader_id=leader_id, leader_epoch=raft.epoch if raft is not None else -1, host=host, port=port
+            ),
+        )
 
     def describe_quorum(self) -> tuple[QuorumDescription | None, int, int]:
         """DescribeQuorum: the leader's description, or None with the leader this node knows."""

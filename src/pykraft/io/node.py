@@ -1159,10 +1159,22 @@ class Node:
                 return [wire.encode_describe_quorum_error(header, ErrorCode.CLUSTER_AUTHORIZATION_FAILED)]
             description, leader_id, leader_epoch = metadata.describe_quorum()
             return [wire.encode_describe_quorum_response(header, description, leader_id, leader_epoch)]
-        if key in (ApiKey.ADD_RAFT_VOTER, ApiKey.REMOVE_RAFT_VOTER):
-            # KIP-853 voter changes (ControllerApis.handleAddRaftVoter / handleRemoveRaftVoter): ALTER
-            # on the cluster, answered by the raft leader once the new voter set commits.
+        if key in (ApiKey.ADD_RAFT_VOTER, ApiKey.REMOVE_RAFT_VOTER, ApiKey.UPDATE_RAFT_VOTER):
+            # KIP-853 voter changes (ControllerApis.handleAddRaftVoter / handleRemoveRaftVoter /
+            # handleUpdateRaftVoter): ALTER on the cluster (CLUSTER_ACTION for UpdateRaftVoter, which
+            # only voters send), answered by the raft leader.
             request = messages.decode_request(header, view)
+            if key == ApiKey.UPDATE_RAFT_VOTER:
+                if not node_principal:
+                    refusal = messages.UpdateRaftVoterResponse(
+                        version=header.api_version,
+                        throttle_time_ms=0,
+                        error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+                        current_leader=None,
+                    )
+                    return [messages.encode_response(header, refusal)]
+                response = await metadata.handle_update_raft_voter(request, header.api_version)
+                return [messages.encode_response(header, response)]
             if not node_principal and not allowed_on_cluster(AclOperation.ALTER):
                 response_class = (
                     messages.AddRaftVoterResponse
@@ -1668,6 +1680,7 @@ CONTROLLER_API_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     # KIP-853: AddRaftVoter v1 adds AckWhenCommitted (always acked when committed here).
     ApiKey.ADD_RAFT_VOTER: (0, 1),
     ApiKey.REMOVE_RAFT_VOTER: (0, 0),
+    ApiKey.UPDATE_RAFT_VOTER: (0, 0),
     ApiKey.BROKER_HEARTBEAT: (0, 1),
     ApiKey.DESCRIBE_CLUSTER: (0, 2),
     ApiKey.ALTER_PARTITION: (2, 3),

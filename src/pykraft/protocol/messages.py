@@ -287,6 +287,8 @@ AddRaftVoterRequest: Any = _schema_class("AddRaftVoterRequest")
 AddRaftVoterResponse: Any = _schema_class("AddRaftVoterResponse")
 RemoveRaftVoterRequest: Any = _schema_class("RemoveRaftVoterRequest")
 RemoveRaftVoterResponse: Any = _schema_class("RemoveRaftVoterResponse")
+UpdateRaftVoterRequest: Any = _schema_class("UpdateRaftVoterRequest")
+UpdateRaftVoterResponse: Any = _schema_class("UpdateRaftVoterResponse")
 
 
 # DescribeQuorum ships with kafka-python (0-2, the current schema); re-exported for symmetry.
@@ -340,6 +342,8 @@ OUR_MESSAGE_CLASSES: tuple[Any, ...] = (
     AddRaftVoterResponse,
     RemoveRaftVoterRequest,
     RemoveRaftVoterResponse,
+    UpdateRaftVoterRequest,
+    UpdateRaftVoterResponse,
 )
 
 

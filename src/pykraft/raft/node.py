@@ -1209,6 +1209,36 @@ class RaftNode:
             return VoterChange(ErrorCode.VOTER_NOT_FOUND, f"Cannot remove {voter_id}, the only voter")
         return self._append_voters(state, current.without_voter(voter_id), now_ms)
 
+    def update_voter(self, voter: Voter, listener_name: str, now_ms: int) -> VoterChange:
+        """UpdateRaftVoter (API 82, UpdateVoterHandler): a voter, named by id and directory id, tells
+        the leader its endpoints and supported kraft.version range changed; the leader appends the
+        updated voter set and answers at once (Kafka does not wait for the commit)."""
+        self._set_now(now_ms)
+        error = self._voter_change_error()
+        if error is not None:
+            return error
+        state = self._state
+        assert isinstance(state, Leader)
+        kraft_version = self.voter_history.kraft_version()
+        if not voter.min_supported_kraft_version <= kraft_version <= voter.max_supported_kraft_version:
+            return VoterChange(
+                ErrorCode.INVALID_REQUEST,
+                f"Voter {voter.voter_id} does not support kraft.version {kraft_version}",
+            )
+        if not any(endpoint.name == listener_name for endpoint in voter.endpoints):
+            # It must stay reachable on the listener the voters talk on (the default listener).
+            return VoterChange(
+                ErrorCode.INVALID_REQUEST,
+                f"Voter {voter.voter_id} has no endpoint for listener {listener_name}",
+            )
+        current = self.voter_history.latest()
+        found = current.get(voter.voter_id)
+        if found is None or found.directory_id != voter.directory_id:
+            return VoterChange(
+                ErrorCode.VOTER_NOT_FOUND, f"Voter {voter.voter_id} with that directory id is not a voter"
+            )
+        return self._append_voters(state, current.without_voter(voter.voter_id).with_voter(voter), now_ms)
+
     def _append_voters(self, state: Leader, voters: VoterSet, now_ms: int) -> VoterChange:
         offset = self.log.end_offset
         self.log.append_as_leader([voters_record(voters.voters)], state.epoch, now_ms, is_control=True)
