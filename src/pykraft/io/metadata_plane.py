@@ -61,6 +61,7 @@ from pykraft.io.quorum_peers import (
     ControllerAddresses,
     controller_endpoint,
     first_voters,
+    highest_leader_epoch,
     local_voter,
     metadata_directory_id,
 )
@@ -280,6 +281,8 @@ class MetadataPlane:
                     i != BOOTSTRAP_SNAPSHOT_ID for i in self.snapshots.store.snapshot_ids()
                 )
                 bootstrap_voters = first_voters(self.config, directory_id, log_is_empty=log_is_empty)
+                if bootstrap_voters is not None and await self._quorum_already_runs():
+                    bootstrap_voters = None
                 if bootstrap_voters is not None:
                     log.info(
                         "node %d starts a new dynamic quorum as its first voter (the first of "
@@ -345,6 +348,27 @@ class MetadataPlane:
             self.image.offset,
             (time.monotonic() - started) * 1000,
         )
+
+    async def _quorum_already_runs(self) -> bool:
+        """pykraft's guard on the first-voter rule: the other bootstrap servers name a leader epoch."""
+        others = {i: a for i, a in self.addresses.addresses().items() if i in self.addresses.bootstrap_ids}
+        if not others:
+            return False
+        epoch = await highest_leader_epoch(
+            others,
+            request_timeout_ms=self.config.controller_quorum_request_timeout_ms,
+            rng=self.rng,
+            security=self.peer_security,
+        )
+        if epoch > 0:
+            log.warning(
+                "node %d is the first of controller.quorum.bootstrap.servers with an empty metadata log, "
+                "but a quorum already runs there (leader epoch %d): it joins as an observer (add it with "
+                "pykraft metadata-quorum add-controller)",
+                self.config.node_id,
+                epoch,
+            )
+        return epoch > 0
 
     def _on_controller_address(self, node_id: int, address: Address) -> None:
         if self.channels is not None and node_id != self.config.node_id:

@@ -16,11 +16,16 @@ controller endpoint) and pykraft's rule for the first voter of a brand-new dynam
 
 from __future__ import annotations
 
+import asyncio
+import random
 import uuid
 from collections.abc import Callable
 
 from pykraft.core.config import NodeConfig
+from pykraft.core.errors import RemoteProtocolError
 from pykraft.io.meta_properties_files import load_ensemble
+from pykraft.io.rpc_channel import Answered, ChannelEvent, ChannelSecurity, RpcChannels
+from pykraft.raft import wire
 from pykraft.raft.control import Endpoint, Voter
 from pykraft.raft.voter_set import VoterSet
 
@@ -72,6 +77,47 @@ def first_voters(config: NodeConfig, directory_id: uuid.UUID, *, log_is_empty: b
     if not config.dynamic_quorum or not log_is_empty or not is_first_bootstrap_server(config):
         return None
     return VoterSet.of([local_voter(config, directory_id)])
+
+
+async def highest_leader_epoch(
+    servers: dict[int, Address],
+    *,
+    request_timeout_ms: int,
+    rng: random.Random,
+    security: ChannelSecurity | None,
+) -> int:
+    """The highest leader epoch any of ``servers`` names in a DescribeQuorum answer (0 when none
+    answers or none knows one). A would-be first voter asks before it starts a new quorum: a positive
+    epoch means a quorum already runs there (its metadata log was lost or replaced), and it joins it as
+    an observer instead of starting a second one."""
+    loop = asyncio.get_running_loop()
+    waiting: dict[int, asyncio.Future[ChannelEvent]] = {}
+
+    def on_event(event: ChannelEvent) -> None:
+        fut = waiting.get(event.correlation_id)
+        if fut is not None and not fut.done():
+            fut.set_result(event)
+
+    channels = RpcChannels(
+        servers, on_event, request_timeout_ms=request_timeout_ms, rng=rng, security=security
+    )
+    try:
+        for correlation_id, server_id in enumerate(sorted(servers), start=1):
+            waiting[correlation_id] = loop.create_future()
+            frame = wire.encode_describe_quorum_request(correlation_id, "pykraft-first-voter-check")
+            channels.send(server_id, correlation_id, frame)
+        events = await asyncio.gather(*waiting.values())
+    finally:
+        await channels.close()
+    epoch = 0
+    for event in events:
+        if isinstance(event, Answered):
+            try:
+                _correlation_id, _error, description = wire.decode_describe_quorum_response(event.frame)
+            except RemoteProtocolError:
+                continue
+            epoch = max(epoch, description.leader_epoch)
+    return epoch
 
 
 class ControllerAddresses:
