@@ -166,8 +166,11 @@ def test_controllers_added_and_removed_with_the_cli_under_load__the_new_set_elec
         assert _voters(cluster.describe_quorum()) == [1, 2, 3, new_id]
         load.acked_after(20, 30, "records acknowledged after controller 4 was added")
 
-        # The old controller 1 (the leader so far) is removed, then stopped for good.
-        removed_dir = _directory_id(cluster, 1)
+        # The old controller 1 (the leader so far) is removed, then stopped for good. Its directory id
+        # comes from DescribeQuorum v2 (a dead controller's disk cannot be read).
+        voter_1 = next(v for v in cluster.describe_quorum().current_voters if v.replica_id == 1)
+        removed_dir = uuid_to_str(voter_1.replica_directory_id)
+        assert removed_dir == _directory_id(cluster, 1)
         out = _quorum_tool(
             cluster, "remove-controller", "--controller-id", "1", "--controller-directory-id", removed_dir
         )

@@ -294,3 +294,20 @@ def test_update_voter__new_endpoints_replace_the_old_ones_everywhere__checks_as_
     updated = VoterSet.of([*(v for v in voters.voters if v.voter_id != moved_id), moved])
     for node in net.nodes.values():
         assert node.voter_set == updated
+
+
+def test_describe_quorum__voters_directory_ids_and_endpoints_for_v2() -> None:
+    """DescribeQuorum v2 (KIP-853): each voter's directory id and the voters' listeners (Nodes), from
+    the VotersRecord; an observer's directory id is not known (zeros)."""
+    net, voters = _three_voters()
+    net.start(4, frozenset({1}))
+    net.run(600)
+    description = net.leader().describe_quorum(net.now_ms)
+    assert description is not None
+    assert [(r.replica_id, r.replica_directory_id) for r in description.current_voters] == [
+        (v.voter_id, v.directory_id) for v in voters.voters
+    ]
+    assert [(r.replica_id, r.replica_directory_id) for r in description.observers] == [(4, bytes(16))]
+    assert description.nodes == tuple(
+        (v.voter_id, tuple((e.name, e.host, e.port) for e in v.endpoints)) for v in voters.voters
+    )

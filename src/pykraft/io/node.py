@@ -1670,8 +1670,13 @@ CONTROLLER_API_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     ApiKey.API_VERSIONS: messages.SUPPORTED_VERSIONS[ApiKey.API_VERSIONS],
     ApiKey.SASL_HANDSHAKE: messages.SUPPORTED_VERSIONS[ApiKey.SASL_HANDSHAKE],
     ApiKey.SASL_AUTHENTICATE: messages.SUPPORTED_VERSIONS[ApiKey.SASL_AUTHENTICATE],
-    **{key: (version, version) for key, version in wire.VERSIONS.items() if key != ApiKey.FETCH},
+    **{
+        key: (version, version)
+        for key, version in wire.VERSIONS.items()
+        if key not in (ApiKey.FETCH, ApiKey.DESCRIBE_QUORUM)
+    },
     ApiKey.FETCH: (12, wire.VERSIONS[ApiKey.FETCH]),
+    ApiKey.DESCRIBE_QUORUM: messages.SUPPORTED_VERSIONS[ApiKey.DESCRIBE_QUORUM],
     ApiKey.CREATE_TOPICS: messages.SUPPORTED_VERSIONS[ApiKey.CREATE_TOPICS],
     ApiKey.DELETE_TOPICS: messages.SUPPORTED_VERSIONS[ApiKey.DELETE_TOPICS],
     ApiKey.CREATE_PARTITIONS: messages.SUPPORTED_VERSIONS[ApiKey.CREATE_PARTITIONS],

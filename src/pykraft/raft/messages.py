@@ -156,6 +156,8 @@ class ReplicaDescription:
     log_end_offset: int
     last_fetch_timestamp: int
     last_caught_up_timestamp: int
+    # v2 (KIP-853): the replica's directory id, 16 bytes; zeros when unknown (static voters, observers).
+    replica_directory_id: bytes = bytes(16)
 
 
 @dataclass(frozen=True, slots=True)
@@ -167,6 +169,8 @@ class QuorumDescription:
     high_watermark: int
     current_voters: tuple[ReplicaDescription, ...]
     observers: tuple[ReplicaDescription, ...]
+    # v2 Nodes (KIP-853): each voter's listeners as ``(node id, ((name, host, port), ...))``.
+    nodes: tuple[tuple[int, tuple[tuple[str, str, int], ...]], ...] = ()
 
 
 RaftRequest = (

@@ -331,18 +331,25 @@ class RaftNode:
         if not isinstance(state, Leader):
             return None
 
+        voter_set = self.voter_set
+
+        def directory_id(replica_id: int) -> bytes:
+            voter = voter_set.get(replica_id)
+            return voter.directory_id if voter is not None else bytes(16)
+
         def describe(replica_id: int, replica: ReplicaState) -> ReplicaDescription:
             return ReplicaDescription(
                 replica_id,
                 -1 if replica.end_offset is None else replica.end_offset,
                 -1 if replica.last_fetch_ms is None else replica.last_fetch_ms,
                 -1 if replica.last_caught_up_ms is None else replica.last_caught_up_ms,
+                directory_id(replica_id),
             )
 
         # RaftUtil.toReplicaState: the leader reports its own (flushed, LeaderState.updateLocalState)
         # end offset and the current time for both timestamps.
         own_end_offset = min(self._flushed_end_offset, self.log.end_offset)
-        own = ReplicaDescription(self.node_id, own_end_offset, now_ms, now_ms)
+        own = ReplicaDescription(self.node_id, own_end_offset, now_ms, now_ms, directory_id(self.node_id))
         voters = [describe(i, r) for i, r in state.replicas.items()]
         observers = [
             describe(i, r)
@@ -357,6 +364,12 @@ class RaftNode:
             high_watermark=self._high_watermark,
             current_voters=tuple(sorted(voters, key=lambda v: v.replica_id)),
             observers=tuple(sorted(observers, key=lambda v: v.replica_id)),
+            # v2 Nodes: the voters' endpoints as the VotersRecord lists them (KIP-853).
+            nodes=tuple(
+                (v.voter_id, tuple((e.name, e.host, e.port) for e in v.endpoints))
+                for v in voter_set.voters
+                if v.endpoints
+            ),
         )
 
     def tick(self, now_ms: int) -> None:
