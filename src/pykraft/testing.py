@@ -164,12 +164,17 @@ def running_node(
             shutil.rmtree(directory, ignore_errors=True)
 
 
-def _quorum_lines(voters: dict[int, int], data_dir: str, extra: dict[str, str] | None) -> list[str]:
-    lines = [
-        "controller.listener.names=CONTROLLER",
-        "controller.quorum.voters=" + ",".join(f"{i}@127.0.0.1:{p}" for i, p in sorted(voters.items())),
-        f"log.dirs={data_dir}",
-    ]
+def _quorum_lines(
+    voters: dict[int, int], data_dir: str, extra: dict[str, str] | None, dynamic: bool = False
+) -> list[str]:
+    """``dynamic``: the controllers as ``controller.quorum.bootstrap.servers`` (a KIP-853 quorum whose
+    first voter is the first server listed) instead of static ``controller.quorum.voters``."""
+    quorum = (
+        "controller.quorum.bootstrap.servers=" + ",".join(f"127.0.0.1:{p}" for _, p in sorted(voters.items()))
+        if dynamic
+        else "controller.quorum.voters=" + ",".join(f"{i}@127.0.0.1:{p}" for i, p in sorted(voters.items()))
+    )
+    lines = ["controller.listener.names=CONTROLLER", quorum, f"log.dirs={data_dir}"]
     lines.extend(f"{key}={value}" for key, value in (extra or {}).items())
     return lines
 
@@ -181,6 +186,7 @@ def controller_properties(
     voters: dict[int, int],
     extra: dict[str, str] | None = None,
     security_protocol: str = "PLAINTEXT",
+    dynamic: bool = False,
 ) -> str:
     """A controller-only node's server.properties, Kafka's names, every address on 127.0.0.1."""
     lines = [
@@ -188,7 +194,7 @@ def controller_properties(
         "process.roles=controller",
         f"listeners=CONTROLLER://127.0.0.1:{controller_port}",
         f"listener.security.protocol.map=CONTROLLER:{security_protocol}",
-        *_quorum_lines(voters, data_dir, extra),
+        *_quorum_lines(voters, data_dir, extra, dynamic),
     ]
     return "\n".join(lines) + "\n"
 
@@ -200,6 +206,7 @@ def broker_properties(
     voters: dict[int, int],
     extra: dict[str, str] | None = None,
     security_protocol: str = "PLAINTEXT",
+    dynamic: bool = False,
 ) -> str:
     """A broker-only node's server.properties: clients on ``client_port``, the quorum's voters to find
     the active controller. Every listener (the broker's, named after its protocol, and the
@@ -209,7 +216,7 @@ def broker_properties(
         "process.roles=broker",
         f"listeners={security_protocol}://127.0.0.1:{client_port}",
         f"listener.security.protocol.map={security_protocol}:{security_protocol},CONTROLLER:{security_protocol}",
-        *_quorum_lines(voters, data_dir, extra),
+        *_quorum_lines(voters, data_dir, extra, dynamic),
     ]
     return "\n".join(lines) + "\n"
 
@@ -255,6 +262,12 @@ class ProcessCluster:
     security: ClusterSecurity | None = None
     # What the brokers were made with, for ``add_broker``.
     broker_overrides: dict[str, str] = field(default_factory=dict)
+    # KIP-853: the nodes find the controllers through controller.quorum.bootstrap.servers (the
+    # controllers made by ``create``); controller 1 starts the quorum alone, the others join as
+    # observers until added (``add_controller`` makes one more).
+    dynamic: bool = False
+    overrides: dict[str, str] = field(default_factory=dict)
+    bootstrap_ports: dict[int, int] = field(default_factory=dict)
 
     @classmethod
     def create(
@@ -266,31 +279,47 @@ class ProcessCluster:
         brokers: int = 0,
         broker_overrides: dict[str, str] | None = None,
         security: ClusterSecurity | None = None,
+        dynamic: bool = False,
     ) -> ProcessCluster:
         os.makedirs(directory, exist_ok=True)
         voters = {node_id: free_port() for node_id in range(1, controllers + 1)}
-        cluster = cls(directory, security=security)
-        protocol = security.security_protocol if security is not None else "PLAINTEXT"
+        cluster = cls(directory, security=security, dynamic=dynamic, overrides=dict(overrides or {}))
+        cluster.bootstrap_ports = dict(voters)
         for node_id, port in voters.items():
-            text = controller_properties(node_id, "", port, voters, overrides, protocol)
-            cluster._add(node_id, "controller", port, text)
+            cluster._add_controller(node_id, port)
         cluster.broker_overrides = {**(overrides or {}), **(broker_overrides or {})}
         for _ in range(brokers):
             cluster.add_broker()
         return cluster
 
+    def _add_controller(self, node_id: int, port: int) -> None:
+        protocol = self.security.security_protocol if self.security is not None else "PLAINTEXT"
+        text = controller_properties(
+            node_id, "", port, self.bootstrap_ports, self.overrides, protocol, self.dynamic
+        )
+        self._add(node_id, "controller", port, text)
+
+    def add_controller(self) -> int:
+        """One more controller of a dynamic quorum (the next id after the highest), finding the quorum
+        through the same bootstrap servers; not started. It runs as an observer until added as a voter
+        (``pykraft metadata-quorum add-controller``). Returns its id."""
+        assert self.dynamic, "a static quorum's voters are fixed in controller.quorum.voters"
+        node_id = max(self.controllers) + 1
+        self._add_controller(node_id, free_port())
+        return node_id
+
     def add_broker(self) -> int:
         """One more broker node (the next id after the highest, 101 on), made as the others were; not
         started (``start(node_id)``). Returns its id."""
         node_id = max([BROKER_ID_BASE, *self.brokers]) + 1
-        voters = {i: n.port for i, n in self.controllers.items()}
+        voters = self.bootstrap_ports or {i: n.port for i, n in self.controllers.items()}
         protocol = self.security.security_protocol if self.security is not None else "PLAINTEXT"
         port = free_port()
         self._add(
             node_id,
             "broker",
             port,
-            broker_properties(node_id, "", port, voters, self.broker_overrides, protocol),
+            broker_properties(node_id, "", port, voters, self.broker_overrides, protocol, self.dynamic),
         )
         return node_id
 
@@ -447,13 +476,20 @@ def process_cluster(
     overrides: dict[str, str] | None = None,
     broker_overrides: dict[str, str] | None = None,
     security: ClusterSecurity | None = None,
+    dynamic: bool = False,
 ) -> Iterator[ProcessCluster]:
     """Start ``controllers`` controller processes and ``brokers`` broker processes on 127.0.0.1; stop
     (then kill) all of them on exit."""
     own_dir = directory is None
     path = tempfile.mkdtemp(prefix="pykraft-cluster-") if directory is None else directory
     cluster = ProcessCluster.create(
-        path, controllers, overrides, brokers=brokers, broker_overrides=broker_overrides, security=security
+        path,
+        controllers,
+        overrides,
+        brokers=brokers,
+        broker_overrides=broker_overrides,
+        security=security,
+        dynamic=dynamic,
     )
     try:
         cluster.start()
@@ -474,6 +510,7 @@ def running_cluster(
     broker_overrides: dict[str, str] | None = None,
     timeout_s: float = 60.0,
     security: ClusterSecurity | None = None,
+    dynamic: bool = False,
 ) -> Iterator[ProcessCluster]:
     """A whole cluster of separate processes, returned once a controller leads and every broker is
     registered and unfenced (Metadata lists it): ``cluster.bootstrap_servers`` is ready for clients."""
@@ -484,6 +521,7 @@ def running_cluster(
         overrides=overrides,
         broker_overrides=broker_overrides,
         security=security,
+        dynamic=dynamic,
     ) as cluster:
         try:
             cluster.wait_for_leader(timeout_s)

@@ -44,7 +44,7 @@ from tests.docs.examples import (
     with_data_dir,
 )
 
-MAX_NOT_RUN = 5  # marks stay few: a block CI cannot run is the exception
+MAX_NOT_RUN = 6  # marks stay few: a block CI cannot run is the exception
 COMMAND_BOUND_S = 120  # a hung command fails the test instead of hanging CI; examples take seconds
 
 

@@ -31,10 +31,12 @@ def three_by_three(
     name: str,
     overrides: dict[str, str],
     security: ClusterSecurity | None = None,
+    *,
+    dynamic: bool = False,
 ) -> Iterator[ProcessCluster]:
     directory = str(tmp_path_factory.mktemp(name))
     with running_cluster(
-        controllers=3, brokers=3, directory=directory, overrides=overrides, security=security
+        controllers=3, brokers=3, directory=directory, overrides=overrides, security=security, dynamic=dynamic
     ) as running:
         try:
             yield running

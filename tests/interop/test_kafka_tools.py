@@ -566,6 +566,7 @@ def test_metadata_quorum_describe(node: RunningNode, capsys: Any) -> None:
     rows = [line.split() for line in capsys.readouterr().out.splitlines()]
     assert rows[0] == [
         "NodeId",
+        "DirectoryId",
         "LogEndOffset",
         "Lag",
         "LastFetchTimestamp",

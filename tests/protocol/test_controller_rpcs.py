@@ -20,6 +20,7 @@ from pykraft.protocol.messages import (
     AllocateProducerIdsRequest,
     AllocateProducerIdsResponse,
     RemoveRaftVoterResponse,
+    UpdateRaftVoterResponse,
 )
 from pykraft.storage.meta_properties import parse_meta_properties
 from pykraft.testing import running_node
@@ -212,3 +213,33 @@ def test_add_and_remove_raft_voter__raw_requests__static_quorum_answers_unsuppor
         versions = client.request(ApiVersionsRequest(), ApiVersionsResponse, 3)
     advertised = {k.api_key: (k.min_version, k.max_version) for k in versions.api_keys}
     assert advertised[80] == (0, 1) and advertised[81] == (0, 0)
+
+
+def test_update_raft_voter__raw_request__static_quorum_answers_unsupported_version_naming_the_leader(
+    node,
+) -> None:  # type: ignore[no-untyped-def]
+    """UpdateRaftVoter (82) built from Kafka's schema: ClusterId (null), CurrentLeaderEpoch, VoterId,
+    VoterDirectoryId, Listeners, KRaftVersionFeature. A static quorum answers UNSUPPORTED_VERSION
+    (UpdateVoterHandler, kraft.version 0) and names its leader and endpoint (CurrentLeader, tag 0); a
+    stale epoch is FENCED_LEADER_EPOCH."""
+    from pykraft.cli.metadata import describe_quorum
+
+    epoch = describe_quorum(node.controller_address).leader_epoch
+    name, host = b"CONTROLLER", b"127.0.0.1"
+    listener = bytes([len(name) + 1]) + name + bytes([len(host) + 1]) + host + struct.pack(">H", 9) + b"\x00"
+
+    def body(leader_epoch: int) -> bytes:
+        voter = struct.pack(">ii", leader_epoch, 1) + uuid.UUID(int=42).bytes + b"\x02" + listener
+        return b"\x00" + voter + struct.pack(">hh", 0, 1) + b"\x00" + b"\x00"
+
+    with RawClient(node.controller_address) as client:
+        answers = []
+        for correlation_id, leader_epoch in ((21, epoch), (22, epoch - 1)):
+            client.sock.sendall(_raw_voter_request(82, 0, correlation_id, body(leader_epoch)))
+            answers.append(UpdateRaftVoterResponse.decode(client.receive_frame(), version=0, header=True))
+        versions = client.request(ApiVersionsRequest(), ApiVersionsResponse, 3)
+    assert [a.error_code for a in answers] == [ErrorCode.UNSUPPORTED_VERSION, ErrorCode.FENCED_LEADER_EPOCH]
+    leader = answers[0].current_leader
+    assert (leader.leader_id, leader.leader_epoch) == (1, epoch)
+    assert f"{leader.host}:{leader.port}" == node.controller_address
+    assert {k.api_key: (k.min_version, k.max_version) for k in versions.api_keys}[82] == (0, 0)

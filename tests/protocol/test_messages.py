@@ -187,7 +187,7 @@ def test_supported_versions_table() -> None:
         ApiKey.DESCRIBE_TOPIC_PARTITIONS: (0, 0),
         ApiKey.DESCRIBE_LOG_DIRS: (1, 5),
         # Forwarded to the active controller, at the version its listener serves.
-        ApiKey.DESCRIBE_QUORUM: (1, 1),
+        ApiKey.DESCRIBE_QUORUM: (1, 2),
         # KIP-848 consumer groups (issue 19).
         ApiKey.CONSUMER_GROUP_HEARTBEAT: (0, 1),
         ApiKey.CONSUMER_GROUP_DESCRIBE: (0, 0),

@@ -742,5 +742,44 @@ def test_over_tcp__controller_listener_advertises_the_raft_rpcs(node) -> None:  
         )
     keys = {k.api_key: (k.min_version, k.max_version) for k in response.api_keys}
     assert keys[52] == (0, 0) and keys[53] == (0, 0) and keys[54] == (0, 0) and keys[59] == (0, 0)
-    assert keys[1] == (12, 18) and keys[55] == (1, 1) and keys[62] == (0, 4)
+    assert keys[1] == (12, 18) and keys[55] == (1, 2) and keys[62] == (0, 4)
     assert 0 not in keys  # no Produce on the controller listener
+
+
+def test_fetch_response_names_the_leaders_endpoint_in_node_endpoints() -> None:
+    """KIP-853: a replica that asked a bootstrap server learns where the leader listens (Fetch v16+
+    NodeEndpoints); without a leader, or on no endpoint, nothing is sent."""
+    named = FetchResponse(ErrorCode.FENCED_LEADER_EPOCH, 3, 7, leader_endpoint=("127.0.0.1", 19093))
+    assert wire.decode_raft_response(FetchRequest, _response_frame(FetchRequest, named)) == (42, named)
+    unknown = FetchResponse(ErrorCode.NOT_LEADER_OR_FOLLOWER, -1, 7, leader_endpoint=("127.0.0.1", 1))
+    decoded = wire.decode_raft_response(FetchRequest, _response_frame(FetchRequest, unknown))[1]
+    assert isinstance(decoded, FetchResponse) and decoded.leader_endpoint is None
+
+
+def test_describe_quorum_v2_answer_names_directory_ids_and_the_voters_listeners() -> None:
+    """DescribeQuorum v2 (KIP-853), read with kafka-python's schema: ReplicaDirectoryId per replica and
+    Nodes with each voter's listeners; the same answer at v1 has neither."""
+    directory_id = uuid.UUID(int=0xD1)
+    description = QuorumDescription(
+        2,
+        7,
+        40,
+        (ReplicaDescription(2, 40, 1001, 1001, directory_id.bytes),),
+        (ReplicaDescription(9, 12, 990, -1),),
+        nodes=((2, (("CONTROLLER", "127.0.0.1", 9093),)),),
+    )
+    cls = messages.DescribeQuorumRequest
+    request = cls(
+        topics=[cls.TopicData(topic_name=TOPIC, partitions=[cls.TopicData.PartitionData(partition_index=0)])]
+    )
+    request.API_VERSION = 2
+    request.with_header(correlation_id=5, client_id="t")
+    header = messages.parse_request_header(memoryview(bytes(request.encode(header=True, framed=False))))
+    answer = bytes(wire.encode_describe_quorum_response(header, description, 2, 7)[4:])
+    response = messages.DescribeQuorumResponse.decode(answer, version=2, header=True)
+    partition = response.topics[0].partitions[0]
+    assert partition.current_voters[0].replica_directory_id == directory_id
+    assert partition.observers[0].replica_directory_id in (None, uuid.UUID(int=0))  # kafka-python: None
+    assert [(n.node_id, [(e.name, e.host, e.port) for e in n.listeners]) for n in response.nodes] == [
+        (2, [("CONTROLLER", "127.0.0.1", 9093)])
+    ]

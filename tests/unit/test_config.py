@@ -129,13 +129,19 @@ def test_quorum_properties_take_kafkas_names_and_defaults() -> None:
         load_config(base + "controller.quorum.request.timeout.ms=400\n")
 
 
-def test_bootstrap_servers_without_voters__one_controller_is_standalone__several_are_refused() -> None:
+def test_bootstrap_servers_without_voters__one_controller_is_standalone__several_are_dynamic() -> None:
     lone = "node.id=1\nprocess.roles=controller\nlisteners=CONTROLLER://127.0.0.1:19093\n"
     config = load_config(lone + "controller.quorum.bootstrap.servers=127.0.0.1:19093\n")
-    assert config.controller_quorum_voters == {1: ("127.0.0.1", 19093)}
+    assert config.controller_quorum_voters == {1: ("127.0.0.1", 19093)} and not config.dynamic_quorum
     assert config.controller_quorum_bootstrap_servers == (("127.0.0.1", 19093),)
-    with pytest.raises(ConfigError, match=r"^controller.quorum.bootstrap.servers lists 3 controllers"):
-        load_config(lone + "controller.quorum.bootstrap.servers=h1:1,h2:2,h3:3\n")
+    # KIP-853: several servers and no static voters: the voter set is the metadata log's.
+    dynamic = load_config(lone + "controller.quorum.bootstrap.servers=h1:1,h2:2,h3:3\n")
+    assert dynamic.dynamic_quorum and dynamic.controller_quorum_voters == {}
+    assert dynamic.controller_quorum_bootstrap_servers == (("h1", 1), ("h2", 2), ("h3", 3))
+    broker = "node.id=101\nprocess.roles=broker\nlisteners=PLAINTEXT://127.0.0.1:19092\n"
+    assert load_config(broker + "controller.quorum.bootstrap.servers=h1:1\n").dynamic_quorum
+    with pytest.raises(ConfigError, match=r"^controller.quorum.voters: empty"):
+        load_config(broker)
     with pytest.raises(ConfigError, match=r"^controller.quorum.bootstrap.servers: 'nope' is not host:port"):
         load_config(
             lone + "controller.quorum.voters=1@127.0.0.1:19093\ncontroller.quorum.bootstrap.servers=nope\n"

@@ -272,3 +272,42 @@ def test_restart_and_snapshot__voter_set_recovered_from_log_and_from_snapshot_he
         7, frozenset({1}), empty_log, None, random.Random(3), net.now_ms, kraft_version=1, snapshots=store
     )
     assert from_snapshot.voter_set == voters and from_snapshot.kraft_version == 1
+
+
+def test_update_voter__new_endpoints_replace_the_old_ones_everywhere__checks_as_kafka() -> None:
+    """UpdateRaftVoter (UpdateVoterHandler): a voter that moved tells the leader; the new VotersRecord
+    reaches every replica. Refused: unknown voter or directory id, no endpoint on the voters' listener,
+    a kraft.version range without the finalized one, a non-leader."""
+    net, voters = _three_voters()
+    leader = net.leader()
+    moved_id = next(i for i in (2, 3) if i != leader.node_id)
+    moved = Voter(moved_id, _voter(moved_id).directory_id, (Endpoint("CONTROLLER", "10.0.0.9", 9999),))
+    follower = net.nodes[moved_id]
+    assert follower.update_voter(moved, "CONTROLLER", net.now_ms).error == ErrorCode.NOT_LEADER_OR_FOLLOWER
+    other_dir = Voter(moved_id, uuid.UUID(int=1).bytes, moved.endpoints)
+    assert leader.update_voter(other_dir, "CONTROLLER", net.now_ms).error == ErrorCode.VOTER_NOT_FOUND
+    assert leader.update_voter(moved, "OTHER", net.now_ms).error == ErrorCode.INVALID_REQUEST
+    too_new = Voter(moved_id, moved.directory_id, moved.endpoints, 2, 2)
+    assert leader.update_voter(too_new, "CONTROLLER", net.now_ms).error == ErrorCode.INVALID_REQUEST
+    assert leader.update_voter(moved, "CONTROLLER", net.now_ms).error == ErrorCode.NONE
+    net.run(300)
+    updated = VoterSet.of([*(v for v in voters.voters if v.voter_id != moved_id), moved])
+    for node in net.nodes.values():
+        assert node.voter_set == updated
+
+
+def test_describe_quorum__voters_directory_ids_and_endpoints_for_v2() -> None:
+    """DescribeQuorum v2 (KIP-853): each voter's directory id and the voters' listeners (Nodes), from
+    the VotersRecord; an observer's directory id is not known (zeros)."""
+    net, voters = _three_voters()
+    net.start(4, frozenset({1}))
+    net.run(600)
+    description = net.leader().describe_quorum(net.now_ms)
+    assert description is not None
+    assert [(r.replica_id, r.replica_directory_id) for r in description.current_voters] == [
+        (v.voter_id, v.directory_id) for v in voters.voters
+    ]
+    assert [(r.replica_id, r.replica_directory_id) for r in description.observers] == [(4, bytes(16))]
+    assert description.nodes == tuple(
+        (v.voter_id, tuple((e.name, e.host, e.port) for e in v.endpoints)) for v in voters.voters
+    )

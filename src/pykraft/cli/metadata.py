@@ -47,7 +47,7 @@ from pykraft.raft.snapshot import (
 )
 
 # DescribeQuorum v1 carries LastFetchTimestamp/LastCaughtUpTimestamp; v2 adds directory ids and nodes.
-DESCRIBE_QUORUM_VERSION = 1
+DESCRIBE_QUORUM_VERSION = 2
 
 CONTROL_TYPE_NAMES = {
     0: "AbortMarker",
@@ -436,7 +436,17 @@ def quorum_replication_lines(partition: Any) -> list[str]:
     leader = partition.leader_id
     leader_state = next((v for v in partition.current_voters if v.replica_id == leader), None)
     leader_end = leader_state.log_end_offset if leader_state is not None else partition.high_watermark
-    rows = [("NodeId", "LogEndOffset", "Lag", "LastFetchTimestamp", "LastCaughtUpTimestamp", "Status")]
+    rows = [
+        (
+            "NodeId",
+            "DirectoryId",
+            "LogEndOffset",
+            "Lag",
+            "LastFetchTimestamp",
+            "LastCaughtUpTimestamp",
+            "Status",
+        )
+    ]
     voters = sorted(partition.current_voters, key=lambda v: (v.replica_id != leader, v.replica_id))
     for replica, status in [(v, "Leader" if v.replica_id == leader else "Follower") for v in voters] + [
         (o, "Observer") for o in sorted(partition.observers, key=lambda o: o.replica_id)
@@ -444,6 +454,7 @@ def quorum_replication_lines(partition: Any) -> list[str]:
         rows.append(
             (
                 str(replica.replica_id),
+                uuid_to_str(replica.replica_directory_id or uuid.UUID(int=0)),  # kafka-python: zero is None
                 str(replica.log_end_offset),
                 str(max(0, leader_end - replica.log_end_offset)),
                 str(replica.last_fetch_timestamp),
@@ -504,7 +515,7 @@ def _metadata_quorum(args: argparse.Namespace) -> int:
         if args.human_readable:
             now_ms = _now_ms()
             for row in rows:
-                for i in (3, 4):  # LastFetchTimestamp, LastCaughtUpTimestamp
+                for i in (4, 5):  # LastFetchTimestamp, LastCaughtUpTimestamp
                     row[i] = _ms_ago(now_ms, int(row[i]))
         print_table(header, rows)
         return 0
@@ -565,7 +576,8 @@ def add_subcommands(subparsers: argparse._SubParsersAction[argparse.ArgumentPars
     tool.add_argument(
         "--command-config",
         metavar="FILE",
-        help="Property file containing configs to be passed to Admin Client (security.protocol, sasl.*, ssl.*).",
+        help="Property file containing configs to be passed to Admin Client (security.protocol, sasl.*, ssl.*). "
+        "For add-controller, the file is used to specify the controller properties as well.",
     )
     tool_sub = tool.add_subparsers(dest="metadata_quorum_command", required=True)
     tool_describe = tool_sub.add_parser("describe", help="Describe the metadata quorum info")
@@ -588,6 +600,9 @@ def add_subcommands(subparsers: argparse._SubParsersAction[argparse.ArgumentPars
         "--json", action="store_true", help="the DescribeQuorum answer as JSON (pykraft)"
     )
     tool_describe.set_defaults(func=run_tool("metadata-quorum", _metadata_quorum))
+    from pykraft.cli.quorum_voters import add_subparsers as add_voter_change_subparsers
+
+    add_voter_change_subparsers(tool_sub, lambda func: run_tool("metadata-quorum", func))
 
 
 __all__ = ["add_subcommands", "build_image", "dump_batches", "read_batch_header"]

@@ -289,6 +289,12 @@ class NodeConfig:
         return self.listener_security_protocol_map.get(listener_name, "PLAINTEXT")
 
     @property
+    def dynamic_quorum(self) -> bool:
+        """KIP-853: no static ``controller.quorum.voters``; the voter set is in the metadata log and the
+        leader is found through ``controller.quorum.bootstrap.servers`` (QuorumConfig)."""
+        return not self.controller_quorum_voters
+
+    @property
     def is_broker(self) -> bool:
         return "broker" in self.process_roles
 
@@ -850,27 +856,23 @@ def load_config(text: str, overrides: dict[str, str] | None = None) -> NodeConfi
                 "SASL_PLAINTEXT and SASL_SSL"
             )
     voters = _voters(props.get("controller.quorum.voters", ""))
-    if not voters and props.get("controller.quorum.bootstrap.servers") and "controller" in roles:
-        # Kafka 4's sample config names no static voters (KIP-853 dynamic quorum): a lone controller
-        # is its own single voter, as `kafka-storage format --standalone` would make it.
+    bootstrap_listed = [
+        s.strip() for s in props.get("controller.quorum.bootstrap.servers", "").split(",") if s.strip()
+    ]
+    if not voters and len(bootstrap_listed) == 1 and "controller" in roles:
+        # Kafka 4's sample config names no static voters and one bootstrap server: a lone controller
+        # is its own single voter, as `kafka-storage format --standalone` would make it (kept static,
+        # kraft.version 0, as pykraft always ran it).
         controller_endpoint = next((e for e in listeners if e.listener_name in controller_names), None)
         if controller_endpoint is None:
             raise ConfigError("controller.listener.names: none of them is in listeners")
-        servers = [s.strip() for s in props["controller.quorum.bootstrap.servers"].split(",") if s.strip()]
-        if len(servers) > 1:
-            # Several controllers and no static voter set: each would otherwise make itself a quorum
-            # of one and mint its own cluster id (KIP-853's dynamic quorum is not supported yet).
-            raise ConfigError(
-                f"controller.quorum.bootstrap.servers lists {len(servers)} controllers but "
-                "controller.quorum.voters is empty; list the voters as id@host:port in controller.quorum.voters"
-            )
         voters = {node_id: (controller_endpoint.host, controller_endpoint.port)}
-    if not voters:
+    if not voters and not bootstrap_listed:
         raise ConfigError(
             "controller.quorum.voters: empty; list the controllers as id@host:port "
-            "(or set controller.quorum.bootstrap.servers for a standalone controller)"
+            "(or set controller.quorum.bootstrap.servers for a dynamic quorum, KIP-853)"
         )
-    if "controller" in roles and node_id not in voters:
+    if voters and "controller" in roles and node_id not in voters:
         raise ConfigError(
             f"controller.quorum.voters: node.id {node_id} has the controller role but is not a voter"
         )

@@ -33,6 +33,7 @@ from pykraft.broker.replication import IsrProposal
 from pykraft.controller.cluster import supported_broker_features
 from pykraft.core.config import NodeConfig
 from pykraft.core.errors import ErrorCode
+from pykraft.io.quorum_peers import ControllerAddresses
 from pykraft.io.rpc_channel import ChannelSecurity, PeerUnavailable, RpcClient
 from pykraft.io.waiting import wait_event
 from pykraft.protocol import messages
@@ -80,11 +81,15 @@ class ControllerLink:
         metadata_offset: Callable[[], int],
         listeners: Callable[[], list[Any]],
         on_change: Callable[[], None],
+        addresses: ControllerAddresses,
         controller_security: ChannelSecurity | None = None,
     ) -> None:
         self.config = config
+        # The controllers' addresses as the metadata plane learns them (static voters, or KIP-853's
+        # bootstrap servers and the leader's endpoint).
+        self.addresses = addresses
         self.channel = RpcClient(
-            dict(config.controller_quorum_voters),
+            addresses.addresses(),
             client_id=f"broker-{config.node_id}",
             request_timeout_ms=config.controller_quorum_request_timeout_ms,
             rng=rng,
@@ -103,6 +108,7 @@ class ControllerLink:
         # Called when the session changes (registered, unfenced, fenced, shut down, refused).
         self._on_change = on_change
         self._rng = rng
+        addresses.subscribe(self.channel.channels.set_address)
         self._wakeup = asyncio.Event()
         self._changed = asyncio.Event()
 
@@ -145,9 +151,9 @@ class ControllerLink:
         NOT_CONTROLLER (we ask again), and one of another cluster INCONSISTENT_CLUSTER_ID (KIP-1262:
         a broker whose log is not followable still learns it is in the wrong cluster)."""
         leader = self._leader_id()
-        if leader >= 0:
+        if leader >= 0 and self.addresses.get(leader) is not None:
             return leader
-        return self._rng.choice(sorted(self.config.controller_quorum_voters))
+        return self._rng.choice(sorted(self.addresses.bootstrap_ids or self.config.controller_quorum_voters))
 
     async def quorum_cluster_id(self) -> str | None:
         """The controllers' cluster id (DescribeCluster to a voter, KIP-919), for the refusal's message."""

@@ -56,9 +56,19 @@ from pykraft.core.errors import ErrorCode, RemoteProtocolError
 from pykraft.core.group_configs import group_coordinator_settings
 from pykraft.io.file_store import FileSegmentStore
 from pykraft.io.meta_properties_files import ClusterIdConflictError, ClusterIdPublisher
+from pykraft.io.quorum_peers import (
+    Address,
+    ControllerAddresses,
+    controller_endpoint,
+    first_voters,
+    highest_leader_epoch,
+    local_voter,
+    metadata_directory_id,
+)
 from pykraft.io.raft_log import METADATA_PARTITION_DIR, FileRaftLog
 from pykraft.io.rpc_channel import Answered, ChannelEvent, ChannelSecurity, RpcChannels
 from pykraft.io.snapshots import FileSnapshotStore, MetadataSnapshots, read_bootstrap_records
+from pykraft.io.voter_updater import VoterUpdater
 from pykraft.io.waiting import park, wait_event, wait_shielded
 from pykraft.log.partition_log import PartitionLog
 from pykraft.metadata.delta import MetadataDelta
@@ -78,13 +88,15 @@ from pykraft.protocol.messages import (
     BrokerHeartbeatResponse,
     BrokerRegistrationResponse,
     RemoveRaftVoterResponse,
+    UpdateRaftVoterResponse,
 )
 from pykraft.raft import wire
-from pykraft.raft.control import Endpoint, Voter
+from pykraft.raft.control import KRAFT_VERSION_DYNAMIC, Endpoint, Voter
 from pykraft.raft.messages import (
     BeginQuorumEpochRequest,
     EndQuorumEpochRequest,
     FetchRequest,
+    FetchResponse,
     FetchSnapshotRequest,
     Inbound,
     OffsetAndEpoch,
@@ -96,6 +108,7 @@ from pykraft.raft.messages import (
 )
 from pykraft.raft.node import RaftNode, VoterChange
 from pykraft.raft.quorum_state import decode_quorum_state, encode_quorum_state
+from pykraft.raft.snapshot import BOOTSTRAP_SNAPSHOT_ID
 from pykraft.raft.state import Role
 
 log = logging.getLogger("pykraft.metadata")
@@ -186,6 +199,13 @@ class MetadataPlane:
         # Raft requests from peers waiting for the core's answer, by (source id, correlation id).
         self._pending_responses: dict[tuple[int, int], asyncio.Future[RaftResponse]] = {}
         self.channels: RpcChannels | None = None
+        # Where the controllers are: static voters, or (KIP-853) bootstrap servers, the VotersRecord's
+        # endpoints and the leaders Fetch responses name.
+        self.addresses = ControllerAddresses(config)
+        # This controller as a voter of a dynamic quorum (its directory id is known once started).
+        self.local_voter: Voter | None = None
+        self._voter_updater: VoterUpdater | None = None
+        self._voter_updater_task: asyncio.Task[None] | None = None
         # The commit of this leadership's activation records (KIP-1262 cluster id, bootstrap).
         self._activation: asyncio.Future[None] | None = None
         self._applied_end_offset = 0
@@ -247,9 +267,31 @@ class MetadataPlane:
                 quorum_state = decode_quorum_state(fh.read())
         if self.cluster_id_publisher is not None:
             self.cluster_id = self.cluster_id_publisher.cluster_id
+        voter_ids = frozenset(self.config.controller_quorum_voters)
+        kraft_version = 0
+        bootstrap_voters = None
+        if self.config.dynamic_quorum:
+            # KIP-853: the voter set is the log's; whom to ask who leads are the bootstrap servers.
+            voter_ids = self.addresses.bootstrap_ids
+            kraft_version = KRAFT_VERSION_DYNAMIC
+            directory_id = metadata_directory_id(self.config)
+            if self.config.is_controller and directory_id is not None:
+                self.local_voter = local_voter(self.config, directory_id)
+                log_is_empty = self.raft_log.end_offset == 0 and not any(
+                    i != BOOTSTRAP_SNAPSHOT_ID for i in self.snapshots.store.snapshot_ids()
+                )
+                bootstrap_voters = first_voters(self.config, directory_id, log_is_empty=log_is_empty)
+                if bootstrap_voters is not None and await self._quorum_already_runs():
+                    bootstrap_voters = None
+                if bootstrap_voters is not None:
+                    log.info(
+                        "node %d starts a new dynamic quorum as its first voter (the first of "
+                        "controller.quorum.bootstrap.servers, an empty metadata log)",
+                        self.config.node_id,
+                    )
         self.raft = RaftNode(
             self.config.node_id,
-            frozenset(self.config.controller_quorum_voters),
+            voter_ids,
             self.raft_log,
             quorum_state,
             self.rng,
@@ -261,8 +303,11 @@ class MetadataPlane:
             election_backoff_max_ms=self.config.controller_quorum_election_backoff_max_ms,
             request_timeout_ms=self.config.controller_quorum_request_timeout_ms,
             retry_backoff_ms=self.config.controller_quorum_retry_backoff_ms,
+            kraft_version=kraft_version,
+            bootstrap_voters=bootstrap_voters,
         )
-        peers = {i: a for i, a in self.config.controller_quorum_voters.items() if i != self.config.node_id}
+        self.addresses.sync_voters(self.raft.voter_set)
+        peers = {i: a for i, a in self.addresses.addresses().items() if i != self.config.node_id}
         self.channels = RpcChannels(
             peers,
             self._on_channel_event,
@@ -271,6 +316,22 @@ class MetadataPlane:
             security=self.peer_security,
             client_id=f"raft-{self.config.node_id}",
         )
+        self.addresses.subscribe(self._on_controller_address)
+        if self.local_voter is not None:
+            # KIP-853: a voter that moved tells the leader its new endpoints (UpdateRaftVoter).
+            self._voter_updater = VoterUpdater(
+                lambda: self.raft,
+                self.local_voter,
+                lambda: self.cluster_id,
+                self.addresses,
+                period_ms=self.config.controller_quorum_fetch_timeout_ms // 2,
+                request_timeout_ms=self.config.controller_quorum_request_timeout_ms,
+                rng=self.rng,
+                security=self.peer_security,
+            )
+            self._voter_updater_task = asyncio.get_running_loop().create_task(
+                self._voter_updater.run(), name="raft-voter-updater"
+            )
         started = time.monotonic()
         self._load_end_offset = self.raft_log.end_offset
         self._task = asyncio.get_running_loop().create_task(self._drive(), name="metadata-log-driver")
@@ -287,6 +348,31 @@ class MetadataPlane:
             self.image.offset,
             (time.monotonic() - started) * 1000,
         )
+
+    async def _quorum_already_runs(self) -> bool:
+        """pykraft's guard on the first-voter rule: the other bootstrap servers name a leader epoch."""
+        others = {i: a for i, a in self.addresses.addresses().items() if i in self.addresses.bootstrap_ids}
+        if not others:
+            return False
+        epoch = await highest_leader_epoch(
+            others,
+            request_timeout_ms=self.config.controller_quorum_request_timeout_ms,
+            rng=self.rng,
+            security=self.peer_security,
+        )
+        if epoch > 0:
+            log.warning(
+                "node %d is the first of controller.quorum.bootstrap.servers with an empty metadata log, "
+                "but a quorum already runs there (leader epoch %d): it joins as an observer (add it with "
+                "pykraft metadata-quorum add-controller)",
+                self.config.node_id,
+                epoch,
+            )
+        return epoch > 0
+
+    def _on_controller_address(self, node_id: int, address: Address) -> None:
+        if self.channels is not None and node_id != self.config.node_id:
+            self.channels.set_address(node_id, address)
 
     @property
     def waits_for_activation(self) -> bool:
@@ -349,7 +435,7 @@ class MetadataPlane:
         itself when the driver does not stop in time)."""
         self.fail_pending_writes()
         raft = self.raft
-        has_peers = len(self.config.controller_quorum_voters) > 1
+        has_peers = raft is not None and bool(raft.voter_ids - {self.config.node_id})
         if raft is not None and self._task is not None and raft.role == Role.LEADER and has_peers:
             # Graceful resignation: EndQuorumEpoch tells the voters to elect a successor now rather
             # than after their fetch timeout (KafkaRaftClient.shutdown).
@@ -360,6 +446,11 @@ class MetadataPlane:
             self._task.cancel()
             await asyncio.gather(self._task, return_exceptions=True)
             self._task = None
+        if self._voter_updater_task is not None and self._voter_updater is not None:
+            self._voter_updater_task.cancel()
+            await asyncio.gather(self._voter_updater_task, return_exceptions=True)
+            await self._voter_updater.close()
+            self._voter_updater_task = None
         for fut in self._pending_responses.values():
             fut.cancel()
         self._pending_responses.clear()
@@ -421,6 +512,8 @@ class MetadataPlane:
                 self._apply_committed(ready.committed)
                 changed = True
             raft.advance(ready, now_ms())
+            if self.config.dynamic_quorum:
+                self.addresses.sync_voters(raft.voter_set)
             if self._controller_active and raft.role != Role.LEADER:
                 self._lose_leadership()
             if (
@@ -475,6 +568,9 @@ class MetadataPlane:
         self._controller_active = False
         self.controller.active = False
         self._active.clear()
+        # What committed (and is applied) is answered as done: a leader that removed itself (KIP-853)
+        # resigns as its removal commits, and RemoveRaftVoter succeeded (Kafka's RemoveVoterHandler).
+        self._complete_commit_waiters(self._applied_end_offset)
         waiters, self._commit_waiters = self._commit_waiters, []
         for _, fut in waiters:
             if not fut.done():
@@ -509,6 +605,11 @@ class MetadataPlane:
         """A request goes out through the peer's channel; a response goes back to the connection its
         request came in on (the server handler waiting in ``handle_raft_request``)."""
         message = outbound.message
+        if isinstance(message, FetchResponse) and message.leader_id >= 0:
+            # Fetch v16+ NodeEndpoints: where the leader it names listens (KIP-853 discovery).
+            message = dataclasses.replace(
+                message, leader_endpoint=self._controller_address(message.leader_id)
+            )
         if isinstance(message, RaftRequestTypes):
             if self.channels is not None:
                 frame = wire.encode_raft_request(
@@ -539,6 +640,8 @@ class MetadataPlane:
         except RemoteProtocolError as exc:
             log.warning("node %d sent a raft response that does not parse: %s", event.peer_id, exc)
             return
+        if isinstance(response, FetchResponse) and response.leader_endpoint is not None:
+            self.addresses.learn(response.leader_id, response.leader_endpoint)
         raft.step(Inbound(event.peer_id, response, correlation_id), now_ms())
         self._wakeup.set()
 
@@ -563,6 +666,12 @@ class MetadataPlane:
         if fut.cancelled():
             return None
         return fut.result()
+
+    def _controller_address(self, node_id: int) -> Address | None:
+        if node_id == self.config.node_id and self.config.is_controller:
+            endpoint = controller_endpoint(self.config)
+            return endpoint.host, endpoint.port
+        return self.addresses.get(node_id)
 
     def leader_id(self) -> int:
         """The raft leader this node knows (the active controller), -1 if none."""
@@ -619,9 +728,7 @@ class MetadataPlane:
         change = change_voters(raft)
         if change.error != ErrorCode.NONE:
             return change.error, change.error_message
-        if self._controller_active:
-            # Raft wrote a control record the active controller does not write itself.
-            self.controller.note_log_end_offset(self._log().end_offset)
+        self._note_voters_appended()
         fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._commit_waiters.append((change.voters_offset, fut))
         self._wakeup.set()
@@ -631,6 +738,52 @@ class MetadataPlane:
         except NotControllerError as exc:
             return ErrorCode.NOT_LEADER_OR_FOLLOWER, str(exc)
         return ErrorCode.NONE, None
+
+    def _note_voters_appended(self) -> None:
+        if self._controller_active:
+            # Raft wrote a control record the active controller does not write itself.
+            self.controller.note_log_end_offset(self._log().end_offset)
+        self._wakeup.set()
+
+    async def handle_update_raft_voter(self, request: Any, version: int) -> Any:
+        """UpdateRaftVoter (82, KIP-853; KafkaRaftClient.handleUpdateVoterRequest): a voter's new
+        endpoints and kraft.version range. The leader appends the updated voter set and answers at once,
+        naming itself and its endpoint (CurrentLeader)."""
+        raft = self.raft
+        error = ErrorCode.NOT_LEADER_OR_FOLLOWER
+        if raft is not None and not self._stopping:
+            feature = request.k_raft_version_feature
+            voter = Voter(
+                request.voter_id,
+                request.voter_directory_id.bytes,
+                tuple(
+                    Endpoint(listener.name, listener.host, listener.port) for listener in request.listeners
+                ),
+                feature.min_supported_version,
+                feature.max_supported_version,
+            )
+            if request.cluster_id is not None and self.cluster_id not in (None, request.cluster_id):
+                error = ErrorCode.INCONSISTENT_CLUSTER_ID
+            elif request.current_leader_epoch < raft.epoch:
+                error = ErrorCode.FENCED_LEADER_EPOCH
+            elif request.current_leader_epoch > raft.epoch:
+                error = ErrorCode.UNKNOWN_LEADER_EPOCH
+            else:
+                # The voters' listener: the first of controller.listener.names (Kafka's default listener).
+                error = raft.update_voter(voter, self.config.controller_listener_names[0], now_ms()).error
+                if error == ErrorCode.NONE:
+                    self._note_voters_appended()
+        leader_id = raft.leader_id if raft is not None else -1
+        leader_address = self._controller_address(leader_id) if leader_id >= 0 else None
+        host, port = leader_address or ("", -1)
+        return UpdateRaftVoterResponse(
+            version=version,
+            throttle_time_ms=0,
+            error_code=error,
+            current_leader=UpdateRaftVoterResponse.CurrentLeader(
+                leader_id=leader_id, leader_epoch=raft.epoch if raft is not None else -1, host=host, port=port
+            ),
+        )
 
     def describe_quorum(self) -> tuple[QuorumDescription | None, int, int]:
         """DescribeQuorum: the leader's description, or None with the leader this node knows."""
@@ -693,10 +846,12 @@ class MetadataPlane:
         self._publish_cluster_id()
         self.on_image()
         self._image_published.set()
-        hw = self.raft.high_watermark if self.raft is not None else 0
+        self._complete_commit_waiters(self.raft.high_watermark if self.raft is not None else 0)
+
+    def _complete_commit_waiters(self, committed_end_offset: int) -> None:
         waiting = []
         for offset, fut in self._commit_waiters:
-            if offset < hw:
+            if offset < committed_end_offset:
                 if not fut.done():
                     fut.set_result(None)
             else:
@@ -936,7 +1091,9 @@ class MetadataPlane:
         )
         if refusal is not None:
             return cluster_admin.describe_cluster_refusal(version, *refusal)
-        voters = self.config.controller_quorum_voters
+        raft = self.raft
+        voter_ids = raft.voter_ids if raft is not None else frozenset(self.config.controller_quorum_voters)
+        voters = {i: a for i in voter_ids if (a := self._controller_address(i)) is not None}
         return DescribeClusterResponse(
             version=version,
             throttle_time_ms=0,

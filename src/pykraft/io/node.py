@@ -228,11 +228,16 @@ class Node:
 
     async def start(self) -> None:
         config = self.config
-        if config.is_broker and config.is_controller and len(config.controller_quorum_voters) > 1:
+        if config.is_broker and config.is_controller and len(config.controller_quorum_voters) != 1:
+            quorum = (
+                f"{len(config.controller_quorum_voters)} voters in controller.quorum.voters"
+                if config.controller_quorum_voters
+                else "a dynamic quorum (controller.quorum.bootstrap.servers)"
+            )
             raise StartupError(
-                f"process.roles=broker,controller with {len(config.controller_quorum_voters)} voters in "
-                "controller.quorum.voters: pykraft runs a combined node only as a single-node cluster; run "
-                "the voters with process.roles=controller and the brokers with process.roles=broker"
+                f"process.roles=broker,controller with {quorum}: pykraft runs a combined node only as a "
+                "single-node cluster; run the voters with process.roles=controller and the brokers with "
+                "process.roles=broker"
             )
         if config.is_controller and config.controller_listener is None:
             raise StartupError(
@@ -328,6 +333,7 @@ class Node:
                 metadata_offset=lambda: metadata.image.offset,
                 listeners=self._registration_listeners,
                 on_change=self._on_session_change,
+                addresses=metadata.addresses,
                 controller_security=self._controller_security,
             )
         link = self.link
@@ -1155,10 +1161,22 @@ class Node:
                 return [wire.encode_describe_quorum_error(header, ErrorCode.CLUSTER_AUTHORIZATION_FAILED)]
             description, leader_id, leader_epoch = metadata.describe_quorum()
             return [wire.encode_describe_quorum_response(header, description, leader_id, leader_epoch)]
-        if key in (ApiKey.ADD_RAFT_VOTER, ApiKey.REMOVE_RAFT_VOTER):
-            # KIP-853 voter changes (ControllerApis.handleAddRaftVoter / handleRemoveRaftVoter): ALTER
-            # on the cluster, answered by the raft leader once the new voter set commits.
+        if key in (ApiKey.ADD_RAFT_VOTER, ApiKey.REMOVE_RAFT_VOTER, ApiKey.UPDATE_RAFT_VOTER):
+            # KIP-853 voter changes (ControllerApis.handleAddRaftVoter / handleRemoveRaftVoter /
+            # handleUpdateRaftVoter): ALTER on the cluster (CLUSTER_ACTION for UpdateRaftVoter, which
+            # only voters send), answered by the raft leader.
             request = messages.decode_request(header, view)
+            if key == ApiKey.UPDATE_RAFT_VOTER:
+                if not node_principal:
+                    refusal = messages.UpdateRaftVoterResponse(
+                        version=header.api_version,
+                        throttle_time_ms=0,
+                        error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+                        current_leader=None,
+                    )
+                    return [messages.encode_response(header, refusal)]
+                response = await metadata.handle_update_raft_voter(request, header.api_version)
+                return [messages.encode_response(header, response)]
             if not node_principal and not allowed_on_cluster(AclOperation.ALTER):
                 response_class = (
                     messages.AddRaftVoterResponse
@@ -1654,8 +1672,13 @@ CONTROLLER_API_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     ApiKey.API_VERSIONS: messages.SUPPORTED_VERSIONS[ApiKey.API_VERSIONS],
     ApiKey.SASL_HANDSHAKE: messages.SUPPORTED_VERSIONS[ApiKey.SASL_HANDSHAKE],
     ApiKey.SASL_AUTHENTICATE: messages.SUPPORTED_VERSIONS[ApiKey.SASL_AUTHENTICATE],
-    **{key: (version, version) for key, version in wire.VERSIONS.items() if key != ApiKey.FETCH},
+    **{
+        key: (version, version)
+        for key, version in wire.VERSIONS.items()
+        if key not in (ApiKey.FETCH, ApiKey.DESCRIBE_QUORUM)
+    },
     ApiKey.FETCH: (12, wire.VERSIONS[ApiKey.FETCH]),
+    ApiKey.DESCRIBE_QUORUM: messages.SUPPORTED_VERSIONS[ApiKey.DESCRIBE_QUORUM],
     ApiKey.CREATE_TOPICS: messages.SUPPORTED_VERSIONS[ApiKey.CREATE_TOPICS],
     ApiKey.DELETE_TOPICS: messages.SUPPORTED_VERSIONS[ApiKey.DELETE_TOPICS],
     ApiKey.CREATE_PARTITIONS: messages.SUPPORTED_VERSIONS[ApiKey.CREATE_PARTITIONS],
@@ -1664,6 +1687,7 @@ CONTROLLER_API_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     # KIP-853: AddRaftVoter v1 adds AckWhenCommitted (always acked when committed here).
     ApiKey.ADD_RAFT_VOTER: (0, 1),
     ApiKey.REMOVE_RAFT_VOTER: (0, 0),
+    ApiKey.UPDATE_RAFT_VOTER: (0, 0),
     ApiKey.BROKER_HEARTBEAT: (0, 1),
     ApiKey.DESCRIBE_CLUSTER: (0, 2),
     ApiKey.ALTER_PARTITION: (2, 3),

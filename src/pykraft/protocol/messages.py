@@ -206,7 +206,7 @@ SUPPORTED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     # KRaft's quorum (kafka-metadata-quorum --bootstrap-server): a broker forwards it to the active
     # controller (KafkaApis), so it advertises what the controller listener serves (raft.wire.VERSIONS),
     # as Kafka's broker intersects a forwardable API with its controller's ApiVersions.
-    ApiKey.DESCRIBE_QUORUM: (1, 1),
+    ApiKey.DESCRIBE_QUORUM: (1, 2),
     # The consumer group protocol (KIP-848, issue 19): v1 adds the server-side regex subscription.
     ApiKey.CONSUMER_GROUP_HEARTBEAT: (0, 1),
     ApiKey.CONSUMER_GROUP_DESCRIBE: (0, 0),
@@ -294,6 +294,8 @@ AddRaftVoterRequest: Any = _schema_class("AddRaftVoterRequest")
 AddRaftVoterResponse: Any = _schema_class("AddRaftVoterResponse")
 RemoveRaftVoterRequest: Any = _schema_class("RemoveRaftVoterRequest")
 RemoveRaftVoterResponse: Any = _schema_class("RemoveRaftVoterResponse")
+UpdateRaftVoterRequest: Any = _schema_class("UpdateRaftVoterRequest")
+UpdateRaftVoterResponse: Any = _schema_class("UpdateRaftVoterResponse")
 
 
 # DescribeQuorum ships with kafka-python (0-2, the current schema); re-exported for symmetry.
@@ -351,6 +353,8 @@ OUR_MESSAGE_CLASSES: tuple[Any, ...] = (
     AddRaftVoterResponse,
     RemoveRaftVoterRequest,
     RemoveRaftVoterResponse,
+    UpdateRaftVoterRequest,
+    UpdateRaftVoterResponse,
 )
 
 

@@ -115,6 +115,9 @@ class FetchResponse:
     # KIP-630 (Fetch v12+ tag 2 SnapshotId): the log the follower needs is gone (or it is empty);
     # fetch this snapshot with FetchSnapshot, install it, then Fetch from its end offset.
     snapshot_id: OffsetAndEpoch | None = None
+    # KIP-853 (Fetch v16+ NodeEndpoints): where the leader it names listens (host, port), so a replica
+    # that found it through a bootstrap server can fetch from it. The shell fills and reads it.
+    leader_endpoint: tuple[str, int] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -153,6 +156,8 @@ class ReplicaDescription:
     log_end_offset: int
     last_fetch_timestamp: int
     last_caught_up_timestamp: int
+    # v2 (KIP-853): the replica's directory id, 16 bytes; zeros when unknown (static voters, observers).
+    replica_directory_id: bytes = bytes(16)
 
 
 @dataclass(frozen=True, slots=True)
@@ -164,6 +169,8 @@ class QuorumDescription:
     high_watermark: int
     current_voters: tuple[ReplicaDescription, ...]
     observers: tuple[ReplicaDescription, ...]
+    # v2 Nodes (KIP-853): each voter's listeners as ``(node id, ((name, host, port), ...))``.
+    nodes: tuple[tuple[int, tuple[tuple[str, str, int], ...]], ...] = ()
 
 
 RaftRequest = (

@@ -331,18 +331,25 @@ class RaftNode:
         if not isinstance(state, Leader):
             return None
 
+        voter_set = self.voter_set
+
+        def directory_id(replica_id: int) -> bytes:
+            voter = voter_set.get(replica_id)
+            return voter.directory_id if voter is not None else bytes(16)
+
         def describe(replica_id: int, replica: ReplicaState) -> ReplicaDescription:
             return ReplicaDescription(
                 replica_id,
                 -1 if replica.end_offset is None else replica.end_offset,
                 -1 if replica.last_fetch_ms is None else replica.last_fetch_ms,
                 -1 if replica.last_caught_up_ms is None else replica.last_caught_up_ms,
+                directory_id(replica_id),
             )
 
         # RaftUtil.toReplicaState: the leader reports its own (flushed, LeaderState.updateLocalState)
         # end offset and the current time for both timestamps.
         own_end_offset = min(self._flushed_end_offset, self.log.end_offset)
-        own = ReplicaDescription(self.node_id, own_end_offset, now_ms, now_ms)
+        own = ReplicaDescription(self.node_id, own_end_offset, now_ms, now_ms, directory_id(self.node_id))
         voters = [describe(i, r) for i, r in state.replicas.items()]
         observers = [
             describe(i, r)
@@ -357,6 +364,12 @@ class RaftNode:
             high_watermark=self._high_watermark,
             current_voters=tuple(sorted(voters, key=lambda v: v.replica_id)),
             observers=tuple(sorted(observers, key=lambda v: v.replica_id)),
+            # v2 Nodes: the voters' endpoints as the VotersRecord lists them (KIP-853).
+            nodes=tuple(
+                (v.voter_id, tuple((e.name, e.host, e.port) for e in v.endpoints))
+                for v in voter_set.voters
+                if v.endpoints
+            ),
         )
 
     def tick(self, now_ms: int) -> None:
@@ -1208,6 +1221,36 @@ class RaftNode:
         if current.ids == {voter_id}:
             return VoterChange(ErrorCode.VOTER_NOT_FOUND, f"Cannot remove {voter_id}, the only voter")
         return self._append_voters(state, current.without_voter(voter_id), now_ms)
+
+    def update_voter(self, voter: Voter, listener_name: str, now_ms: int) -> VoterChange:
+        """UpdateRaftVoter (API 82, UpdateVoterHandler): a voter, named by id and directory id, tells
+        the leader its endpoints and supported kraft.version range changed; the leader appends the
+        updated voter set and answers at once (Kafka does not wait for the commit)."""
+        self._set_now(now_ms)
+        error = self._voter_change_error()
+        if error is not None:
+            return error
+        state = self._state
+        assert isinstance(state, Leader)
+        kraft_version = self.voter_history.kraft_version()
+        if not voter.min_supported_kraft_version <= kraft_version <= voter.max_supported_kraft_version:
+            return VoterChange(
+                ErrorCode.INVALID_REQUEST,
+                f"Voter {voter.voter_id} does not support kraft.version {kraft_version}",
+            )
+        if not any(endpoint.name == listener_name for endpoint in voter.endpoints):
+            # It must stay reachable on the listener the voters talk on (the default listener).
+            return VoterChange(
+                ErrorCode.INVALID_REQUEST,
+                f"Voter {voter.voter_id} has no endpoint for listener {listener_name}",
+            )
+        current = self.voter_history.latest()
+        found = current.get(voter.voter_id)
+        if found is None or found.directory_id != voter.directory_id:
+            return VoterChange(
+                ErrorCode.VOTER_NOT_FOUND, f"Voter {voter.voter_id} with that directory id is not a voter"
+            )
+        return self._append_voters(state, current.without_voter(voter.voter_id).with_voter(voter), now_ms)
 
     def _append_voters(self, state: Leader, voters: VoterSet, now_ms: int) -> VoterChange:
         offset = self.log.end_offset

@@ -8,7 +8,8 @@ Versions (what a Kafka 3.7+/4.x controller of a static quorum accepts, KIP-595/K
   ``Uuid.METADATA_TOPIC_ID``, from v13), carries the replica in ``ReplicaState`` (v15+) and the
   follower's high watermark (KIP-1166, v18), so the leader parks a fetch with no news instead of
   answering it at once; ClusterId is tag 0, DivergingEpoch/CurrentLeader/SnapshotId tags 0/1/2;
-* DescribeQuorum v1 (LastFetchTimestamp/LastCaughtUpTimestamp).
+* DescribeQuorum v1 (LastFetchTimestamp/LastCaughtUpTimestamp) as this side asks; the server answers
+  v1 and v2 (KIP-853's replica directory ids and the voters' listeners, Nodes) at the asker's version.
 
 Requests leave as header + body (no size prefix: the RPC channel frames them); responses to peers
 leave framed, as every response of the shell's servers does. Bytes a peer sent that do not parse
@@ -358,8 +359,20 @@ def _fetch_response_body(cls: Any, version: int, message: FetchResponse) -> Any:
         if version >= 13
         else cls.FetchableTopicResponse(topic=METADATA_TOPIC_NAME, partitions=[partition])
     )
+    # KIP-853 (KafkaRaftClient.buildFetchResponse): the leader's endpoint, for a replica that asked a
+    # bootstrap server and must fetch from the leader next.
+    endpoint = message.leader_endpoint
+    node_endpoints = (
+        [cls.NodeEndpoint(node_id=message.leader_id, host=endpoint[0], port=endpoint[1], rack=None)]
+        if endpoint is not None and message.leader_id >= 0 and version >= 16
+        else []
+    )
     return cls(
-        throttle_time_ms=0, error_code=ErrorCode.NONE, session_id=0, responses=[topic], node_endpoints=[]
+        throttle_time_ms=0,
+        error_code=ErrorCode.NONE,
+        session_id=0,
+        responses=[topic],
+        node_endpoints=node_endpoints,
     )
 
 
@@ -395,9 +408,19 @@ def decode_raft_response(request_type: type, frame: bytes) -> tuple[int, RaftRes
             diverging = p.diverging_epoch
             snapshot = p.snapshot_id
             leader = p.current_leader
+            leader_id = leader.leader_id if leader is not None else UNKNOWN_ID
+            endpoint = next(
+                (
+                    (str(e.host), int(e.port))
+                    for e in (response.node_endpoints or ())
+                    if e.node_id == leader_id and leader_id >= 0
+                ),
+                None,
+            )
             return correlation_id, FetchResponse(
+                leader_endpoint=endpoint,
                 error_code=_error(p.error_code),
-                leader_id=leader.leader_id if leader is not None else UNKNOWN_ID,
+                leader_id=leader_id,
                 leader_epoch=leader.leader_epoch if leader is not None else UNKNOWN_EPOCH,
                 high_watermark=p.high_watermark,
                 log_start_offset=p.log_start_offset,
@@ -503,7 +526,7 @@ def describe_quorum_response(description: QuorumDescription | None, leader_id: i
         return [
             replica_cls(
                 replica_id=r.replica_id,
-                replica_directory_id=uuid.UUID(int=0),
+                replica_directory_id=uuid.UUID(bytes=r.replica_directory_id),
                 log_end_offset=r.log_end_offset,
                 last_fetch_timestamp=r.last_fetch_timestamp,
                 last_caught_up_timestamp=r.last_caught_up_timestamp,
@@ -537,7 +560,15 @@ def describe_quorum_response(description: QuorumDescription | None, leader_id: i
         error_code=ErrorCode.NONE,
         error_message=None,
         topics=[cls.TopicData(topic_name=METADATA_TOPIC_NAME, partitions=[partition])],
-        nodes=[],
+        nodes=[
+            cls.Node(
+                node_id=node_id,
+                listeners=[
+                    cls.Node.Listener(name=name, host=host, port=port) for name, host, port in listeners
+                ],
+            )
+            for node_id, listeners in (description.nodes if description is not None else ())
+        ],
     )
 
 
@@ -595,7 +626,11 @@ def decode_describe_quorum_response(frame: bytes | memoryview) -> tuple[int, Err
     def replicas(items: Any) -> tuple[ReplicaDescription, ...]:
         return tuple(
             ReplicaDescription(
-                r.replica_id, r.log_end_offset, r.last_fetch_timestamp, r.last_caught_up_timestamp
+                r.replica_id,
+                r.log_end_offset,
+                r.last_fetch_timestamp,
+                r.last_caught_up_timestamp,
+                r.replica_directory_id.bytes if r.replica_directory_id is not None else bytes(16),
             )
             for r in items or ()
         )
@@ -607,5 +642,9 @@ def decode_describe_quorum_response(frame: bytes | memoryview) -> tuple[int, Err
         high_watermark=p.high_watermark,
         current_voters=replicas(p.current_voters),
         observers=replicas(p.observers),
+        nodes=tuple(
+            (n.node_id, tuple((str(e.name), str(e.host), int(e.port)) for e in n.listeners or ()))
+            for n in response.nodes or ()
+        ),
     )
     return correlation_id, error, description
