@@ -1,6 +1,9 @@
 """A broker that answers Produce and Fetch correctly from memory, with no checks and no disk.
 
-It is the ceiling the client sets on this machine: whatever pykraft loses against it is broker cost.
+It is the ceiling the client sets on this machine: whatever pykraft loses against it is broker cost. A
+Fetch with nothing new waits, as a broker's does, until a Produce brings min_bytes or max_wait_ms passes,
+so it is also the floor for end-to-end latency (bench.latency); it counts Fetches and Produces and writes
+the counts on exit (--stats).
 It uses pykraft's own codecs (hand-parsed header, zero-copy Produce decode, spliced Fetch encode) so the
 comparison isolates validation, producer state, the log and durability — not the codec.
 
@@ -148,7 +151,13 @@ class NullBroker:
                     part = parts[fp.partition]
                     chunks: list[Any] = []
                     size = 0
-                    i = max(bisect.bisect_right(part.offsets, fp.fetch_offset) - 1, 0)
+                    # From the batch holding fetch_offset. A caught-up partition (fetch_offset at its
+                    # end) has nothing to send, so the Fetch waits below for a Produce or max_wait_ms,
+                    # as Kafka's DelayedFetch does in the fetch purgatory.
+                    if fp.fetch_offset >= part.end_offset:
+                        i = len(part.batches)
+                    else:
+                        i = max(bisect.bisect_right(part.offsets, fp.fetch_offset) - 1, 0)
                     while i < len(part.batches) and size < fp.partition_max_bytes:
                         chunks.append(part.batches[i])
                         size += len(part.batches[i])
