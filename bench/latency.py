@@ -30,6 +30,7 @@ import multiprocessing
 import os
 import platform
 import struct
+import subprocess
 import sys
 import time
 import uuid
@@ -178,11 +179,12 @@ def single(peer: Peer, counts: dict[str, int]) -> Iterator[str]:
     try:
         yield peer.bootstrap
     finally:
-        if peer.proc is not None:
+        if peer.proc is not None:  # stopped here first: Peer.stop removes the file with the data dir
             peer.proc.terminate()
-            peer.proc.wait(timeout=60)
-            with contextlib.suppress(OSError, ValueError):
-                counts.update(json.loads((Path(peer.workdir) / NULL_STATS).read_text()))
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                peer.proc.wait(timeout=30)
+        with contextlib.suppress(OSError, ValueError):
+            counts.update(json.loads((Path(peer.workdir) / NULL_STATS).read_text()))
         peer.stop()
 
 

@@ -83,6 +83,8 @@ class NullBroker:
                     writer.writelines(chunks)
         except (asyncio.IncompleteReadError, ConnectionError):
             pass
+        except asyncio.CancelledError:
+            pass  # stopping with a Fetch parked: the connection just closes (3.11 logs a cancelled handler)
         finally:
             writer.close()
 
