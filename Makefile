@@ -75,6 +75,7 @@ bench: $(STAMP)
 	$(BIN)/python -m bench.consumer_groups
 	$(BIN)/python -m bench.compression
 	$(BIN)/python -m bench.share_groups
+	$(BIN)/python -m bench.latency
 
 clean:
 	rm -rf $(VENV) data .pytest_cache .mypy_cache .ruff_cache

@@ -151,10 +151,21 @@ def tansu_peer(binary: str) -> Peer:
     return Peer("tansu", command)
 
 
+NULL_STATS = "null-broker-stats.json"  # the null broker's Fetch and Produce counts, written as it exits
+
+
 def null_peer() -> Peer:
     return Peer(
         "null",
-        lambda port, _: [sys.executable, "-m", "bench.null_broker", "--port", str(port)],
+        lambda port, workdir: [
+            sys.executable,
+            "-m",
+            "bench.null_broker",
+            "--port",
+            str(port),
+            "--stats",
+            str(Path(workdir) / NULL_STATS),
+        ],
         env=dict(MALLOC_ENV),
     )
 

@@ -1,6 +1,9 @@
 """A broker that answers Produce and Fetch correctly from memory, with no checks and no disk.
 
-It is the ceiling the client sets on this machine: whatever pykraft loses against it is broker cost.
+It is the ceiling the client sets on this machine: whatever pykraft loses against it is broker cost. A
+Fetch with nothing new waits, as a broker's does, until a Produce brings min_bytes or max_wait_ms passes,
+so it is also the floor for end-to-end latency (bench.latency); it counts Fetches and Produces and writes
+the counts on exit (--stats).
 It uses pykraft's own codecs (hand-parsed header, zero-copy Produce decode, spliced Fetch encode) so the
 comparison isolates validation, producer state, the log and durability — not the codec.
 
@@ -11,6 +14,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import bisect
+import json
+import signal
 import struct
 import uuid
 from typing import Any
@@ -56,6 +62,10 @@ class NullBroker:
         self.topic_ids: dict[str, uuid.UUID] = {}
         self.next_pid = 0
         self.data_event = asyncio.Event()
+        # Requests answered, for the benchmarks to print (bench.latency): a Fetch that waited for data
+        # counts once, however long it waited.
+        self.fetches = 0
+        self.produces = 0
 
     def topic(self, name: str, partitions: int = 1) -> list[Partition]:
         if name not in self.topics:
@@ -73,6 +83,8 @@ class NullBroker:
                     writer.writelines(chunks)
         except (asyncio.IncompleteReadError, ConnectionError):
             pass
+        except asyncio.CancelledError:
+            pass  # stopping with a Fetch parked: the connection just closes (3.11 logs a cancelled handler)
         finally:
             writer.close()
 
@@ -83,6 +95,7 @@ class NullBroker:
         if key == ApiKey.API_VERSIONS:
             return [messages.api_versions_response(header)]
         if key == ApiKey.PRODUCE:
+            self.produces += 1
             request = decode_produce_request(view[header.body_offset :], version)
             responses = []
             for t in request.topics:
@@ -124,6 +137,7 @@ class NullBroker:
             ]
         request = messages.decode_request(header, view)
         if key == ApiKey.FETCH:
+            self.fetches += 1
             return await self.fetch(header, request)
         return [messages.encode_response(header, self.simple(key, version, request))]
 
@@ -139,9 +153,13 @@ class NullBroker:
                     part = parts[fp.partition]
                     chunks: list[Any] = []
                     size = 0
-                    import bisect
-
-                    i = max(bisect.bisect_right(part.offsets, fp.fetch_offset) - 1, 0)
+                    # From the batch holding fetch_offset. A caught-up partition (fetch_offset at its
+                    # end) has nothing to send, so the Fetch waits below for a Produce or max_wait_ms,
+                    # as Kafka's DelayedFetch does in the fetch purgatory.
+                    if fp.fetch_offset >= part.end_offset:
+                        i = len(part.batches)
+                    else:
+                        i = max(bisect.bisect_right(part.offsets, fp.fetch_offset) - 1, 0)
                     while i < len(part.batches) and size < fp.partition_max_bytes:
                         chunks.append(part.batches[i])
                         size += len(part.batches[i])
@@ -298,23 +316,29 @@ class NullBroker:
         raise ConnectionError(f"null broker does not answer api key {key}")
 
 
-async def main_async(host: str, port: int) -> None:
+async def main_async(host: str, port: int, stats_path: str | None) -> None:
     broker = NullBroker(host, port)
     server = await asyncio.start_server(broker.serve, host, port, limit=1 << 20)
     print(f"null broker on {host}:{server.sockets[0].getsockname()[1]}", flush=True)
+    stop = asyncio.Event()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        asyncio.get_running_loop().add_signal_handler(signum, stop.set)
     async with server:
-        await server.serve_forever()
+        await stop.wait()
+    if stats_path:
+        with open(stats_path, "w") as fh:
+            json.dump({"fetches": broker.fetches, "produces": broker.produces}, fh)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description="in-memory, no-checks Kafka broker (benchmark ceiling)")
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, required=True)
+    parser.add_argument(
+        "--stats", metavar="PATH", help="on exit, write the Fetch and Produce counts here (JSON)"
+    )
     args = parser.parse_args()
-    try:
-        asyncio.run(main_async(args.host, args.port))
-    except KeyboardInterrupt:
-        pass
+    asyncio.run(main_async(args.host, args.port, args.stats))
 
 
 if __name__ == "__main__":
