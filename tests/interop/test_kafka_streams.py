@@ -1,0 +1,274 @@
+"""Kafka Streams (org.apache.kafka:kafka-streams 4.x) against pykraft (issue 33 item 3): a word count with
+processing.guarantee=exactly_once_v2 on a 3-controller + 3-broker cluster, through the kill -9 of a broker.
+
+tests/java/streams/StreamsWordCount.java splits lines into words, re-keys them by word (a repartition
+topic), counts them in a store backed by a changelog topic and writes each new count to an output topic,
+committing a transaction every 100 ms. Here the first half of a seeded input is produced, the
+application starts, and once it has committed counts the leader of an input partition is killed; the
+second half is produced while that broker is down, then it restarts and the application runs until its
+output has counted every word. Reading the output read_committed, each word's counts must be exactly
+1, 2, ..., n with n the count Python computes from the same input: a lost, doubled or aborted-but-visible
+increment breaks the sequence. Kafka Streams uses CreateTopics with configs for its internal topics, a
+transactional producer (InitProducerId, AddPartitionsToTxn, AddOffsetsToTxn, TxnOffsetCommit, EndTxn),
+a classic consumer group with its own assignor, OffsetFetch with require_stable, ListOffsets and
+DeleteRecords on the repartition topic."""
+
+from __future__ import annotations
+
+import json
+import random
+import subprocess
+import threading
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pykraft.testing import ProcessCluster
+from tests.interop.cluster_support import three_by_three, wait_until
+from tests.interop.maven_build import maven_classpath
+
+pytestmark = pytest.mark.slow
+
+STREAMS_DIR = Path(__file__).resolve().parent.parent / "java" / "streams"
+MAIN_CLASS = "pykraft.StreamsWordCount"
+APPLICATION_ID = "pykraft-word-count"  # StreamsWordCount.APPLICATION_ID
+INPUT, OUTPUT = "text-lines", "word-counts"
+PARTITIONS = 3
+LINES = 2000
+VOCABULARY = [f"w{i:02d}" for i in range(40)]
+
+OVERRIDES = {
+    "broker.session.timeout.ms": "2000",
+    "broker.heartbeat.interval.ms": "300",
+    "replica.lag.time.max.ms": "3000",
+    "default.replication.factor": "3",
+    "min.insync.replicas": "2",
+    "group.initial.rebalance.delay.ms": "0",
+    "offsets.topic.num.partitions": "3",
+    "transaction.state.log.num.partitions": "3",
+}
+
+
+def _lines() -> list[str]:
+    rng = random.Random(33)
+    return [" ".join(rng.choices(VOCABULARY, k=rng.randint(1, 8))) for _ in range(LINES)]
+
+
+@dataclass
+class JavaEvents:
+    """The program's stdout, one JSON object a line, read as it comes."""
+
+    lines: list[dict[str, Any]] = field(default_factory=list)
+    changed: threading.Condition = field(default_factory=threading.Condition)
+
+    def read(self, stream: Any) -> None:
+        for text in stream:
+            if text.startswith("{"):
+                with self.changed:
+                    self.lines.append(json.loads(text))
+                    self.changed.notify_all()
+
+    def words_counted(self) -> int:
+        with self.changed:
+            return max((e["words"] for e in self.lines if e.get("event") == "progress"), default=0)
+
+
+@dataclass
+class Run:
+    verdict: dict[str, Any]
+    events: list[dict[str, Any]]
+    stderr: str
+    killed: int
+    output: list[tuple[int, str, int]]  # (partition, word, count) in each partition's order
+    topics: dict[str, Any]
+    configs: dict[str, dict[str, str]]
+    repartition_start_offsets: list[int]
+
+
+def _produce(cluster: ProcessCluster, lines: list[str]) -> None:
+    import confluent_kafka
+
+    producer = confluent_kafka.Producer(
+        {
+            "bootstrap.servers": cluster.bootstrap_servers,
+            "enable.idempotence": True,
+            "acks": "all",
+            "linger.ms": 5,
+        }
+    )
+    errors: list[object] = []
+    for line in lines:
+        producer.produce(INPUT, line.encode(), on_delivery=lambda e, m: errors.append(e) if e else None)
+    assert producer.flush(60) == 0 and not errors, errors
+
+
+def _leader_of(cluster: ProcessCluster, topic: str, partition: int) -> int:
+    from confluent_kafka.admin import AdminClient
+
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
+    return int(admin.list_topics(topic, timeout=10).topics[topic].partitions[partition].leader)
+
+
+def _read_output(cluster: ProcessCluster) -> list[tuple[int, str, int]]:
+    """Every committed record of the output topic, each partition read to its end."""
+    import confluent_kafka
+
+    consumer = confluent_kafka.Consumer(
+        {
+            "bootstrap.servers": cluster.bootstrap_servers,
+            "group.id": "word-count-reader",
+            "isolation.level": "read_committed",
+            "enable.partition.eof": True,
+            "enable.auto.commit": False,
+        }
+    )
+    consumer.assign(
+        [
+            confluent_kafka.TopicPartition(OUTPUT, p, confluent_kafka.OFFSET_BEGINNING)
+            for p in range(PARTITIONS)
+        ]
+    )
+    records: list[tuple[int, str, int]] = []
+    at_end: set[int] = set()
+    try:
+        while len(at_end) < PARTITIONS:
+            message = consumer.poll(30)
+            assert message is not None, f"no record nor end of partition in 30 s; ended: {at_end}"
+            if message.error() is not None:
+                assert message.error().code() == confluent_kafka.KafkaError._PARTITION_EOF, message.error()
+                at_end.add(message.partition())
+                continue
+            records.append(
+                (
+                    message.partition(),
+                    message.key().decode(),
+                    int.from_bytes(message.value(), "big", signed=True),
+                )
+            )
+    finally:
+        consumer.close()
+    return records
+
+
+def _log_start_offsets(cluster: ProcessCluster, topic: str) -> list[int]:
+    import confluent_kafka
+
+    consumer = confluent_kafka.Consumer(
+        {"bootstrap.servers": cluster.bootstrap_servers, "group.id": "unused"}
+    )
+    try:
+        return [
+            consumer.get_watermark_offsets(confluent_kafka.TopicPartition(topic, p), timeout=10)[0]
+            for p in range(PARTITIONS)
+        ]
+    finally:
+        consumer.close()
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Run]:
+    from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
+
+    classpath = maven_classpath(STREAMS_DIR)
+    lines = _lines()
+    half = len(lines) // 2
+    with three_by_three(tmp_path_factory, "streams-cluster", OVERRIDES) as cluster:
+        admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
+        for future in admin.create_topics([NewTopic(t, PARTITIONS, 3) for t in (INPUT, OUTPUT)]).values():
+            future.result(30)
+        _produce(cluster, lines[:half])
+
+        workdir = tmp_path_factory.mktemp("streams-app")
+        events = JavaEvents()
+        with open(workdir / "stderr.txt", "w+") as stderr:
+            java = subprocess.Popen(
+                ["java", "-cp", classpath, "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn", MAIN_CLASS,
+                 cluster.bootstrap_servers, INPUT, OUTPUT, str(sum(len(line.split()) for line in lines)),
+                 str(workdir / "state"), "120000"],
+                stdout=subprocess.PIPE,
+                stderr=stderr,
+                text=True,
+            )  # fmt: skip
+            assert java.stdout is not None
+            reader = threading.Thread(target=events.read, args=(java.stdout,), daemon=True)
+            reader.start()
+            try:
+                wait_until(lambda: events.words_counted() > 0, 60, "the application's first committed counts")
+                killed = _leader_of(cluster, INPUT, 0)
+                cluster.kill(killed)
+                _produce(cluster, lines[half:])
+                first_half_words = sum(len(line.split()) for line in lines[:half])
+                wait_until(
+                    lambda: events.words_counted() > first_half_words,
+                    60,
+                    f"counts of the second half with broker {killed} down",
+                )
+                cluster.start(killed)
+                java.wait(timeout=150)
+            finally:
+                if java.poll() is None:
+                    java.kill()
+                    java.wait()
+            reader.join(timeout=10)
+            stderr.seek(0)
+            stderr_text = stderr.read()
+
+        cluster.wait_for_brokers(60)
+        output = _read_output(cluster)
+        repartition_start_offsets = _log_start_offsets(cluster, f"{APPLICATION_ID}-words-repartition")
+        listed = admin.list_topics(timeout=10).topics
+        internal = [t for t in listed if t.startswith(APPLICATION_ID)]
+        resources = [ConfigResource(ConfigResource.Type.TOPIC, t) for t in internal]
+        configs = {
+            r.name: {name: entry.value for name, entry in future.result(30).items()}
+            for r, future in admin.describe_configs(resources).items()
+        }
+        for event in events.lines:  # shown with -s, or by a failing test's captured output
+            print(f"streams: {event}")
+        print(f"killed broker {killed}; stderr:\n{stderr_text[-4000:]}")
+        verdict = next((e for e in events.lines if "check" in e), {"ok": False, "detail": "no verdict"})
+        yield Run(
+            verdict, events.lines, stderr_text, killed, output, listed, configs, repartition_start_offsets
+        )
+
+
+def test_the_application_counts_every_word_through_a_broker_kill(run: Run) -> None:
+    assert run.verdict["ok"], f"{run.verdict['detail']}\n{run.stderr[-4000:]}"
+    assert not [e for e in run.events if e.get("event") == "error"], run.events
+
+
+def test_each_words_committed_counts_are_exactly_one_to_its_reference_count(run: Run) -> None:
+    """exactly_once_v2: no increment lost, none committed twice, none from an aborted transaction."""
+    reference = Counter(word for line in _lines() for word in line.split())
+    counts: dict[str, list[int]] = {}
+    partition_of: dict[str, set[int]] = {}
+    for partition, word, count in run.output:
+        counts.setdefault(word, []).append(count)
+        partition_of.setdefault(word, set()).add(partition)
+    assert all(len(p) == 1 for p in partition_of.values()), partition_of
+    assert {w: c[-1] for w, c in counts.items()} == dict(reference)
+    wrong = {w: c for w, c in counts.items() if c != list(range(1, reference[w] + 1))}
+    assert not wrong, {w: c[:10] for w, c in wrong.items()}
+
+
+def test_internal_topics_are_made_as_streams_asks(run: Run) -> None:
+    """The repartition topic (delete, its records deleted once consumed) and the store's changelog
+    (compacted), both with replication.factor=3 and the input's partition count."""
+    repartition = f"{APPLICATION_ID}-words-repartition"
+    changelog = f"{APPLICATION_ID}-counts-changelog"
+    assert {t for t in run.topics if t.startswith(APPLICATION_ID)} == {repartition, changelog}
+    for name in (repartition, changelog):
+        partitions = run.topics[name].partitions
+        assert len(partitions) == PARTITIONS
+        assert all(len(p.replicas) == 3 for p in partitions.values()), name
+    assert run.configs[repartition]["cleanup.policy"] == "delete"
+    assert run.configs[changelog]["cleanup.policy"] == "compact"
+
+
+def test_consumed_repartition_records_are_deleted(run: Run) -> None:
+    """Streams purges what it has consumed of its repartition topic with DeleteRecords."""
+    assert all(offset > 0 for offset in run.repartition_start_offsets), run.repartition_start_offsets
