@@ -3,10 +3,14 @@ processing.guarantee=exactly_once_v2 on a 3-controller + 3-broker cluster, throu
 
 tests/java/streams/StreamsWordCount.java splits lines into words, re-keys them by word (a repartition
 topic), counts them in a store backed by a changelog topic and writes each new count to an output topic,
-committing a transaction every 100 ms. Here the first half of a seeded input is produced, the
-application starts, and once it has committed counts the leader of an input partition is killed; the
-second half is produced while that broker is down, then it restarts and the application runs until its
-output has counted every word. Reading the output read_committed, each word's counts must be exactly
+committing a transaction every 100 ms. A seeded input is produced in three parts. The first part is
+produced and the application starts; once it has committed counts, the leader of an input partition is
+killed -9 and the second part produced. When the application has counted into the second part with that
+broker down, the application itself is killed -9 in the middle of a transaction, and a second instance
+(the same static member, a new transactional.id) takes over: its OffsetFetch with require_stable waits
+for the open transaction to time out and abort, and it restores its store from the changelog. The third
+part is produced, the broker restarts, and the second instance runs until its output has counted every
+word. Reading the output read_committed, each word's counts must be exactly
 1, 2, ..., n with n the count Python computes from the same input: a lost, doubled or aborted-but-visible
 increment breaks the sequence. Kafka Streams uses CreateTopics with configs for its internal topics, a
 transactional producer (InitProducerId, AddPartitionsToTxn, AddOffsetsToTxn, TxnOffsetCommit, EndTxn),
@@ -15,13 +19,16 @@ DeleteRecords on the repartition topic."""
 
 from __future__ import annotations
 
+import functools
+import itertools
 import json
 import random
 import subprocess
 import threading
+import time
 from collections import Counter
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -50,7 +57,15 @@ OVERRIDES = {
     "group.initial.rebalance.delay.ms": "0",
     "offsets.topic.num.partitions": "3",
     "transaction.state.log.num.partitions": "3",
+    # the first instance's transaction, left open by its kill -9, aborts 3 s on (not 10 s + 10 s)
+    "transaction.abort.timed.out.transaction.cleanup.interval.ms": "500",
 }
+STREAMS_PROPERTIES = [
+    "producer.transaction.timeout.ms=3000",
+    # static membership: the second instance takes the first one's place without waiting for its
+    # session to expire
+    "group.instance.id=word-count-1",
+]
 
 
 def _lines() -> list[str]:
@@ -58,23 +73,46 @@ def _lines() -> list[str]:
     return [" ".join(rng.choices(VOCABULARY, k=rng.randint(1, 8))) for _ in range(LINES)]
 
 
-@dataclass
-class JavaEvents:
-    """The program's stdout, one JSON object a line, read as it comes."""
+class StreamsApp:
+    """One run of StreamsWordCount: its stdout (one JSON object a line) read as it comes, its stderr in a
+    file. Killed (-9) if still running when the block ends."""
 
-    lines: list[dict[str, Any]] = field(default_factory=list)
-    changed: threading.Condition = field(default_factory=threading.Condition)
+    def __init__(self, classpath: str, bootstrap: str, expected_words: int, workdir: Path) -> None:
+        self.events: list[dict[str, Any]] = []
+        self._stderr = open(workdir / "stderr.txt", "w+")  # closed by __exit__
+        self.process = subprocess.Popen(
+            ["java", "-cp", classpath, "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn", MAIN_CLASS,
+             bootstrap, INPUT, OUTPUT, str(expected_words), str(workdir / "state"), "120000", *STREAMS_PROPERTIES],
+            stdout=subprocess.PIPE,
+            stderr=self._stderr,
+            text=True,
+        )  # fmt: skip
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
 
-    def read(self, stream: Any) -> None:
-        for text in stream:
+    def _read(self) -> None:
+        assert self.process.stdout is not None
+        for text in self.process.stdout:
             if text.startswith("{"):
-                with self.changed:
-                    self.lines.append(json.loads(text))
-                    self.changed.notify_all()
+                self.events.append(json.loads(text))
 
     def words_counted(self) -> int:
-        with self.changed:
-            return max((e["words"] for e in self.lines if e.get("event") == "progress"), default=0)
+        return max((e["words"] for e in list(self.events) if e.get("event") == "progress"), default=0)
+
+    def kill(self) -> None:
+        if self.process.poll() is None:
+            self.process.kill()
+        self.process.wait()
+
+    def __enter__(self) -> StreamsApp:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.kill()
+        self._reader.join(timeout=10)
+        self._stderr.seek(0)
+        self.stderr = self._stderr.read()
+        self._stderr.close()
 
 
 @dataclass
@@ -82,7 +120,6 @@ class Run:
     verdict: dict[str, Any]
     events: list[dict[str, Any]]
     stderr: str
-    killed: int
     output: list[tuple[int, str, int]]  # (partition, word, count) in each partition's order
     topics: dict[str, Any]
     configs: dict[str, dict[str, str]]
@@ -175,47 +212,34 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Run]:
 
     classpath = maven_classpath(STREAMS_DIR)
     lines = _lines()
-    half = len(lines) // 2
+    parts = [lines[: LINES // 3], lines[LINES // 3 : 2 * LINES // 3], lines[2 * LINES // 3 :]]
+    words = [sum(len(line.split()) for line in part) for part in parts]
+    phases: list[tuple[str, float]] = [("start", time.monotonic())]
     with three_by_three(tmp_path_factory, "streams-cluster", OVERRIDES) as cluster:
+        phases.append(("cluster up", time.monotonic()))
         admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
         for future in admin.create_topics([NewTopic(t, PARTITIONS, 3) for t in (INPUT, OUTPUT)]).values():
             future.result(30)
-        _produce(cluster, lines[:half])
-
-        workdir = tmp_path_factory.mktemp("streams-app")
-        events = JavaEvents()
-        with open(workdir / "stderr.txt", "w+") as stderr:
-            java = subprocess.Popen(
-                ["java", "-cp", classpath, "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn", MAIN_CLASS,
-                 cluster.bootstrap_servers, INPUT, OUTPUT, str(sum(len(line.split()) for line in lines)),
-                 str(workdir / "state"), "120000"],
-                stdout=subprocess.PIPE,
-                stderr=stderr,
-                text=True,
-            )  # fmt: skip
-            assert java.stdout is not None
-            reader = threading.Thread(target=events.read, args=(java.stdout,), daemon=True)
-            reader.start()
-            try:
-                wait_until(lambda: events.words_counted() > 0, 60, "the application's first committed counts")
-                killed = _leader_of(cluster, INPUT, 0)
-                cluster.kill(killed)
-                _produce(cluster, lines[half:])
-                first_half_words = sum(len(line.split()) for line in lines[:half])
-                wait_until(
-                    lambda: events.words_counted() > first_half_words,
-                    60,
-                    f"counts of the second half with broker {killed} down",
-                )
-                cluster.start(killed)
-                java.wait(timeout=150)
-            finally:
-                if java.poll() is None:
-                    java.kill()
-                    java.wait()
-            reader.join(timeout=10)
-            stderr.seek(0)
-            stderr_text = stderr.read()
+        _produce(cluster, parts[0])
+        app = functools.partial(StreamsApp, classpath, cluster.bootstrap_servers, sum(words))
+        with app(tmp_path_factory.mktemp("streams-first")) as first:
+            wait_until(lambda: first.words_counted() > 0, 60, "the first instance's first committed counts")
+            phases.append(("first instance's first counts", time.monotonic()))
+            killed = _leader_of(cluster, INPUT, 0)
+            cluster.kill(killed)
+            _produce(cluster, parts[1])
+            wait_until(
+                lambda: first.words_counted() > words[0],
+                60,
+                f"the first instance counting the second part with broker {killed} down",
+            )
+            phases.append(("second part counted into with the broker down", time.monotonic()))
+        # the first instance died -9 in the middle of a transaction; the second takes its place
+        with app(tmp_path_factory.mktemp("streams-second")) as second:
+            _produce(cluster, parts[2])
+            cluster.start(killed)
+            second.process.wait(timeout=150)
+            phases.append(("second instance done", time.monotonic()))
 
         cluster.wait_for_brokers(60)
         output = _read_output(cluster)
@@ -227,13 +251,13 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Run]:
             r.name: {name: entry.value for name, entry in future.result(30).items()}
             for r, future in admin.describe_configs(resources).items()
         }
-        for event in events.lines:  # shown with -s, or by a failing test's captured output
-            print(f"streams: {event}")
-        print(f"killed broker {killed}; stderr:\n{stderr_text[-4000:]}")
-        verdict = next((e for e in events.lines if "check" in e), {"ok": False, "detail": "no verdict"})
-        yield Run(
-            verdict, events.lines, stderr_text, killed, output, listed, configs, repartition_start_offsets
-        )
+        for instance in (first, second):  # shown with -s, or by a failing test's captured output
+            print("\n".join(f"streams: {event}" for event in instance.events))
+            print(f"stderr:\n{instance.stderr[-4000:]}")
+        print(f"killed broker {killed}")
+        print("\n".join(f"{b - a:6.1f} s  {name}" for (_, a), (name, b) in itertools.pairwise(phases)))
+        verdict = next((e for e in second.events if "check" in e), {"ok": False, "detail": "no verdict"})
+        yield Run(verdict, second.events, second.stderr, output, listed, configs, repartition_start_offsets)
 
 
 def test_the_application_counts_every_word_through_a_broker_kill(run: Run) -> None:

@@ -28,7 +28,8 @@ import org.apache.kafka.streams.state.Stores;
 /**
  * A Kafka Streams word count with processing.guarantee=exactly_once_v2 against pykraft (issue 33 item 3).
  *
- * <p>Usage: {@code StreamsWordCount BOOTSTRAP INPUT_TOPIC OUTPUT_TOPIC EXPECTED_WORDS STATE_DIR TIMEOUT_MS}.
+ * <p>Usage: {@code StreamsWordCount BOOTSTRAP INPUT_TOPIC OUTPUT_TOPIC EXPECTED_WORDS STATE_DIR TIMEOUT_MS
+ * [KEY=VALUE ...]}, the pairs being more Streams (and its clients') properties.
  * Lines of INPUT_TOPIC are split into words, re-keyed by word (the "words" repartition topic), counted
  * in an in-memory store (its "counts" changelog topic) and every new count goes to OUTPUT_TOPIC, with
  * the record cache off so each increment is one output record. A read_committed consumer of
@@ -62,6 +63,10 @@ public final class StreamsWordCount {
         props.put(StreamsConfig.STATE_DIR_CONFIG, stateDir);
         props.put(StreamsConfig.DEFAULT_KEY_SERDE_CLASS_CONFIG, Serdes.StringSerde.class);
         props.put(StreamsConfig.DEFAULT_VALUE_SERDE_CLASS_CONFIG, Serdes.StringSerde.class);
+        for (int i = 6; i < args.length; i++) {
+            String[] pair = args[i].split("=", 2);
+            props.put(pair[0], pair[1]);
+        }
 
         StreamsBuilder builder = new StreamsBuilder();
         builder.stream(input, Consumed.with(Serdes.String(), Serdes.String()))
