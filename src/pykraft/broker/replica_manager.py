@@ -647,6 +647,15 @@ class ReplicaManager:
             headers = validate_batches(buf, from_leader=True)
         except InvalidBatchError as exc:
             return exc.error_code
+        first_batch = headers[0]
+        if (
+            part.log.log_end_offset == part.log.log_start_offset
+            and first_batch.base_offset < part.log.log_end_offset <= first_batch.last_offset
+        ):
+            # Our empty log starts where the leader's does, inside this batch (DeleteRecords need not
+            # cut at a batch): start it at the batch instead (Kafka's
+            # Partition.appendRecordsToFollowerOrFutureReplica on UnexpectedAppendOffsetException).
+            self.restart_at(part, first_batch.base_offset, now_ms)
         expected = part.log.log_end_offset
         for header in headers:
             # At or past our log end (a compacted leader's offsets have gaps), and increasing; anything
