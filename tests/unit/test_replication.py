@@ -62,6 +62,7 @@ def fetch_once(follower: Broker, leader: Broker, now_ms: int = 0) -> ErrorCode:
     if data:
         assert follower.rm.append_as_follower(part, data, now_ms) == ErrorCode.NONE
     follower.rm.update_follower_high_watermark(part, read.high_watermark)
+    follower.rm.follow_leader_log_start(part, read.log_start_offset)
     return ErrorCode.NONE
 
 
@@ -319,3 +320,21 @@ def test_a_follower_starting_at_a_log_start_inside_a_batch_starts_at_that_batch(
     assert data == b"".join(
         bytes(c) for c in behind.part.log.read(3, 1 << 30, max_offset=9, min_one_batch=True).chunks
     )
+
+
+def test_a_followers_log_start_follows_the_leaders_and_a_new_leader_keeps_it() -> None:
+    """Records deleted on the leader (DeleteRecords) are gone from its followers too, as far as their
+    high watermark reaches; once the follower leads, its earliest offset is where the old leader's was."""
+    brokers = three_brokers()
+    leader, follower = brokers[1], brokers[2]
+    for seq in (0, 3, 6):
+        leader.rm.append(leader.part, batch(seq), 0)  # offsets 0-2, 3-5, 6-8
+    for _ in range(2):
+        for b in (brokers[2], brokers[3]):
+            fetch_once(b, leader)
+    assert leader.part.log.high_watermark == 9
+    assert leader.rm.delete_records(leader.part, 7) == (ErrorCode.NONE, 7)
+    fetch_once(follower, leader)
+    assert follower.part.log.log_start_offset == 7
+    follower.apply(2, 1)
+    assert follower.part.log.log_start_offset == 7

@@ -731,6 +731,14 @@ class ReplicaManager:
         part.producer_state = self._new_producer_state()
         part.transactions, _ = recover(part.log, part.producer_state, now_ms)
 
+    def follow_leader_log_start(self, part: Partition, leader_log_start_offset: int) -> None:
+        """A follower's log start follows the leader's (DeleteRecords, retention), as far as its high
+        watermark reaches: Kafka's ReplicaFetcherThread calls maybeIncrementLogStartOffset with the
+        fetch response's log_start_offset, so a new leader does not serve records deleted on the old."""
+        if part.log.log_start_offset < leader_log_start_offset <= part.log.high_watermark:
+            self.delete_records(part, leader_log_start_offset)
+            part.transactions.drop_below(part.log.log_start_offset)
+
     def update_follower_high_watermark(self, part: Partition, leader_high_watermark: int) -> bool:
         """A follower's high watermark: the leader's, as far as our log reaches."""
         part.leader_high_watermark = leader_high_watermark
