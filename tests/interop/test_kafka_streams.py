@@ -124,6 +124,7 @@ class Run:
     topics: dict[str, Any]
     configs: dict[str, dict[str, str]]
     repartition_start_offsets: list[int]
+    cluster: ProcessCluster
 
 
 def _produce(cluster: ProcessCluster, lines: list[str]) -> None:
@@ -257,7 +258,9 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Run]:
         print(f"killed broker {killed}")
         print("\n".join(f"{b - a:6.1f} s  {name}" for (_, a), (name, b) in itertools.pairwise(phases)))
         verdict = next((e for e in second.events if "check" in e), {"ok": False, "detail": "no verdict"})
-        yield Run(verdict, second.events, second.stderr, output, listed, configs, repartition_start_offsets)
+        yield Run(
+            verdict, second.events, second.stderr, output, listed, configs, repartition_start_offsets, cluster
+        )
 
 
 def test_the_application_counts_every_word_through_a_broker_kill(run: Run) -> None:
@@ -296,3 +299,25 @@ def test_internal_topics_are_made_as_streams_asks(run: Run) -> None:
 def test_consumed_repartition_records_are_deleted(run: Run) -> None:
     """Streams purges what it has consumed of its repartition topic with DeleteRecords."""
     assert all(offset > 0 for offset in run.repartition_start_offsets), run.repartition_start_offsets
+
+
+def test_every_replica_of_the_repartition_topic_starts_where_its_leader_does(run: Run) -> None:
+    """Followers move their log start up to the leader's (Kafka's ReplicaFetcherThread), including a
+    broker restarted after the leader's log start passed its end: no replica keeps purged records."""
+    topic = f"{APPLICATION_ID}-words-repartition"
+
+    def replica_starts() -> dict[tuple[int, int], int]:
+        starts = {}
+        for broker_id, node in run.cluster.brokers.items():
+            for p in range(PARTITIONS):
+                text = (Path(node.data_dir) / f"{topic}-{p}" / "log-start-offset").read_text()
+                starts[(broker_id, p)] = int(text.split()[1])  # pykraft's checkpoint: version, offset
+        return starts
+
+    wanted = {
+        (b, p): run.repartition_start_offsets[p] for b in run.cluster.brokers for p in range(PARTITIONS)
+    }
+    try:
+        wait_until(lambda: replica_starts() == wanted, 10, "every replica's log start at its leader's")
+    except AssertionError:
+        raise AssertionError(f"{replica_starts()} != {wanted}") from None
