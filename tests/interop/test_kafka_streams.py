@@ -6,11 +6,11 @@ topic), counts them in a store backed by a changelog topic and writes each new c
 committing a transaction every 100 ms. A seeded input is produced in three parts. The first part is
 produced and the application starts; once it has committed counts, the leader of an input partition is
 killed -9 and the second part produced. When the application has counted into the second part with that
-broker down, the application itself is killed -9 in the middle of a transaction, and a second instance
-(the same static member, a new transactional.id) takes over: its OffsetFetch with require_stable waits
-for the open transaction to time out and abort, and it restores its store from the changelog. The third
-part is produced, the broker restarts, and the second instance runs until its output has counted every
-word. Reading the output read_committed, each word's counts must be exactly
+broker down, the application itself is killed -9 while still counting, most likely with a transaction
+open, and a second instance (the same static member, a new transactional.id) takes over: its OffsetFetch
+with require_stable waits for any transaction left open to time out and abort, and it restores its store
+from the changelog. The third part is produced, the broker restarts, and the second instance runs until
+its output has counted every word. Reading the output read_committed, each word's counts must be exactly
 1, 2, ..., n with n the count Python computes from the same input: a lost, doubled or aborted-but-visible
 increment breaks the sequence. Kafka Streams uses CreateTopics with configs for its internal topics, a
 transactional producer (InitProducerId, AddPartitionsToTxn, AddOffsetsToTxn, TxnOffsetCommit, EndTxn),
@@ -235,7 +235,7 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Run]:
                 f"the first instance counting the second part with broker {killed} down",
             )
             phases.append(("second part counted into with the broker down", time.monotonic()))
-        # the first instance died -9 in the middle of a transaction; the second takes its place
+        # the first instance died -9 while counting; the second takes its place
         with app(tmp_path_factory.mktemp("streams-second")) as second:
             _produce(cluster, parts[2])
             cluster.start(killed)
@@ -259,7 +259,14 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Run]:
         print("\n".join(f"{b - a:6.1f} s  {name}" for (_, a), (name, b) in itertools.pairwise(phases)))
         verdict = next((e for e in second.events if "check" in e), {"ok": False, "detail": "no verdict"})
         yield Run(
-            verdict, second.events, second.stderr, output, listed, configs, repartition_start_offsets, cluster
+            verdict,
+            first.events + second.events,
+            first.stderr + second.stderr,
+            output,
+            listed,
+            configs,
+            repartition_start_offsets,
+            cluster,
         )
 
 
