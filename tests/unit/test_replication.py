@@ -62,6 +62,7 @@ def fetch_once(follower: Broker, leader: Broker, now_ms: int = 0) -> ErrorCode:
     if data:
         assert follower.rm.append_as_follower(part, data, now_ms) == ErrorCode.NONE
     follower.rm.update_follower_high_watermark(part, read.high_watermark)
+    follower.rm.follow_leader_log_start(part, read.log_start_offset)
     return ErrorCode.NONE
 
 
@@ -295,3 +296,45 @@ def test_a_write_the_high_watermark_passed_counts_an_isr_expansion_in_flight() -
     assert expand is not None and expand.new_isr == (1, 2)
     assert replication.isr == (1,) and replication.enough_replicas(2)
     assert not replication.enough_replicas(3)
+
+
+def test_a_follower_starting_at_a_log_start_inside_a_batch_starts_at_that_batch() -> None:
+    """DeleteRecords may put the leader's log start inside a batch; a follower that starts over there
+    (its fetch was OFFSET_OUT_OF_RANGE) gets that whole batch and starts its log at the batch's base
+    offset, as Kafka's Partition.appendRecordsToFollowerOrFutureReplica does, instead of refusing it
+    at every fetch."""
+    brokers = three_brokers()
+    leader, behind = brokers[1], brokers[3]
+    leader.apply(1, 0, isr=(1, 2))
+    for seq in (0, 3, 6):
+        leader.rm.append(leader.part, batch(seq), 0)  # offsets 0-2, 3-5, 6-8
+    fetch_once(brokers[2], leader)
+    fetch_once(brokers[2], leader)
+    assert leader.part.log.high_watermark == 9
+    assert leader.rm.delete_records(leader.part, 4) == (ErrorCode.NONE, 4)
+    behind.rm.restart_at(behind.part, leader.part.log.log_start_offset, 0)
+    read = leader.rm.read_for_replica(leader.part, 4, 1 << 20)
+    data = b"".join(bytes(c) for c in read.chunks)
+    assert behind.rm.append_as_follower(behind.part, data, 0) == ErrorCode.NONE
+    assert (behind.part.log.log_start_offset, behind.part.log.log_end_offset) == (3, 9)
+    assert data == b"".join(
+        bytes(c) for c in behind.part.log.read(3, 1 << 30, max_offset=9, min_one_batch=True).chunks
+    )
+
+
+def test_a_followers_log_start_follows_the_leaders_and_a_new_leader_keeps_it() -> None:
+    """Records deleted on the leader (DeleteRecords) are gone from its followers too, as far as their
+    high watermark reaches; once the follower leads, its earliest offset is where the old leader's was."""
+    brokers = three_brokers()
+    leader, follower = brokers[1], brokers[2]
+    for seq in (0, 3, 6):
+        leader.rm.append(leader.part, batch(seq), 0)  # offsets 0-2, 3-5, 6-8
+    for _ in range(2):
+        for b in (brokers[2], brokers[3]):
+            fetch_once(b, leader)
+    assert leader.part.log.high_watermark == 9
+    assert leader.rm.delete_records(leader.part, 7) == (ErrorCode.NONE, 7)
+    fetch_once(follower, leader)
+    assert follower.part.log.log_start_offset == 7
+    follower.apply(2, 1)
+    assert follower.part.log.log_start_offset == 7

@@ -647,6 +647,15 @@ class ReplicaManager:
             headers = validate_batches(buf, from_leader=True)
         except InvalidBatchError as exc:
             return exc.error_code
+        first_batch = headers[0]
+        if (
+            part.log.log_end_offset == part.log.log_start_offset
+            and first_batch.base_offset < part.log.log_end_offset <= first_batch.last_offset
+        ):
+            # Our empty log starts where the leader's does, inside this batch (DeleteRecords need not
+            # cut at a batch): start it at the batch instead (Kafka's
+            # Partition.appendRecordsToFollowerOrFutureReplica on UnexpectedAppendOffsetException).
+            self.restart_at(part, first_batch.base_offset, now_ms)
         expected = part.log.log_end_offset
         for header in headers:
             # At or past our log end (a compacted leader's offsets have gaps), and increasing; anything
@@ -721,6 +730,14 @@ class ReplicaManager:
         part.epochs.clear_and_start_at()
         part.producer_state = self._new_producer_state()
         part.transactions, _ = recover(part.log, part.producer_state, now_ms)
+
+    def follow_leader_log_start(self, part: Partition, leader_log_start_offset: int) -> None:
+        """A follower's log start follows the leader's (DeleteRecords, retention), as far as its high
+        watermark reaches: Kafka's ReplicaFetcherThread calls maybeIncrementLogStartOffset with the
+        fetch response's log_start_offset, so a new leader does not serve records deleted on the old."""
+        if part.log.log_start_offset < leader_log_start_offset <= part.log.high_watermark:
+            self.delete_records(part, leader_log_start_offset)
+            part.transactions.drop_below(part.log.log_start_offset)
 
     def update_follower_high_watermark(self, part: Partition, leader_high_watermark: int) -> bool:
         """A follower's high watermark: the leader's, as far as our log reaches."""

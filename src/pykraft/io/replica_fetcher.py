@@ -213,6 +213,7 @@ class ReplicaFetchers:
                         continue
                 if self.replicas.update_follower_high_watermark(part, data.high_watermark):
                     self.on_high_watermark(part)
+                self.replicas.follow_leader_log_start(part, data.log_start_offset)
                 progressed = True
         return progressed
 
