@@ -268,6 +268,8 @@ class ProcessCluster:
     dynamic: bool = False
     overrides: dict[str, str] = field(default_factory=dict)
     bootstrap_ports: dict[int, int] = field(default_factory=dict)
+    # One broker's own properties over broker_overrides (a broker.rack, a metrics.port), by broker id.
+    per_broker_overrides: dict[int, dict[str, str]] = field(default_factory=dict)
 
     @classmethod
     def create(
@@ -280,10 +282,17 @@ class ProcessCluster:
         broker_overrides: dict[str, str] | None = None,
         security: ClusterSecurity | None = None,
         dynamic: bool = False,
+        per_broker_overrides: dict[int, dict[str, str]] | None = None,
     ) -> ProcessCluster:
         os.makedirs(directory, exist_ok=True)
         voters = {node_id: free_port() for node_id in range(1, controllers + 1)}
-        cluster = cls(directory, security=security, dynamic=dynamic, overrides=dict(overrides or {}))
+        cluster = cls(
+            directory,
+            security=security,
+            dynamic=dynamic,
+            overrides=dict(overrides or {}),
+            per_broker_overrides=dict(per_broker_overrides or {}),
+        )
         cluster.bootstrap_ports = dict(voters)
         for node_id, port in voters.items():
             cluster._add_controller(node_id, port)
@@ -319,7 +328,15 @@ class ProcessCluster:
             node_id,
             "broker",
             port,
-            broker_properties(node_id, "", port, voters, self.broker_overrides, protocol, self.dynamic),
+            broker_properties(
+                node_id,
+                "",
+                port,
+                voters,
+                {**self.broker_overrides, **self.per_broker_overrides.get(node_id, {})},
+                protocol,
+                self.dynamic,
+            ),
         )
         return node_id
 
@@ -477,6 +494,7 @@ def process_cluster(
     broker_overrides: dict[str, str] | None = None,
     security: ClusterSecurity | None = None,
     dynamic: bool = False,
+    per_broker_overrides: dict[int, dict[str, str]] | None = None,
 ) -> Iterator[ProcessCluster]:
     """Start ``controllers`` controller processes and ``brokers`` broker processes on 127.0.0.1; stop
     (then kill) all of them on exit."""
@@ -490,6 +508,7 @@ def process_cluster(
         broker_overrides=broker_overrides,
         security=security,
         dynamic=dynamic,
+        per_broker_overrides=per_broker_overrides,
     )
     try:
         cluster.start()
@@ -511,6 +530,7 @@ def running_cluster(
     timeout_s: float = 60.0,
     security: ClusterSecurity | None = None,
     dynamic: bool = False,
+    per_broker_overrides: dict[int, dict[str, str]] | None = None,
 ) -> Iterator[ProcessCluster]:
     """A whole cluster of separate processes, returned once a controller leads and every broker is
     registered and unfenced (Metadata lists it): ``cluster.bootstrap_servers`` is ready for clients."""
@@ -522,6 +542,7 @@ def running_cluster(
         broker_overrides=broker_overrides,
         security=security,
         dynamic=dynamic,
+        per_broker_overrides=per_broker_overrides,
     ) as cluster:
         try:
             cluster.wait_for_leader(timeout_s)

@@ -33,10 +33,17 @@ def three_by_three(
     security: ClusterSecurity | None = None,
     *,
     dynamic: bool = False,
+    per_broker_overrides: dict[int, dict[str, str]] | None = None,
 ) -> Iterator[ProcessCluster]:
     directory = str(tmp_path_factory.mktemp(name))
     with running_cluster(
-        controllers=3, brokers=3, directory=directory, overrides=overrides, security=security, dynamic=dynamic
+        controllers=3,
+        brokers=3,
+        directory=directory,
+        overrides=overrides,
+        security=security,
+        dynamic=dynamic,
+        per_broker_overrides=per_broker_overrides,
     ) as running:
         try:
             yield running

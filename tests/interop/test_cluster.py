@@ -16,6 +16,7 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.request
 from collections.abc import Iterator
 
 import pytest
@@ -28,7 +29,7 @@ from pykraft.core.errors import ErrorCode
 from pykraft.io.kafka_connection import BrokerConnectionError
 from pykraft.io.raft_log import METADATA_PARTITION_DIR
 from pykraft.protocol.messages import AllocateProducerIdsRequest, AllocateProducerIdsResponse
-from pykraft.testing import ProcessCluster, broker_properties, running_cluster
+from pykraft.testing import ProcessCluster, broker_properties, free_port, running_cluster
 from tests.interop.cluster_support import three_by_three, wait_until
 from tests.raw_client import RawClient, register_broker
 
@@ -44,9 +45,16 @@ PARTITIONS = 12
 PER_CLIENT = 60  # messages each producer client writes, spread over the partitions
 
 
+# Racks (issue 30): each broker in its own rack, named in id order (so placement is the rack-unaware
+# round robin the other tests expect), each with its own metrics endpoint.
+RACK_SELECTOR = "org.apache.kafka.common.replica.RackAwareReplicaSelector"
+
+
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ProcessCluster]:
-    with three_by_three(tmp_path_factory, "cluster", OVERRIDES) as running:
+    per_broker = {b: {"broker.rack": f"rack-{b}", "metrics.port": str(free_port())} for b in BROKERS}
+    overrides = {**OVERRIDES, "replica.selector.class": RACK_SELECTOR}
+    with three_by_three(tmp_path_factory, "cluster", overrides, per_broker_overrides=per_broker) as running:
         yield running
 
 
@@ -267,6 +275,78 @@ def test_partitions_are_added_through_any_broker(cluster: ProcessCluster) -> Non
         future.result(30)
     assert excinfo.value.args[0].code() == KafkaError.INVALID_PARTITIONS
     assert "currently has 5 partition(s); 3 would not be an increase" in excinfo.value.args[0].str()
+
+
+def _topic_counter(cluster: ProcessCluster, broker_id: int, name: str, topic: str) -> float:
+    """One broker's kafka_server_brokertopicmetrics_<name>_total{topic=...} from its metrics endpoint."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    port = _metrics_port(cluster, broker_id)
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as response:
+        text = response.read().decode()
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if sample.name == f"kafka_server_brokertopicmetrics_{name}_total" and sample.labels == {
+                "topic": topic
+            }:
+                return float(sample.value)
+    return 0.0
+
+
+def _metrics_port(cluster: ProcessCluster, broker_id: int) -> int:
+    return int(cluster.per_broker_overrides[broker_id]["metrics.port"])
+
+
+def test_describe_cluster_shows_racks_and_a_consumer_reads_from_the_follower_in_its_rack(
+    cluster: ProcessCluster,
+) -> None:
+    """KIP-36 / KIP-392 through confluent-kafka: describe_cluster lists each broker's broker.rack; a
+    consumer with client.rack naming a follower's rack is sent there by the leader (preferred read
+    replica) and reads every record from it: the follower's bytes-out for the topic grows by the
+    records, the leader's does not."""
+    import confluent_kafka
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    bootstrap = cluster.bootstrap_servers
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    described = admin.describe_cluster().result(30)
+    assert sorted((n.id, n.rack) for n in described.nodes) == [(b, f"rack-{b}") for b in BROKERS]
+
+    topic = "racks"
+    admin.create_topics([NewTopic(topic, num_partitions=1, replication_factor=3)])[topic].result(30)
+    producer = confluent_kafka.Producer({"bootstrap.servers": bootstrap, "acks": "all"})
+    values = [f"rack-record-{i}".encode() for i in range(200)]
+    for value in values:
+        producer.produce(topic, value, partition=0)
+    assert producer.flush(30) == 0
+    (partition,) = _metadata(cluster.nodes[BROKERS[0]].address, [topic]).topics[0].partitions
+    leader = partition.leader_id
+    follower = next(b for b in partition.replica_nodes if b != leader)
+    assert set(partition.isr_nodes) == set(BROKERS)  # acks=all: every replica holds every record
+    before = {b: _topic_counter(cluster, b, "bytesout", topic) for b in (leader, follower)}
+
+    consumer = confluent_kafka.Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "g-racks",
+            "client.rack": f"rack-{follower}",
+            "enable.auto.commit": False,
+        }
+    )
+    try:
+        consumer.assign([confluent_kafka.TopicPartition(topic, 0, confluent_kafka.OFFSET_BEGINNING)])
+        got: list[bytes] = []
+        deadline = time.monotonic() + 30
+        while len(got) < len(values) and time.monotonic() < deadline:
+            message = consumer.poll(0.5)
+            if message is not None and message.error() is None:
+                got.append(bytes(message.value() or b""))
+    finally:
+        consumer.close()
+    assert got == values
+    follower_bytes = _topic_counter(cluster, follower, "bytesout", topic) - before[follower]
+    assert follower_bytes >= sum(len(v) for v in values)
+    assert _topic_counter(cluster, leader, "bytesout", topic) == before[leader]
 
 
 def test_client_quotas_are_altered_through_any_broker_and_every_broker_describes_them(

@@ -52,3 +52,17 @@ def test_generated_placement_spreads_replicas_and_leaders_evenly() -> None:
     assert all(len(set(replicas)) == 3 for replicas in placement)
     assert Counter(replicas[0] for replicas in placement) == dict.fromkeys(brokers, 2)
     assert Counter(b for replicas in placement for b in replicas) == dict.fromkeys(brokers, 6)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_generated_placement_with_racks_puts_each_partitions_replicas_in_different_racks(seed: int) -> None:
+    # Ids interleaved with racks: the rack-unaware order would put two replicas in one rack.
+    racks = {101: "a", 102: "a", 103: "b", 104: "b", 105: "c", 106: "c"}
+    placement = assign_replicas_to_brokers(list(racks), 12, 3, random.Random(seed), racks)
+    for replicas in placement:
+        assert len(set(replicas)) == 3 and {racks[b] for b in replicas} == {"a", "b", "c"}
+    assert Counter(replicas[0] for replicas in placement) == dict.fromkeys(racks, 2)
+    # More replicas than racks: each rack once, then any other broker, never one twice.
+    two_racks = {1: "a", 2: "a", 3: "b", 4: "b"}
+    for replicas in assign_replicas_to_brokers(list(two_racks), 8, 3, random.Random(seed), two_racks):
+        assert len(set(replicas)) == 3 and {two_racks[b] for b in replicas} == {"a", "b"}

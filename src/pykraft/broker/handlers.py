@@ -19,6 +19,7 @@ from kafka.protocol.producer import InitProducerIdResponse
 
 from pykraft.broker.producer_id_manager import ProducerIdManager
 from pykraft.broker.replica_manager import Partition, ReplicaManager
+from pykraft.broker.replica_selector import NO_PREFERRED_READ_REPLICA, preferred_read_replica
 from pykraft.broker.replication import UNDEFINED_EPOCH, UNDEFINED_OFFSET, LeaderEpochCache
 from pykraft.broker.topic_stats import BrokerTopicStats
 from pykraft.coordinator.offsets_records import OFFSETS_TOPIC, partition_for
@@ -128,6 +129,9 @@ class BrokerContext:
     fenced: bool = False
     # Messages and bytes in/out per topic (issue 18's metrics), counted per partition of a request.
     topic_stats: BrokerTopicStats = field(default_factory=BrokerTopicStats)
+    # replica.selector.class is set (KIP-392): the leader names a same-rack in-sync follower to a
+    # consumer that gave its client.rack.
+    replica_selector_enabled: bool = False
 
 
 def led_partition(ctx: BrokerContext, topic: str, partition_index: int) -> tuple[Partition | None, ErrorCode]:
@@ -428,14 +432,50 @@ class FetchOutcome:
     response: FetchResponseData
     bytes_read: int
     has_error: bool
+    # A partition names a preferred read replica: answered at once (Kafka's fetchMessages does not wait).
+    redirects: bool = False
 
 
-def handle_fetch(request: Any, ctx: BrokerContext) -> FetchOutcome:
-    """One pass over the requested partitions; the shell long-polls by calling again."""
+def readable_partition(
+    ctx: BrokerContext, topic: str, partition_index: int, current_leader_epoch: int
+) -> tuple[Partition | None, ErrorCode]:
+    """A partition a consumer may read here though another broker leads it (KIP-392: a Fetch v11+ may
+    go to any replica, Kafka's fetchOnlyFromLeader false): this broker holds a replica of it. The
+    consumer's leader epoch is checked as Kafka's Partition.checkCurrentLeaderEpoch does: older than
+    ours is FENCED_LEADER_EPOCH, newer is UNKNOWN_LEADER_EPOCH (-1 skips the check)."""
+    part, error = led_partition(ctx, topic, partition_index)
+    if error != ErrorCode.NOT_LEADER_OR_FOLLOWER or ctx.fenced:
+        return part, error
+    follower = ctx.replicas.get(topic, partition_index)
+    if follower is None or not follower.replicated or ctx.node_id not in follower.replication.replicas:
+        return None, ErrorCode.NOT_LEADER_OR_FOLLOWER
+    local_epoch = follower.replication.leader_epoch
+    if current_leader_epoch >= 0 and current_leader_epoch < local_epoch:
+        return None, ErrorCode.FENCED_LEADER_EPOCH
+    if current_leader_epoch > local_epoch:
+        return None, ErrorCode.UNKNOWN_LEADER_EPOCH
+    return follower, ErrorCode.NONE
+
+
+def _rack_of_brokers(ctx: BrokerContext) -> dict[int, str | None]:
+    return {b.node_id: b.rack for b in ctx.cluster.brokers}
+
+
+def handle_fetch(request: Any, version: int, ctx: BrokerContext, now_ms: int) -> FetchOutcome:
+    """One pass over the requested partitions; the shell long-polls by calling again.
+
+    KIP-392 (Kafka ReplicaManager.readFromLog): a consumer's Fetch v11+ may be served by a follower, up
+    to its high watermark; on the leader, with ``replica.selector.class`` set and the consumer's
+    ``rack_id`` naming the rack of an in-sync follower, the partition is answered with that
+    ``preferred_read_replica`` and no records (broker/replica_selector.py)."""
     remaining = request.max_bytes if request.max_bytes is not None else 52428800
     total = 0
     has_error = False
     topics: list[FetchTopicResponse] = []
+    from_any_replica = version >= 11
+    client_rack = request.rack_id if from_any_replica and ctx.replica_selector_enabled else None
+    redirects = False
+    racks = _rack_of_brokers(ctx) if client_rack else {}
     for topic in request.topics:
         partitions: list[FetchPartitionResponse] = []
         refused = not allowed(AclOperation.READ, ResourceType.TOPIC, topic.topic)
@@ -443,6 +483,8 @@ def handle_fetch(request: Any, ctx: BrokerContext) -> FetchOutcome:
             part, lookup_error = (
                 (None, ErrorCode.TOPIC_AUTHORIZATION_FAILED)
                 if refused
+                else readable_partition(ctx, topic.topic, fp.partition, fp.current_leader_epoch)
+                if from_any_replica
                 else led_partition(ctx, topic.topic, fp.partition)
             )
             if part is None:
@@ -458,6 +500,26 @@ def handle_fetch(request: Any, ctx: BrokerContext) -> FetchOutcome:
                     )
                 )
                 continue
+            if client_rack and part.replicated:
+                preferred = preferred_read_replica(
+                    part.replication, fp.fetch_offset, client_rack, racks, now_ms
+                )
+                if preferred != NO_PREFERRED_READ_REPLICA:
+                    # Kafka skips the read: the consumer fetches from the preferred replica next.
+                    log = part.log
+                    partitions.append(
+                        FetchPartitionResponse(
+                            partition_index=fp.partition,
+                            error_code=ErrorCode.NONE,
+                            high_watermark=log.high_watermark,
+                            last_stable_offset=ctx.replicas.last_stable_offset(part),
+                            log_start_offset=log.log_start_offset,
+                            records=[],
+                            preferred_read_replica=preferred,
+                        )
+                    )
+                    redirects = True
+                    continue
             limit = min(fp.partition_max_bytes, remaining)
             # The first partition always gets at least one batch so a big batch cannot stall a consumer
             # (KIP-74); later ones only within the response budget.
@@ -489,6 +551,7 @@ def handle_fetch(request: Any, ctx: BrokerContext) -> FetchOutcome:
         FetchResponseData(throttle_time_ms=0, error_code=ErrorCode.NONE, session_id=0, topics=topics),
         total,
         has_error,
+        redirects,
     )
 
 

@@ -9,8 +9,9 @@
 ``topics.json`` is ``{"version": 1, "topics": [{"topic": "t"}]}``; a plan is ``{"version": 1,
 "partitions": [{"topic": "t", "partition": 0, "replicas": [1, 2], "log_dirs": ["any", "any"]}]}``.
 ``--generate`` prints the current assignment and a proposed one placing every partition of those topics
-over the brokers listed, as Kafka's rack-unaware AdminUtils.assignReplicasToBrokers does, with the
-partitions' current replication factor. ``--execute`` prints the current assignment (to roll back
+over the brokers listed, as Kafka's AdminUtils.assignReplicasToBrokers does (rack-aware when the
+brokers have a ``broker.rack``, unless ``--disable-rack-aware``), with the partitions' current
+replication factor. ``--execute`` prints the current assignment (to roll back
 with) and sends AlterPartitionReassignments; it refuses while other reassignments are in progress
 unless ``--additional``. ``--verify`` says for each partition whether its move completed.
 ``--cancel`` cancels the plan's partitions' reassignments, which restores their original replicas.
@@ -21,7 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import random
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from kafka.protocol.admin import (
@@ -40,6 +41,7 @@ from pykraft.cli.common import (
     metadata,
     run_tool,
 )
+from pykraft.controller.replica_placer import rack_alternated
 from pykraft.io.kafka_connection import BrokerConnection
 
 ALTER_VERSION = 0
@@ -115,13 +117,22 @@ def assignment_json(assignment: Assignment) -> str:
 
 
 def assign_replicas_to_brokers(
-    brokers: Sequence[int], partitions: int, replication_factor: int, rng: random.Random
+    brokers: Sequence[int],
+    partitions: int,
+    replication_factor: int,
+    rng: random.Random,
+    racks: Mapping[int, str] | None = None,
 ) -> list[list[int]]:
-    """Kafka's rack-unaware AdminUtils.assignReplicasToBrokers: the first replicas round-robin from a
-    random start, the others shifted so that no two partitions repeat the same followers pattern."""
+    """Kafka's AdminUtils.assignReplicasToBrokers: the first replicas round-robin from a random start,
+    the others shifted so that no two partitions repeat the same followers pattern. With ``racks``
+    (every broker's rack) it is assignReplicasToBrokersRackAware: the brokers in rack-alternated order,
+    and a follower is skipped while its rack (or itself) already holds a replica and some rack (broker)
+    holds none."""
     n = len(brokers)
     if replication_factor > n:
         raise ToolError(f"Replication factor: {replication_factor} larger than available brokers: {n}.")
+    arranged = rack_alternated(brokers, racks) if racks else list(brokers)
+    rack_count = len(set(racks.values())) if racks else 1
     start_index = rng.randrange(n)
     next_replica_shift = rng.randrange(n)
     result = []
@@ -129,12 +140,43 @@ def assign_replicas_to_brokers(
         if partition > 0 and partition % n == 0:
             next_replica_shift += 1
         first = (partition + start_index) % n
-        replicas = [brokers[first]]
-        for j in range(replication_factor - 1):
-            shift = 1 + (next_replica_shift + j) % (n - 1)
-            replicas.append(brokers[(first + shift) % n])
+        replicas = [arranged[first]]
+        if not racks:
+            for j in range(replication_factor - 1):
+                shift = 1 + (next_replica_shift + j) % (n - 1)
+                replicas.append(arranged[(first + shift) % n])
+            result.append(replicas)
+            continue
+        racks_used = {racks[arranged[first]]}
+        k = 0
+        while len(replicas) < replication_factor:
+            broker = arranged[(first + 1 + (next_replica_shift * rack_count + k) % (n - 1)) % n]
+            k += 1
+            if (racks[broker] not in racks_used or len(racks_used) == rack_count) and (
+                broker not in replicas or len(replicas) == n
+            ):
+                replicas.append(broker)
+                racks_used.add(racks[broker])
         result.append(replicas)
     return result
+
+
+def broker_racks(conn: BrokerConnection, brokers: Sequence[int], rack_aware: bool) -> dict[int, str] | None:
+    """The listed brokers' racks for a rack-aware --generate (Kafka's getBrokerMetadata): None when rack
+    awareness is off or no broker has a rack; some brokers without one is an error, as in Kafka."""
+    if not rack_aware:
+        return None
+    known = {b.node_id: b.rack for b in metadata(conn, []).brokers}
+    racks = {b: known.get(b) for b in brokers}
+    with_rack = {b: rack for b, rack in racks.items() if rack}
+    if not with_rack:
+        return None
+    if len(with_rack) != len(racks):
+        raise ToolError(
+            "Not all brokers have rack information. Add --disable-rack-aware in command line to make "
+            "replica assignment without rack information."
+        )
+    return with_rack
 
 
 def current_assignment(conn: BrokerConnection, topics: list[str]) -> Assignment:
@@ -213,13 +255,16 @@ def _generate(args: argparse.Namespace) -> int:
         raise UsageError(f"--broker-list {args.broker_list!r}: each broker once")
     with _connect(args) as conn:
         current = current_assignment(conn, topics)
+        racks = broker_racks(conn, brokers, not args.disable_rack_aware)
     rng = random.Random()
     proposed: Assignment = {}
     for topic in dict.fromkeys(topics):
         indexes = sorted(p for t, p in current if t == topic)
         replication_factor = len(current[(topic, indexes[0])])
         for index, replicas in zip(
-            indexes, assign_replicas_to_brokers(brokers, len(indexes), replication_factor, rng), strict=True
+            indexes,
+            assign_replicas_to_brokers(brokers, len(indexes), replication_factor, rng, racks),
+            strict=True,
         ):
             proposed[(topic, index)] = replicas
     print("Current partition replica assignment")
@@ -318,5 +363,8 @@ def add_subcommands(subparsers: Any) -> None:
     parser.add_argument("--reassignment-json-file", metavar="FILE")
     parser.add_argument(
         "--additional", action="store_true", help="with --execute: while other reassignments are in progress"
+    )
+    parser.add_argument(
+        "--disable-rack-aware", action="store_true", help="with --generate: ignore the brokers' racks"
     )
     parser.set_defaults(func=run_tool("reassign-partitions", _run))

@@ -46,6 +46,7 @@ from pykraft.controller.partition_change import (
     build_partition_change,
     is_reassigning,
 )
+from pykraft.controller.replica_placer import place_replicas
 from pykraft.controller.result import ControllerResult
 from pykraft.core.errors import ErrorCode
 from pykraft.core.topic_configs import check_topic_configs
@@ -436,14 +437,13 @@ class ReplicationControlManager:
                 "and unfenced.",
             )
         # Round-robin from a random start spreads leaders; the rng keeps it replayable in simulation.
+        # Brokers with a broker.rack spread each partition over racks (KIP-36, controller/replica_placer).
         start = self._rng.randrange(len(usable))
-        partitions: dict[int, PartitionRegistration] = {}
-        for partition_id in range(first_partition_id, first_partition_id + count):
-            replicas = tuple(
-                usable[(start + partition_id + i) % len(usable)] for i in range(replication_factor)
-            )
-            partitions[partition_id] = self._new_partition(replicas)
-        return partitions
+        racks = {b: reg.rack for b in usable if (reg := self._cluster_control.registration(b)) is not None}
+        placed = place_replicas(
+            usable, racks, start, range(first_partition_id, first_partition_id + count), replication_factor
+        )
+        return {partition_id: self._new_partition(replicas) for partition_id, replicas in placed.items()}
 
     def _manual_partitions(self, topic: CreatableTopic) -> dict[int, PartitionRegistration]:
         if topic.replication_factor != -1:

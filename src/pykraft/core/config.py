@@ -228,6 +228,11 @@ class NodeConfig:
     auto_leader_rebalance_enable: bool = True
     leader_imbalance_check_interval_seconds: int = 300
     leader_imbalance_per_broker_percentage: int = 10
+    # Racks (KIP-36, KIP-392): broker.rack goes into the broker's registration (rack-aware placement,
+    # Metadata's rack); replica.selector.class set to RackAwareReplicaSelector lets a consumer that names
+    # its client.rack read from an in-sync replica of that rack (None: the leader only, Kafka's default).
+    broker_rack: str | None = None
+    replica_selector_class: str | None = None
     offsets_topic_replication_factor: int = 3
     # Transactions (issue 15), Kafka's names and defaults (TransactionStateManagerConfig, TransactionLogConfig).
     transaction_state_log_num_partitions: int = 50
@@ -480,6 +485,23 @@ def _endpoints(key: str, raw: str) -> tuple[Endpoint, ...]:
     return tuple(endpoints)
 
 
+# KIP-392: the one ReplicaSelector Kafka ships (org.apache.kafka.common.replica.RackAwareReplicaSelector).
+RACK_AWARE_REPLICA_SELECTOR: Final = "org.apache.kafka.common.replica.RackAwareReplicaSelector"
+
+
+def _replica_selector_class(props: dict[str, str]) -> str | None:
+    """replica.selector.class: unset (the leader serves every consumer) or Kafka's RackAwareReplicaSelector;
+    a class pykraft cannot run is named rather than ignored."""
+    value = props.get("replica.selector.class", "").strip()
+    if not value:
+        return None
+    if value != RACK_AWARE_REPLICA_SELECTOR:
+        raise ConfigError(
+            f"replica.selector.class: {value!r} is not supported (only {RACK_AWARE_REPLICA_SELECTOR})"
+        )
+    return value
+
+
 def _voters(raw: str) -> dict[int, tuple[str, int]]:
     voters: dict[int, tuple[str, int]] = {}
     for item in (part.strip() for part in raw.split(",")):
@@ -538,6 +560,8 @@ USED_PROPERTIES: Final[frozenset[str]] = frozenset(
         "auto.leader.rebalance.enable",
         "leader.imbalance.check.interval.seconds",
         "leader.imbalance.per.broker.percentage",
+        "broker.rack",
+        "replica.selector.class",
         "offsets.topic.replication.factor",
         "sasl.enabled.mechanisms",
         "connections.max.reauth.ms",
@@ -1100,6 +1124,8 @@ def load_config(text: str, overrides: dict[str, str] | None = None) -> NodeConfi
         leader_imbalance_per_broker_percentage=_int(
             props, "leader.imbalance.per.broker.percentage", 10, minimum=0
         ),
+        broker_rack=props.get("broker.rack") or None,
+        replica_selector_class=_replica_selector_class(props),
         offsets_topic_replication_factor=_int(props, "offsets.topic.replication.factor", 3, minimum=1),
         transaction_state_log_num_partitions=_int(
             props, "transaction.state.log.num.partitions", 50, minimum=1

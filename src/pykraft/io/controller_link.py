@@ -194,7 +194,7 @@ class ControllerLink:
                 )
                 for f in supported_broker_features()
             ],
-            rack=None,
+            rack=self.config.broker_rack,
         )
         response = await self.channel.call(request.controller_id, body, BROKER_REGISTRATION_VERSION)
         assert isinstance(response, BrokerRegistrationResponse)

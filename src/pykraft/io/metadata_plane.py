@@ -934,7 +934,7 @@ class MetadataPlane:
         """The combined node's broker registers with its own controller: every client listener, as
         advertised (issue 27)."""
         result = self.controller.register_broker(
-            self.config.node_id, self._incarnation_id, endpoints, None, now_ms()
+            self.config.node_id, self._incarnation_id, endpoints, self.config.broker_rack, now_ms()
         )
         reply = await self._write(result)
         if reply.error_code != ErrorCode.NONE:

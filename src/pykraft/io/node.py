@@ -347,6 +347,7 @@ class Node:
             offsets_topic_num_partitions=config.offsets_topic_num_partitions,
             transaction_state_num_partitions=config.transaction_state_log_num_partitions,
             min_insync_replicas=self._min_insync_replicas,
+            replica_selector_enabled=config.replica_selector_class is not None,
         )
         self.fetchers = ReplicaFetchers(
             config,
@@ -1633,9 +1634,14 @@ class Node:
                         if fetched is not None and fetched.replicated:
                             self._maybe_change_isr(fetched)
             else:
-                outcome = handlers.handle_fetch(request, ctx)
+                outcome = handlers.handle_fetch(request, header.api_version, ctx, now_ms())
             remaining_s = deadline - time.monotonic()
-            if outcome.bytes_read >= request.min_bytes or outcome.has_error or remaining_s <= 0:
+            if (
+                outcome.bytes_read >= request.min_bytes
+                or outcome.has_error
+                or outcome.redirects
+                or remaining_s <= 0
+            ):
                 break
             await self._wait_for_data(remaining_s)
         parts = encode_fetch_response(header.correlation_id, header.api_version, outcome.response)
