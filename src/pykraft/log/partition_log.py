@@ -752,10 +752,10 @@ class PartitionLog:
             self._recovery_point = offset
 
     def close(self) -> None:
-        """Flush and let go of the store. An active segment written to since it was opened gets its
-        largest timestamp in the time index first (LogSegment.close)."""
+        """Flush and let go of the store. The active segment gets its largest timestamp in the time
+        index first (LogSegment.close), unless it is empty or was never used since a clean open."""
         active = self._segments[-1]
-        if active.base_offset in self._unflushed and active.base_offset not in self._created_empty:
+        if active.loader is None and active.size_bytes > 0:
             active.seal_time_index()
             self._write_indexes(active, create_files=True)
         self.flush()
