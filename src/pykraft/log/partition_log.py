@@ -857,13 +857,14 @@ class PartitionLog:
             indexed = segment.time_index.offset_at_or_before(timestamp_ms)
             from_offset = max(segment.base_offset if indexed is None else indexed, self._log_start_offset)
             start = segment.offset_index.position_at_or_before(from_offset)
+            # The answer is usually within an index interval or two of ``start``: read as a fetch does.
             for position, header in _scan_headers(
                 self._store,
                 segment.base_offset,
                 start,
                 segment.size_bytes,
                 check_crc=False,
-                window_bytes=SCAN_WINDOW_BYTES,
+                window_bytes=self._lookup_window_bytes,
             ):
                 if header.max_timestamp < timestamp_ms or header.next_offset <= self._log_start_offset:
                     continue
