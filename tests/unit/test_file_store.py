@@ -91,8 +91,8 @@ def test_kafka_file_names_and_index_layout(tmp_path: Path) -> None:
     assert logs[0] == "00000000000000000000.log"
     assert all(len(n) == len("00000000000000000000.log") for n in logs)
     assert [segment_file_name(s.base_offset, ".log") for s in log.segments] == logs
-    assert {n for n in names if n.endswith(".index")} == {n.replace(".log", ".index") for n in logs}
-    assert set(names) - set(logs) - {n.replace(".log", ".index") for n in logs} == {"recovery-point"}
+    indexes = {n.replace(".log", suffix) for n in logs for suffix in (".index", ".timeindex")}
+    assert set(names) - set(logs) == indexes | {"recovery-point"}
     for segment in log.segments:
         log_bytes = (directory / segment_file_name(segment.base_offset, ".log")).read_bytes()
         assert len(log_bytes) == segment.size_bytes
@@ -100,6 +100,15 @@ def test_kafka_file_names_and_index_layout(tmp_path: Path) -> None:
         assert len(index) == 8 * segment.index_entries
         for relative_offset, position in struct.iter_unpack(">ii", index):
             assert read_batch_header(log_bytes, position).last_offset == segment.base_offset + relative_offset
+        # The time index: (largest timestamp so far, relative last offset of the batch that has it),
+        # ascending, the segment's largest timestamp last (Kafka's TimeIndex; kafka-dump-log checks this).
+        time_index = (directory / segment_file_name(segment.base_offset, ".timeindex")).read_bytes()
+        entries = list(struct.iter_unpack(">qi", time_index))
+        assert entries and len(time_index) == 12 * len(entries)
+        max_timestamps = {h.last_offset: h.max_timestamp for _, h in scan_batches(log_bytes, check_crc=False)}
+        for timestamp, relative_offset in entries:
+            assert max_timestamps[segment.base_offset + relative_offset] == timestamp
+        assert entries == sorted(set(entries)) and entries[-1][0] == segment.max_timestamp
 
 
 def test_round_trip_and_reopen(tmp_path: Path) -> None:

@@ -1,6 +1,6 @@
 """``FileSegmentStore``: a partition directory of Kafka segment files (the shell side of the log).
 
-``<dir>/<20-digit base offset>.log`` and ``.index``, plus small checkpoint files. Appends go straight
+``<dir>/<20-digit base offset>.log``, ``.index`` and ``.timeindex``, plus small checkpoint files. Appends go straight
 to the OS with ``os.write`` on an ``O_APPEND`` descriptor (no Python buffering, so a ``kill -9``
 loses nothing appended); reads are ``os.pread``; ``flush`` is ``os.fsync`` (and a directory fsync the
 first time, so a new segment's name survives a crash too).
@@ -15,6 +15,7 @@ from pykraft.log.store import (
     CLEANED,
     CLEANED_SUFFIX,
     INDEX_SUFFIX,
+    INDEX_SUFFIXES,
     LOG_SUFFIX,
     SEGMENT_NAME_DIGITS,
     SWAP,
@@ -63,8 +64,9 @@ class FileSegmentStore:
         self._owner = id(self)
         # Segments created since the last directory fsync: their names are not durable yet.
         self._dir_unsynced = False
-        # Indexes written since their last fsync: flush syncs only these.
-        self._index_unsynced: set[int] = set()
+        # Indexes (base offset, suffix) written since their last fsync: flush syncs only these. Index files
+        # are never kept open: each write or read opens and closes its own descriptor.
+        self._index_unsynced: set[tuple[int, str]] = set()
         self._names: set[str] | None = None
         self._remove_stray_temp_files()
 
@@ -146,17 +148,24 @@ class FileSegmentStore:
     def delete_segment(self, base_offset: int) -> None:
         self._names = None
         self._descriptors.close(self._owner, base_offset)
-        self._index_unsynced.discard(base_offset)
-        for suffix in (LOG_SUFFIX, INDEX_SUFFIX):
+        self._forget_unsynced_indexes(base_offset)
+        for suffix in (LOG_SUFFIX, *INDEX_SUFFIXES):
             try:
                 os.unlink(self._path(base_offset, suffix))
             except FileNotFoundError:
                 pass
         self._fsync_dir()
 
-    def write_index(self, base_offset: int, position: int, data: BytesLike) -> None:
+    def _forget_unsynced_indexes(self, base_offset: int) -> None:
+        for suffix in INDEX_SUFFIXES:
+            self._index_unsynced.discard((base_offset, suffix))
+
+    def write_index(
+        self, base_offset: int, position: int, data: BytesLike, *, suffix: str = INDEX_SUFFIX
+    ) -> None:
+        assert suffix in INDEX_SUFFIXES, suffix
         self._names = None
-        fd = self._open(self._path(base_offset, INDEX_SUFFIX), os.O_WRONLY | os.O_CREAT)
+        fd = self._open(self._path(base_offset, suffix), os.O_WRONLY | os.O_CREAT)
         try:
             assert position <= os.fstat(fd).st_size, position
             view = memoryview(data).cast("B")
@@ -166,11 +175,11 @@ class FileSegmentStore:
             os.ftruncate(fd, position)
         finally:
             os.close(fd)
-        self._index_unsynced.add(base_offset)
+        self._index_unsynced.add((base_offset, suffix))
 
-    def read_index(self, base_offset: int) -> bytes | None:
+    def read_index(self, base_offset: int, *, suffix: str = INDEX_SUFFIX) -> bytes | None:
         try:
-            fd = self._open(self._path(base_offset, INDEX_SUFFIX), os.O_RDONLY)
+            fd = self._open(self._path(base_offset, suffix), os.O_RDONLY)
         except FileNotFoundError:
             return None
         try:
@@ -180,13 +189,10 @@ class FileSegmentStore:
 
     def flush(self, base_offset: int) -> None:
         os.fsync(self._fd(base_offset))
-        if base_offset in self._index_unsynced:
-            fd = self._open(self._path(base_offset, INDEX_SUFFIX), os.O_RDONLY)
-            try:
-                os.fsync(fd)
-            finally:
-                os.close(fd)
-            self._index_unsynced.discard(base_offset)
+        for suffix in INDEX_SUFFIXES:
+            if (base_offset, suffix) in self._index_unsynced:
+                self._fsync_file(self._path(base_offset, suffix))
+                self._index_unsynced.discard((base_offset, suffix))
         if self._dir_unsynced:
             self._fsync_dir()
 
@@ -238,7 +244,7 @@ class FileSegmentStore:
 
     def create_cleaned(self, base_offset: int) -> None:
         self._names = None
-        for suffix in (LOG_SUFFIX, INDEX_SUFFIX):
+        for suffix in (LOG_SUFFIX, *INDEX_SUFFIXES):
             path = self._path(base_offset, suffix + CLEANED_SUFFIX)
             os.close(self._open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC))
 
@@ -249,8 +255,9 @@ class FileSegmentStore:
         finally:
             os.close(fd)
 
-    def write_cleaned_index(self, base_offset: int, data: BytesLike) -> None:
-        fd = self._open(self._path(base_offset, INDEX_SUFFIX + CLEANED_SUFFIX), os.O_WRONLY | os.O_TRUNC)
+    def write_cleaned_index(self, base_offset: int, data: BytesLike, *, suffix: str = INDEX_SUFFIX) -> None:
+        assert suffix in INDEX_SUFFIXES, suffix
+        fd = self._open(self._path(base_offset, suffix + CLEANED_SUFFIX), os.O_WRONLY | os.O_TRUNC)
         try:
             _write_all(fd, data)
         finally:
@@ -258,8 +265,8 @@ class FileSegmentStore:
 
     def seal_cleaned(self, base_offset: int) -> None:
         self._names = None
-        # The index first, the log last: a ``.log.swap`` is what says the cleaned segment is whole.
-        for suffix in (INDEX_SUFFIX, LOG_SUFFIX):
+        # The indexes first, the log last: a ``.log.swap`` is what says the cleaned segment is whole.
+        for suffix in (*INDEX_SUFFIXES, LOG_SUFFIX):
             cleaned = self._path(base_offset, suffix + CLEANED_SUFFIX)
             self._fsync_file(cleaned)
             os.replace(cleaned, self._path(base_offset, suffix + SWAP_SUFFIX))
@@ -268,16 +275,17 @@ class FileSegmentStore:
     def install_swap(self, base_offset: int) -> None:
         self._names = None
         self._descriptors.close(self._owner, base_offset)
-        self._index_unsynced.discard(base_offset)
-        index_swap = self._path(base_offset, INDEX_SUFFIX + SWAP_SUFFIX)
-        if os.path.exists(index_swap):  # gone when a crash came between the two renames
-            os.replace(index_swap, self._path(base_offset, INDEX_SUFFIX))
+        self._forget_unsynced_indexes(base_offset)
+        for suffix in INDEX_SUFFIXES:
+            index_swap = self._path(base_offset, suffix + SWAP_SUFFIX)
+            if os.path.exists(index_swap):  # gone when a crash came between the renames
+                os.replace(index_swap, self._path(base_offset, suffix))
         os.replace(self._path(base_offset, LOG_SUFFIX + SWAP_SUFFIX), self._path(base_offset, LOG_SUFFIX))
         self._fsync_dir()
 
     def discard_cleaning(self, base_offset: int) -> None:
         self._names = None
-        for suffix in (LOG_SUFFIX, INDEX_SUFFIX):
+        for suffix in (LOG_SUFFIX, *INDEX_SUFFIXES):
             for state_suffix in (CLEANED_SUFFIX, SWAP_SUFFIX):
                 try:
                     os.unlink(self._path(base_offset, suffix + state_suffix))

@@ -8,8 +8,11 @@ Kafka's on-disk layout (UnifiedLog/LocalLog/LogSegment), batch headers only on t
 - The sparse offset index has one 8-byte entry (int32 offset relative to the segment base, int32
   file position) after every ``index_interval_bytes`` appended; the entry's offset is the LAST offset
   of the batch at that position, as Kafka writes it (kafka-dump-log checks this). A lookup finds the
-  last entry with offset <= target and scans headers forward. The index also keeps, in memory only,
-  the largest timestamp before each entry, which makes it a time index too.
+  last entry with offset <= target and scans headers forward. At the same moment the time index gets
+  a 12-byte entry (int64 largest timestamp so far, int32 relative offset of the batch that has it)
+  when that timestamp grew, and one more when the segment stops being active (a roll, a clean close,
+  recovery): Kafka's LogSegment.append / onBecomeInactiveSegment / recover. Both indexes are kept
+  whole in memory (``pykraft.log.segment_index``) and written to their files at a roll or a flush.
 - Offsets increase. A leader assigns them contiguously; a follower keeps the leader's, which have
   gaps once the leader's cleaner ran (log compaction keeps a batch's offsets, not its dropped
   records). Each segment starts where its predecessor ended, except below the recovery point: a
@@ -23,7 +26,7 @@ Kafka's on-disk layout (UnifiedLog/LocalLog/LogSegment), batch headers only on t
 - Recovery (``open``) reads headers, jumping batch to batch. Segments below the persisted recovery
   point were flushed whole and are only checked for structure; segments at or above it are also
   CRC-checked. The first torn or corrupt batch ends the log: its segment is truncated there and later
-  segments are deleted (Kafka's LogLoader does the same). Indexes are rebuilt from the headers and
+  segments are deleted (Kafka's LogLoader does the same). Both indexes are rebuilt from the headers and
   rewritten when they differ from what is stored.
 - The log start offset (moved by DeleteRecords and retention) and the recovery point are small
   checkpoints, written atomically.
@@ -34,8 +37,6 @@ Expected failures (a fetch outside the log, DeleteRecords past the high watermar
 
 from __future__ import annotations
 
-import struct
-from array import array
 from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -44,6 +45,7 @@ from typing import NamedTuple
 from crc32c import crc32c
 
 from pykraft.core.errors import ErrorCode, KafkaError
+from pykraft.log.segment_index import OffsetIndex, SparseIndex, TimeIndex
 from pykraft.log.store import SWAP, BytesLike, SegmentStore
 from pykraft.protocol import compression
 from pykraft.protocol.records import (
@@ -69,7 +71,7 @@ RECOVERY_POINT_CHECKPOINT = "recovery-point"
 CLEANER_OFFSET_CHECKPOINT = "cleaner-offset-checkpoint"
 # A swap in progress: the cleaned segment's base and the bases of the segments it replaces.
 CLEANER_SWAP_CHECKPOINT = "cleaner-swap"
-INDEX_ENTRY_BYTES = 8
+INDEX_ENTRY_BYTES = OffsetIndex.ENTRY_BYTES
 _CHECKPOINT_VERSION = 0
 # Recovery reads headers through a window, so small batches cost one store read per window rather
 # than one per batch; batches larger than the window are skipped by reading the next header only.
@@ -157,13 +159,11 @@ class SegmentInfo(NamedTuple):
 _LAZY_FIELDS = frozenset(
     {
         "bytes_since_index_entry",
-        "index_entries_written",
-        "index_offsets",
-        "index_positions",
-        "index_prefix_max_timestamps",
         "max_timestamp",
+        "offset_index",
         "offset_of_max_timestamp",
         "rolling_timestamp",
+        "time_index",
     }
 )
 
@@ -176,16 +176,14 @@ class _Segment:
     __slots__ = (
         "base_offset",
         "bytes_since_index_entry",
-        "index_entries_written",
-        "index_offsets",
-        "index_positions",
-        "index_prefix_max_timestamps",
         "loader",
         "max_timestamp",
         "next_offset",
+        "offset_index",
         "offset_of_max_timestamp",
         "rolling_timestamp",
         "size_bytes",
+        "time_index",
     )
 
     def __init__(self, base_offset: int) -> None:
@@ -197,12 +195,8 @@ class _Segment:
         self.offset_of_max_timestamp = NO_OFFSET
         # The first batch's max timestamp: segment.ms counts from it (LogSegment.rollingBasedTimestamp).
         self.rolling_timestamp = NO_TIMESTAMP
-        # Parallel arrays (8 bytes an entry, not a Python int object each): the indexed batch's last
-        # offset (absolute), its position, and the largest timestamp of the batches before it.
-        self.index_offsets = array("q")
-        self.index_positions = array("q")
-        self.index_prefix_max_timestamps = array("q")
-        self.index_entries_written = 0
+        self.offset_index = OffsetIndex()
+        self.time_index = TimeIndex()
         self.bytes_since_index_entry = 0
 
     @classmethod
@@ -231,33 +225,30 @@ class _Segment:
             setattr(self, name, getattr(rebuilt, name))
         self.next_offset = rebuilt.next_offset
 
+    @property
+    def indexes(self) -> tuple[SparseIndex, SparseIndex]:
+        return self.offset_index, self.time_index
+
     def track(self, last_offset: int, size_bytes: int, max_timestamp: int, interval_bytes: int) -> None:
-        """Account for one batch appended at the end (LogSegment.append's index rule)."""
+        """Account for one batch appended at the end (LogSegment.append's index rule: the largest
+        timestamp moves first, then both indexes get their entry)."""
         if self.size_bytes == 0:
             self.rolling_timestamp = max_timestamp
-        if self.bytes_since_index_entry > interval_bytes:
-            self.index_offsets.append(last_offset)
-            self.index_positions.append(self.size_bytes)
-            self.index_prefix_max_timestamps.append(self.max_timestamp)
-            self.bytes_since_index_entry = 0
-        self.bytes_since_index_entry += size_bytes
         if max_timestamp > self.max_timestamp:
             self.max_timestamp = max_timestamp
             self.offset_of_max_timestamp = last_offset
+        if self.bytes_since_index_entry > interval_bytes:
+            self.offset_index.append(last_offset, self.size_bytes)
+            self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
+            self.bytes_since_index_entry = 0
+        self.bytes_since_index_entry += size_bytes
         self.size_bytes += size_bytes
         self.next_offset = last_offset + 1
 
-    def index_position_at_or_before(self, offset: int) -> int:
-        entry = bisect_right(self.index_offsets, offset) - 1
-        return self.index_positions[entry] if entry >= 0 else 0
-
-    def index_bytes(self, first_entry: int) -> bytes:
-        """Kafka's .index layout for entries ``first_entry..``: big-endian int32 pairs."""
-        count = len(self.index_offsets) - first_entry
-        flat = [0] * (2 * count)
-        flat[0::2] = [offset - self.base_offset for offset in self.index_offsets[first_entry:]]
-        flat[1::2] = self.index_positions[first_entry:]
-        return struct.pack(f">{2 * count}i", *flat)
+    def seal_time_index(self) -> None:
+        """The segment stops being active (rolled, closed, recovered): its largest timestamp gets a time
+        index entry (LogSegment.onBecomeInactiveSegment / close / recover)."""
+        self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
 
     def info(self) -> SegmentInfo:
         return SegmentInfo(
@@ -266,7 +257,7 @@ class _Segment:
             self.next_offset,
             self.max_timestamp,
             self.offset_of_max_timestamp,
-            len(self.index_offsets),
+            len(self.offset_index),
         )
 
 
@@ -441,7 +432,7 @@ class PartitionLog:
         self._high_watermark = self.log_end_offset if self._high_watermark_tracks_log_end else log_start
         if not self._opened_clean:  # after a clean shutdown every index was written and flushed
             for segment in self._segments:
-                self._sync_index(segment)
+                self._sync_indexes(segment)
 
     def _open_segments_unloaded(self, base_offsets: list[int], log_end_offset: int) -> None:
         """Segments as a clean shutdown left them: sizes from the store, each ending where the next
@@ -454,8 +445,17 @@ class PartitionLog:
     def _load_segment(self, segment: _Segment) -> None:
         rebuilt = _Segment(segment.base_offset)
         self._rebuild_segment(rebuilt, segment.size_bytes, check_crc=False)
-        # Its index was flushed at the clean shutdown: every entry is on disk already.
-        rebuilt.index_entries_written = len(rebuilt.index_offsets)
+        rebuilt.seal_time_index()
+        # Its indexes were flushed at the clean shutdown: every offset index entry is on disk already.
+        # A time index differs from the rebuilt one only when the segment was active across an earlier
+        # clean close (which added an entry); the next roll or flush writes it whole.
+        rebuilt.offset_index.entries_written = len(rebuilt.offset_index)
+        time_index = rebuilt.time_index
+        stored = self._store.read_index(segment.base_offset, suffix=time_index.SUFFIX)
+        if stored == time_index.encode(segment.base_offset, 0):
+            time_index.entries_written = len(time_index)
+        else:
+            self._unflushed.add(segment.base_offset)
         segment.load_from(rebuilt)
 
     def _recover_cleaning(self) -> None:
@@ -528,13 +528,16 @@ class PartitionLog:
             segment.track(last_offset, header.size_in_bytes, header.max_timestamp, interval_bytes)
             expected_offset = last_offset + 1
 
-    def _sync_index(self, segment: _Segment) -> None:
-        """Rewrite a stored index that differs from the one rebuilt from headers."""
-        rebuilt = segment.index_bytes(0)
-        if self._store.read_index(segment.base_offset) != rebuilt:
-            self._store.write_index(segment.base_offset, 0, rebuilt)
-            self._unflushed.add(segment.base_offset)
-        segment.index_entries_written = len(segment.index_offsets)
+    def _sync_indexes(self, segment: _Segment) -> None:
+        """A recovered segment's largest timestamp gets its time index entry (LogSegment.recover); then
+        each stored index that differs from the one rebuilt from headers is rewritten."""
+        segment.seal_time_index()
+        for index in segment.indexes:
+            rebuilt = index.encode(segment.base_offset, 0)
+            if self._store.read_index(segment.base_offset, suffix=index.SUFFIX) != rebuilt:
+                self._store.write_index(segment.base_offset, 0, rebuilt, suffix=index.SUFFIX)
+                self._unflushed.add(segment.base_offset)
+            index.entries_written = len(index)
 
     def _delete_files(self, base_offsets: list[int]) -> None:
         for base_offset in base_offsets:
@@ -688,7 +691,9 @@ class PartitionLog:
         if active.size_bytes > 0 and (
             active.size_bytes + append_bytes > config.segment_bytes
             or active.next_offset + offset_count - 1 - active.base_offset > INT32_MAX
-            or (len(active.index_offsets) + batch_count) * INDEX_ENTRY_BYTES > config.segment_index_bytes
+            or (len(active.offset_index) + batch_count) * INDEX_ENTRY_BYTES > config.segment_index_bytes
+            # The time index keeps its last slot for the entry a roll adds (TimeIndex.isFull).
+            or (len(active.time_index) + batch_count + 1) * TimeIndex.ENTRY_BYTES > config.segment_index_bytes
             # segment.ms, as Kafka measures it with timestamps: from the segment's first batch to the
             # batch being appended (LogSegment.shouldRoll / timeWaitedForRoll).
             or (
@@ -701,11 +706,13 @@ class PartitionLog:
 
     def roll(self) -> int:
         """Start a new segment at the log end (no-op while the active segment is empty); returns the
-        active segment's base offset. The rolled segment's index is written; ``flush`` syncs it."""
+        active segment's base offset. The rolled segment's indexes are written, its largest timestamp
+        in the time index (LogSegment.onBecomeInactiveSegment); ``flush`` syncs them."""
         active = self._segments[-1]
         if active.size_bytes == 0:
             return active.base_offset
-        self._write_index(active)
+        active.seal_time_index()
+        self._write_indexes(active, create_files=True)
         self._create_segment(active.next_offset)
         return active.next_offset
 
@@ -715,21 +722,26 @@ class PartitionLog:
         self._unflushed.add(base_offset)
         self._created_empty.add(base_offset)
 
-    def _write_index(self, segment: _Segment) -> None:
-        written = segment.index_entries_written
-        if written == len(segment.index_offsets):
-            return
-        data = segment.index_bytes(written)
-        self._store.write_index(segment.base_offset, written * INDEX_ENTRY_BYTES, data)
-        segment.index_entries_written = len(segment.index_offsets)
-        self._unflushed.add(segment.base_offset)
+    def _write_indexes(self, segment: _Segment, *, create_files: bool = False) -> None:
+        """Write the entries the index files lack; with ``create_files`` an index without entries too (an
+        inactive segment has both files, as Kafka's)."""
+        for index in segment.indexes:
+            written = index.entries_written
+            if written == len(index) and not (create_files and written == 0):
+                continue
+            data = index.encode(segment.base_offset, written)
+            self._store.write_index(
+                segment.base_offset, written * index.ENTRY_BYTES, data, suffix=index.SUFFIX
+            )
+            index.entries_written = len(index)
+            self._unflushed.add(segment.base_offset)
 
     def flush(self) -> None:
         """Make every appended byte and index entry durable, then move the recovery point to the
         active segment so the next open CRC-checks only what may be torn."""
         for segment in self._segments:
             if segment.base_offset in self._unflushed and segment.base_offset not in self._created_empty:
-                self._write_index(segment)
+                self._write_indexes(segment)
                 self._store.flush(segment.base_offset)
         self._unflushed.clear()
         self._set_recovery_point(self._segments[-1].base_offset)
@@ -740,6 +752,12 @@ class PartitionLog:
             self._recovery_point = offset
 
     def close(self) -> None:
+        """Flush and let go of the store. The active segment gets its largest timestamp in the time
+        index first (LogSegment.close), unless it is empty or was never used since a clean open."""
+        active = self._segments[-1]
+        if active.loader is None and active.size_bytes > 0:
+            active.seal_time_index()
+            self._write_indexes(active, create_files=True)
         self.flush()
         self._store.close()
 
@@ -795,7 +813,7 @@ class PartitionLog:
 
     def _find_batch(self, segment: _Segment, offset: int) -> tuple[int, BatchHeader] | None:
         """Position and header of the segment's first batch with last offset >= ``offset``."""
-        start = segment.index_position_at_or_before(offset)
+        start = segment.offset_index.position_at_or_before(offset)
         for position, header in _scan_headers(
             self._store,
             segment.base_offset,
@@ -814,7 +832,7 @@ class PartitionLog:
         offset = self._log_start_offset if start_offset is None else start_offset
         segments = self._segments[self._segment_index(offset) :]
         for i, segment in enumerate(segments):
-            start = segment.index_position_at_or_before(offset) if i == 0 else 0
+            start = segment.offset_index.position_at_or_before(offset) if i == 0 else 0
             for _, header in _scan_headers(
                 self._store,
                 segment.base_offset,
@@ -834,16 +852,19 @@ class PartitionLog:
         for segment in self._segments:
             if segment.max_timestamp < timestamp_ms or segment.next_offset <= self._log_start_offset:
                 continue
-            # Every batch before the last index entry whose prefix maximum is < ts can be skipped.
-            entry = bisect_left(segment.index_prefix_max_timestamps, timestamp_ms) - 1
-            start = segment.index_positions[entry] if entry >= 0 else 0
+            # LogSegment.findOffsetByTimestamp: every batch before the one the time index names has only
+            # smaller timestamps; the offset index gives a position at or before it (or the log start).
+            indexed = segment.time_index.offset_at_or_before(timestamp_ms)
+            from_offset = max(segment.base_offset if indexed is None else indexed, self._log_start_offset)
+            start = segment.offset_index.position_at_or_before(from_offset)
+            # The answer is usually within an index interval or two of ``start``: read as a fetch does.
             for position, header in _scan_headers(
                 self._store,
                 segment.base_offset,
                 start,
                 segment.size_bytes,
                 check_crc=False,
-                window_bytes=SCAN_WINDOW_BYTES,
+                window_bytes=self._lookup_window_bytes,
             ):
                 if header.max_timestamp < timestamp_ms or header.next_offset <= self._log_start_offset:
                     continue
@@ -978,12 +999,18 @@ class PartitionLog:
         rebuilt = _Segment(active.base_offset)
         self._rebuild_segment(rebuilt, cut, check_crc=False)
         assert rebuilt.size_bytes == cut, (rebuilt.size_bytes, cut)
-        # Entries below the cut are the same as before; drop any stored entry past it.
-        rebuilt.index_entries_written = min(active.index_entries_written, len(rebuilt.index_offsets))
-        if rebuilt.index_entries_written < active.index_entries_written:
-            self._store.write_index(
-                active.base_offset, rebuilt.index_entries_written * INDEX_ENTRY_BYTES, b""
-            )
+        # Offset index entries below the cut are the same as before; the time index keeps its entries
+        # below it (TimeIndex.truncateTo: they may include one a recovery or a close added). Any stored
+        # entry past the cut goes.
+        written_before = [index.entries_written for index in active.indexes]
+        rebuilt.offset_index.entries_written = min(written_before[0], len(rebuilt.offset_index))
+        rebuilt.time_index = active.time_index
+        rebuilt.time_index.truncate_to_offset(rebuilt.next_offset)
+        for index, written in zip(rebuilt.indexes, written_before, strict=True):
+            if index.entries_written < written:
+                self._store.write_index(
+                    active.base_offset, index.entries_written * index.ENTRY_BYTES, b"", suffix=index.SUFFIX
+                )
         self._segments[-1] = rebuilt
         self._size_bytes -= active.size_bytes - cut
         self._unflushed.add(active.base_offset)
@@ -1091,7 +1118,9 @@ class PartitionLog:
             return False
         assert new.base_offset == replaced[0], (new.base_offset, replaced)
         store = self._store
-        store.write_cleaned_index(new.base_offset, new.index_bytes(0))
+        new.seal_time_index()  # LogCleaner.cleanSegments: cleaned.onBecomeInactiveSegment()
+        for index in new.indexes:
+            store.write_cleaned_index(new.base_offset, index.encode(new.base_offset, 0), suffix=index.SUFFIX)
         store.seal_cleaned(new.base_offset)
         store.write_checkpoint(CLEANER_SWAP_CHECKPOINT, _encode_swap_plan(new.base_offset, replaced))
         for base_offset in replaced:
@@ -1099,7 +1128,8 @@ class PartitionLog:
             self._unflushed.discard(base_offset)
         store.install_swap(new.base_offset)
         store.delete_checkpoint(CLEANER_SWAP_CHECKPOINT)
-        new.index_entries_written = len(new.index_offsets)
+        for index in new.indexes:
+            index.entries_written = len(index)
         self._size_bytes += new.size_bytes - sum(segment.size_bytes for segment in self._segments[first:end])
         self._segments[first:end] = [new]
         self._generation += 1

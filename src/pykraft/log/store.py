@@ -1,8 +1,8 @@
 """The segment store: the only way the pure partition log touches storage.
 
-A partition is a directory of segments. Segment ``B`` (its base offset) is two byte strings: the log,
-``<20-digit B>.log``, holding RecordBatch v2 batches back to back, and the sparse offset index,
-``<20-digit B>.index``. Small named checkpoints (the log start offset, the recovery point) sit beside
+A partition is a directory of segments. Segment ``B`` (its base offset) is three byte strings: the log,
+``<20-digit B>.log``, holding RecordBatch v2 batches back to back, and two sparse indexes, the offset
+index ``<20-digit B>.index`` and the time index ``<20-digit B>.timeindex``. Small named checkpoints (the log start offset, the recovery point) sit beside
 them. ``MemorySegmentStore`` keeps all of it in memory and can simulate a crash; the file-backed store
 is ``pykraft.io.file_store.FileSegmentStore``.
 """
@@ -19,6 +19,9 @@ BytesLike = bytes | bytearray | memoryview
 SEGMENT_NAME_DIGITS = 20
 LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"
+TIME_INDEX_SUFFIX = ".timeindex"
+# Every index file a segment has (Kafka's LogSegment: offset index and time index).
+INDEX_SUFFIXES = (INDEX_SUFFIX, TIME_INDEX_SUFFIX)
 # The log cleaner's files, as Kafka names them: a segment being written (``.cleaned``), then sealed and
 # waiting to replace the segments it was cleaned from (``.swap``) -- LogFileUtils.CLEANED/SWAP_FILE_SUFFIX.
 CLEANED_SUFFIX = ".cleaned"
@@ -50,10 +53,11 @@ class SegmentStore(Protocol):
     - ``read`` returns a new ``bytes`` the caller owns; it is shorter than ``size`` only at the end of
       the segment. Reading a segment that does not exist is a bug (``KeyError`` or ``OSError``).
     - ``truncate_segment`` shortens a segment's log (never lengthens it); durable after ``flush``.
-    - ``delete_segment`` removes the log and the index of a segment, durably, at once.
-    - ``write_index(base, position, data)`` writes ``data`` at byte ``position`` of the index and cuts
-      the index to ``position + len(data)``; ``position`` is at most the index's current size.
-      ``flush`` makes it durable. An index is only a hint: the log rebuilds it from batch headers.
+    - ``delete_segment`` removes the log and the indexes of a segment, durably, at once.
+    - ``write_index(base, position, data, suffix=)`` writes ``data`` at byte ``position`` of the index
+      named by ``suffix`` (one of ``INDEX_SUFFIXES``) and cuts it to ``position + len(data)``;
+      ``position`` is at most the index's current size. ``flush`` makes it durable. An index is only a
+      hint: the log rebuilds it from batch headers.
     - ``write_checkpoint`` replaces a small file atomically and durably (temp, fsync, rename, fsync
       dir): after a crash a reader sees the old contents or the new, never a mix.
     - ``list_checkpoints(suffix)`` names the checkpoints ending with ``suffix`` (any order);
@@ -61,8 +65,8 @@ class SegmentStore(Protocol):
     - Cleaned segments (log compaction) are written beside the live ones, invisible to
       ``list_segments``: ``create_cleaned`` starts ``<base>.log.cleaned`` (replacing any left over),
       ``append_cleaned`` / ``write_cleaned_index`` fill it, ``seal_cleaned`` makes it durable and renames
-      it to ``<base>.log.swap`` (and its index to ``.index.swap``) durably, ``install_swap`` renames the
-      swap files over ``<base>.log`` / ``.index`` durably, ``discard_cleaning`` removes a base's cleaned
+      it to ``<base>.log.swap`` (and its indexes to ``.index.swap``, ``.timeindex.swap``) durably,
+      ``install_swap`` renames the swap files over ``<base>.log`` / ``.index`` / ``.timeindex`` durably, ``discard_cleaning`` removes a base's cleaned
       and swap files. ``list_cleaning`` maps each base with such files to ``"cleaned"`` or ``"swap"``.
     - Storage failures raise ``OSError``; the caller treats them as fatal for the partition's log dir,
       except ``DescriptorShortageError`` (out of file descriptors), which is retriable.
@@ -82,9 +86,11 @@ class SegmentStore(Protocol):
 
     def delete_segment(self, base_offset: int) -> None: ...
 
-    def write_index(self, base_offset: int, position: int, data: BytesLike) -> None: ...
+    def write_index(
+        self, base_offset: int, position: int, data: BytesLike, *, suffix: str = INDEX_SUFFIX
+    ) -> None: ...
 
-    def read_index(self, base_offset: int) -> bytes | None: ...
+    def read_index(self, base_offset: int, *, suffix: str = INDEX_SUFFIX) -> bytes | None: ...
 
     def flush(self, base_offset: int) -> None: ...
 
@@ -100,7 +106,9 @@ class SegmentStore(Protocol):
 
     def append_cleaned(self, base_offset: int, data: BytesLike) -> None: ...
 
-    def write_cleaned_index(self, base_offset: int, data: BytesLike) -> None: ...
+    def write_cleaned_index(
+        self, base_offset: int, data: BytesLike, *, suffix: str = INDEX_SUFFIX
+    ) -> None: ...
 
     def seal_cleaned(self, base_offset: int) -> None: ...
 
@@ -119,8 +127,9 @@ class _MemorySegment:
     # What a crash leaves: the contents at the last flush; None while the segment was never flushed
     # (its directory entry is not durable yet, so a crash may take the whole file).
     durable: bytes | None = None
-    index: bytearray = field(default_factory=bytearray)
-    durable_index: bytes | None = None
+    # Index file suffix -> contents (absent: no such file yet), and what the last flush made durable.
+    indexes: dict[str, bytearray] = field(default_factory=dict)
+    durable_indexes: dict[str, bytes] = field(default_factory=dict)
 
 
 class MemorySegmentStore:
@@ -174,20 +183,23 @@ class MemorySegmentStore:
     def delete_segment(self, base_offset: int) -> None:
         del self._segments[base_offset]
 
-    def write_index(self, base_offset: int, position: int, data: BytesLike) -> None:
-        index = self._segments[base_offset].index
+    def write_index(
+        self, base_offset: int, position: int, data: BytesLike, *, suffix: str = INDEX_SUFFIX
+    ) -> None:
+        assert suffix in INDEX_SUFFIXES, suffix
+        index = self._segments[base_offset].indexes.setdefault(suffix, bytearray())
         assert 0 <= position <= len(index), (position, len(index))
         index[position:] = data
 
-    def read_index(self, base_offset: int) -> bytes | None:
+    def read_index(self, base_offset: int, *, suffix: str = INDEX_SUFFIX) -> bytes | None:
         segment = self._segments.get(base_offset)
-        return None if segment is None else bytes(segment.index)
+        return None if segment is None else bytes(segment.indexes.get(suffix, b""))
 
     def flush(self, base_offset: int) -> None:
         self.flush_calls += 1
         segment = self._segments[base_offset]
         segment.durable = bytes(segment.data)
-        segment.durable_index = bytes(segment.index)
+        segment.durable_indexes = {suffix: bytes(index) for suffix, index in segment.indexes.items()}
 
     def read_checkpoint(self, name: str) -> bytes | None:
         return self._checkpoints.get(name)
@@ -209,15 +221,16 @@ class MemorySegmentStore:
         assert state == CLEANED, (base_offset, state)
         segment.data += data
 
-    def write_cleaned_index(self, base_offset: int, data: BytesLike) -> None:
+    def write_cleaned_index(self, base_offset: int, data: BytesLike, *, suffix: str = INDEX_SUFFIX) -> None:
         state, segment = self._cleaning[base_offset]
-        assert state == CLEANED, (base_offset, state)
-        segment.index = bytearray(data)
+        assert state == CLEANED and suffix in INDEX_SUFFIXES, (base_offset, state, suffix)
+        segment.indexes[suffix] = bytearray(data)
 
     def seal_cleaned(self, base_offset: int) -> None:
         state, segment = self._cleaning[base_offset]
         assert state == CLEANED, (base_offset, state)
-        segment.durable, segment.durable_index = bytes(segment.data), bytes(segment.index)
+        segment.durable = bytes(segment.data)
+        segment.durable_indexes = {suffix: bytes(index) for suffix, index in segment.indexes.items()}
         self._cleaning[base_offset] = (SWAP, segment)
 
     def install_swap(self, base_offset: int) -> None:
@@ -258,7 +271,7 @@ class MemorySegmentStore:
                 unflushed = len(segment.data) - len(durable)
                 kept += segment.data[len(durable) : len(durable) + rng.randint(0, unflushed)]
             segment.data = kept
-            segment.index = bytearray(segment.durable_index or b"")
+            segment.indexes = {suffix: bytearray(index) for suffix, index in segment.durable_indexes.items()}
 
     def corrupt(self, base_offset: int, position: int, xor_mask: int = 0xFF) -> None:
         """Flip bits of one stored byte, as a bad disk would."""
