@@ -91,5 +91,6 @@ def test_the_configs_are_checked_as_kafka_does() -> None:
     assert topic_names_of_broker_configs({"leader.replication.throttled.rate": "1"}) == {}
     assert check_topic_config("leader.replication.throttled.replicas", "0:1,1:2") is None
     assert check_topic_config("follower.replication.throttled.replicas", "*") is None
+    assert check_topic_config("follower.replication.throttled.replicas", "0:1, 1:2,") is None
     problem = check_topic_config("leader.replication.throttled.replicas", "0-1")
     assert problem is not None and "[partitionId]:[brokerId]" in problem

@@ -17,6 +17,7 @@ stored only in the docs.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Final
@@ -106,9 +107,7 @@ def _any(_value: str) -> str | None:
 def _throttled_replicas(value: str) -> str | None:
     """Kafka's ThrottledReplicaListValidator: ``*`` or ``partition:broker`` pairs separated by commas."""
     items = [item.strip() for item in value.split(",")]
-    if value.strip() in ("", "*") or all(
-        len(pair := item.split(":")) == 2 and all(side.strip().isdigit() for side in pair) for item in items
-    ):
+    if value.strip() == "*" or all(re.fullmatch(r"([0-9]+:[0-9]+)?", item) for item in items):
         return None
     return (
         "Must be the literal '*' or a list of replicas in the following format: "
