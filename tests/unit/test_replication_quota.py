@@ -4,8 +4,19 @@ the ISR exemption, and the broker/topic configs that carry them."""
 
 from __future__ import annotations
 
+import uuid
+from types import SimpleNamespace
+
 import pytest
 
+from pykraft.broker.handlers import (
+    BrokerContext,
+    ClusterView,
+    PartitionView,
+    TopicView,
+    handle_replica_fetch,
+)
+from pykraft.broker.producer_id_manager import ProducerIdManager
 from pykraft.broker.replication_quota import follower_quota, leader_quota, throttled_partitions
 from pykraft.core.topic_configs import (
     DYNAMIC_BROKER_CONFIGS,
@@ -13,6 +24,8 @@ from pykraft.core.topic_configs import (
     check_topic_config,
     topic_names_of_broker_configs,
 )
+from tests.unit.test_producer_snapshot import batch
+from tests.unit.test_replication import REPLICAS, TOPIC, Broker
 
 MB = 1 << 20
 
@@ -94,3 +107,46 @@ def test_the_configs_are_checked_as_kafka_does() -> None:
     assert check_topic_config("follower.replication.throttled.replicas", "0:1, 1:2,") is None
     problem = check_topic_config("leader.replication.throttled.replicas", "0-1")
     assert problem is not None and "[partitionId]:[brokerId]" in problem
+
+
+def _replica_fetch(ctx: BrokerContext, replica_id: int, now_ms: int) -> int:
+    """The bytes the leader answers a follower's Fetch of t-0 from offset 0 with."""
+    partition = SimpleNamespace(
+        partition=0,
+        fetch_offset=0,
+        last_fetched_epoch=-1,
+        current_leader_epoch=0,
+        partition_max_bytes=1 << 20,
+    )
+    request = SimpleNamespace(
+        replica_id=replica_id,
+        max_bytes=1 << 20,
+        topics=[SimpleNamespace(topic=TOPIC, partitions=[partition])],
+    )
+    outcome, _ = handle_replica_fetch(request, ctx, now_ms)
+    return outcome.bytes_read
+
+
+def test_the_leader_sends_a_throttled_follower_out_of_the_isr_nothing_once_over_the_rate() -> None:
+    leader = Broker(1)
+    leader.apply(1, 0, isr=(1, 2))  # broker 3 is out of the ISR (a reassignment's new replica)
+    leader.rm.append(leader.part, batch(0), 0)
+    view = PartitionView(0, 1, 0, REPLICAS, (1, 2))
+    ctx = BrokerContext(
+        node_id=1,
+        cluster=ClusterView("c", 1, topics={TOPIC: TopicView(TOPIC, uuid.uuid4(), (view,))}),
+        replicas=leader.rm,
+        producer_ids=ProducerIdManager(1),
+        auto_create_topics_enable=False,
+    )
+    ctx.leader_quota.update(
+        {"leader.replication.throttled.rate": "50"},
+        {TOPIC: {"leader.replication.throttled.replicas": "0:1"}},
+        1,
+    )
+    first = _replica_fetch(ctx, 3, 0)
+    assert first > 50  # under the rate when asked: the batch goes, and is recorded
+    assert _replica_fetch(ctx, 3, 10) == 0  # now over 50 B/s: nothing for the out-of-sync follower
+    assert _replica_fetch(ctx, 2, 10) == first  # a follower in the ISR is never held back
+    # The rate falls as time passes (SimpleRate over the elapsed time): the follower gets data again.
+    assert _replica_fetch(ctx, 3, 60_000) == first
