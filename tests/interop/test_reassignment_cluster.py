@@ -273,6 +273,17 @@ def _log_bytes(cluster: ProcessCluster, broker: int, topic: str) -> int:
     )
 
 
+def _throttled_replicas(admin: Any) -> dict[str, str]:
+    """The topic's leader/follower.replication.throttled.replicas as DescribeConfigs shows them: the
+    answering broker reads its metadata image, which follows the controller's log a moment later (as in
+    Kafka), so a change just committed is waited for rather than assumed."""
+    from confluent_kafka.admin import ConfigResource
+
+    described = admin.describe_configs([ConfigResource("topic", "throttled")])
+    values = next(iter(described.values())).result(30)
+    return {side: values[f"{side}.replication.throttled.replicas"].value for side in ("leader", "follower")}
+
+
 def test_throttled_move_is_held_back_until_the_rate_is_removed(
     cluster: ProcessCluster, capsys: pytest.CaptureFixture[str], tmp_path: Any
 ) -> None:
@@ -280,7 +291,7 @@ def test_throttled_move_is_held_back_until_the_rate_is_removed(
     then holds it back; with the rates deleted the move completes, and --verify clears the topic's
     throttled-replicas configs (Kafka's ReassignPartitionsCommand)."""
     import confluent_kafka
-    from confluent_kafka.admin import ConfigResource, NewTopic
+    from confluent_kafka.admin import NewTopic
 
     admin = _admin(cluster)
     admin.create_topics([NewTopic("throttled", 1, 1)])["throttled"].result(30)
@@ -299,10 +310,8 @@ def test_throttled_move_is_held_back_until_the_rate_is_removed(
     reassign = ("reassign-partitions", *bootstrap, "--reassignment-json-file", str(plan))
     out = _run_cli(capsys, *reassign, "--execute", "--throttle", "1000")
     assert "The inter-broker throttle limit was set to 1000 B/s" in out
-    topic_configs = admin.describe_configs([ConfigResource("topic", "throttled")])
-    values = {k: v.value for k, v in next(iter(topic_configs.values())).result(30).items()}
-    assert values["leader.replication.throttled.replicas"] == f"0:{source}"
-    assert values["follower.replication.throttled.replicas"] == f"0:{target}"
+    throttled = {"leader": f"0:{source}", "follower": f"0:{target}"}
+    wait_until(lambda: _throttled_replicas(admin) == throttled, 30, f"the topic's configs {throttled}")
 
     # The first fetch (at most replica.fetch.max.bytes, 1 MB) exceeds the quota; after it nothing
     # more comes (the rate is over 1000 B/s for the 11 s the sample lasts). Unthrottled, 8 MB moves
@@ -326,7 +335,5 @@ def test_throttled_move_is_held_back_until_the_rate_is_removed(
             "leader.replication.throttled.rate,follower.replication.throttled.rate",
         )
     wait_until(lambda: "is completed." in _run_cli(capsys, *reassign, "--verify"), 60, "the move")
-    topic_configs = admin.describe_configs([ConfigResource("topic", "throttled")])
-    values = {k: v.value for k, v in next(iter(topic_configs.values())).result(30).items()}
-    assert values["leader.replication.throttled.replicas"] == ""
-    assert values["follower.replication.throttled.replicas"] == ""
+    cleared = {"leader": "", "follower": ""}
+    wait_until(lambda: _throttled_replicas(admin) == cleared, 30, "the topic's throttle configs cleared")
