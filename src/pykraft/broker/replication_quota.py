@@ -14,7 +14,8 @@ quota the bytes its replica fetchers take. Each has
 
 A throttled partition is left out while the quota is exceeded (rate > limit, Sensor.checkQuotas) and
 the replica is out of sync (ReplicaManager.shouldLeaderThrottle on the leader: the follower is not in
-the ISR; AbstractFetcherThread.shouldFollowerThrottle on the follower: it is not in sync): a replica in
+the ISR; AbstractFetcherThread.shouldFollowerThrottle on the follower: it is not in sync, which Kafka reads
+from its lag behind the leader's high watermark and pykraft from the ISR in its image): a replica in
 the ISR always replicates, so a throttle never holds back acks=all produces. The leader answers an
 excluded partition with no records; the follower leaves it out of its Fetch.
 """
