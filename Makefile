@@ -76,6 +76,7 @@ bench: $(STAMP)
 	$(BIN)/python -m bench.compression
 	$(BIN)/python -m bench.share_groups
 	$(BIN)/python -m bench.latency
+	$(BIN)/python -m bench.reassignment
 
 clean:
 	rm -rf $(VENV) data .pytest_cache .mypy_cache .ruff_cache

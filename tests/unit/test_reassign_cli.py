@@ -10,7 +10,13 @@ from collections import Counter
 import pytest
 
 from pykraft.cli.common import UsageError
-from pykraft.cli.reassign import assign_replicas_to_brokers, assignment_json, plan_of, topics_to_move
+from pykraft.cli.reassign import (
+    assign_replicas_to_brokers,
+    assignment_json,
+    plan_of,
+    throttled_replicas,
+    topics_to_move,
+)
 
 
 def test_plans_round_trip_through_kafkas_json() -> None:
@@ -66,3 +72,13 @@ def test_generated_placement_with_racks_puts_each_partitions_replicas_in_differe
     two_racks = {1: "a", 2: "a", 3: "b", 4: "b"}
     for replicas in assign_replicas_to_brokers(list(two_racks), 8, 3, random.Random(seed), two_racks):
         assert len(set(replicas)) == 3 and {two_racks[b] for b in replicas} == {"a", "b"}
+
+
+def test_throttles_name_the_sending_and_the_fetching_replicas() -> None:
+    # Kafka's calculateLeaderThrottles / calculateFollowerThrottles: every current replica of a moved
+    # partition is leader-throttled, every new one follower-throttled.
+    current = {("t", 0): [1, 2], ("t", 1): [2, 3], ("u", 0): [1]}
+    plan = {("t", 0): [1, 3], ("t", 1): [2, 3], ("u", 0): [2]}
+    leader, follower = throttled_replicas(plan, current)
+    assert leader == {"t": "0:1,0:2,1:2,1:3", "u": "0:1"}
+    assert follower == {"t": "0:3", "u": "0:2"}

@@ -21,6 +21,7 @@ from pykraft.broker.producer_id_manager import ProducerIdManager
 from pykraft.broker.replica_manager import Partition, ReplicaManager
 from pykraft.broker.replica_selector import NO_PREFERRED_READ_REPLICA, preferred_read_replica
 from pykraft.broker.replication import UNDEFINED_EPOCH, UNDEFINED_OFFSET, LeaderEpochCache
+from pykraft.broker.replication_quota import ReplicationQuotaManager, leader_quota
 from pykraft.broker.topic_stats import BrokerTopicStats
 from pykraft.coordinator.offsets_records import OFFSETS_TOPIC, partition_for
 from pykraft.coordinator.txn_records import TRANSACTION_STATE_TOPIC
@@ -132,6 +133,8 @@ class BrokerContext:
     # replica.selector.class is set (KIP-392): the leader names a same-rack in-sync follower to a
     # consumer that gave its client.rack.
     replica_selector_enabled: bool = False
+    # The leader replication throttle (KIP-73): what followers out of the ISR are sent.
+    leader_quota: ReplicationQuotaManager = field(default_factory=leader_quota)
 
 
 def led_partition(ctx: BrokerContext, topic: str, partition_index: int) -> tuple[Partition | None, ErrorCode]:
@@ -618,6 +621,14 @@ def handle_replica_fetch(
             result = ctx.replicas.read_for_replica(part, fp.fetch_offset, max(limit, 0))
             if result.error_code != ErrorCode.NONE:
                 has_error = True
+            quota = ctx.leader_quota
+            if quota.is_throttled(topic.topic, fp.partition):
+                # ReplicaManager.readFromLog: a throttled follower out of the ISR gets no records
+                # while the quota is exceeded; KafkaApis records what throttled partitions are sent.
+                in_sync = request.replica_id in part.replication.isr
+                if quota.should_throttle(topic.topic, fp.partition, in_sync, now_ms):
+                    result = dataclasses.replace(result, chunks=[])
+                quota.record(result.size_in_bytes, now_ms)
             total += result.size_in_bytes
             remaining -= result.size_in_bytes
             partitions.append(

@@ -124,6 +124,13 @@ class SampledStat:
     def rate_per_s(self, now_ms: int) -> float:
         return self.total(now_ms) / (self.window_size_ms(now_ms) / 1000)
 
+    def simple_rate_per_s(self, now_ms: int) -> float:
+        """Kafka's SimpleRate (the replication quotas' measure): the sum over the time elapsed since
+        the oldest sample began, at least one window (no padding to ``samples - 1`` windows)."""
+        self.purge_obsolete(now_ms)
+        oldest = min(self._starts) if self._starts else now_ms
+        return self.total(now_ms) / (max(now_ms - oldest, self.window_ms) / 1000)
+
 
 @dataclass(slots=True)
 class QuotaSensor:

@@ -13,7 +13,12 @@ over the brokers listed, as Kafka's AdminUtils.assignReplicasToBrokers does (rac
 brokers have a ``broker.rack``, unless ``--disable-rack-aware``), with the partitions' current
 replication factor. ``--execute`` prints the current assignment (to roll back
 with) and sends AlterPartitionReassignments; it refuses while other reassignments are in progress
-unless ``--additional``. ``--verify`` says for each partition whether its move completed.
+unless ``--additional``; with ``--throttle BYTES`` it first sets, as Kafka's tool does, the
+replication throttle rates (bytes/s) on every broker of the moved partitions (old and new replicas) and
+the topics' ``leader.replication.throttled.replicas`` (the current replicas, which send) and
+``follower.replication.throttled.replicas`` (the new ones, which fetch). ``--verify`` says for each
+partition whether its move completed and, once all have, clears the throttles: the rates on every
+broker and the throttled-replicas configs of the plan's topics (unless ``--preserve-throttles``).
 ``--cancel`` cancels the plan's partitions' reassignments, which restores their original replicas.
 """
 
@@ -41,12 +46,23 @@ from pykraft.cli.common import (
     metadata,
     run_tool,
 )
+from pykraft.cli.configs import alter as alter_configs
 from pykraft.controller.replica_placer import rack_alternated
+from pykraft.core.topic_configs import (
+    FOLLOWER_REPLICATION_THROTTLED_RATE,
+    LEADER_REPLICATION_THROTTLED_RATE,
+)
 from pykraft.io.kafka_connection import BrokerConnection
 
 ALTER_VERSION = 0
 LIST_VERSION = 0
 TIMEOUT_MS = 60_000
+CONFIG_RESOURCE_TOPIC = 2
+CONFIG_RESOURCE_BROKER = 4
+LEADER_THROTTLED_REPLICAS = "leader.replication.throttled.replicas"
+FOLLOWER_THROTTLED_REPLICAS = "follower.replication.throttled.replicas"
+# Kafka's tool clears this one too (intra-broker moves' throttle); pykraft deletes it as Kafka does.
+REPLICA_ALTER_LOG_DIRS_THROTTLE = "replica.alter.log.dirs.io.max.bytes.per.second"
 
 Assignment = dict[tuple[str, int], list[int]]
 
@@ -229,6 +245,22 @@ def alter(conn: BrokerConnection, targets: dict[tuple[str, int], list[int] | Non
     ]
 
 
+def throttled_replicas(plan: Assignment, current: Assignment) -> tuple[dict[str, str], dict[str, str]]:
+    """Kafka's calculateLeaderThrottles / calculateFollowerThrottles: per topic, ``partition:broker``
+    for every current replica of a moved partition (they send) and for every new one (it fetches)."""
+    leader: dict[str, set[tuple[int, int]]] = {}
+    follower: dict[str, set[tuple[int, int]]] = {}
+    for (topic, partition), target in plan.items():
+        sources = current[(topic, partition)]
+        leader.setdefault(topic, set()).update((partition, b) for b in sources)
+        follower.setdefault(topic, set()).update((partition, b) for b in target if b not in sources)
+
+    def joined(pairs: dict[str, set[tuple[int, int]]]) -> dict[str, str]:
+        return {t: ",".join(f"{p}:{b}" for p, b in sorted(ps)) for t, ps in pairs.items()}
+
+    return joined(leader), joined(follower)
+
+
 def _names(keys: Sequence[tuple[str, int]]) -> str:
     return ",".join(f"{t}-{p}" for t, p in sorted(keys))
 
@@ -301,6 +333,10 @@ def _execute(args: argparse.Namespace) -> int:
         print(assignment_json({key: current[key] for key in plan}))
         print()
         print("Save this to use as the --reassignment-json-file option during rollback")
+        if args.throttle is not None:
+            if args.throttle < 0:
+                raise UsageError(f"--throttle {args.throttle}: a rate in bytes/s, at least 0")
+            _set_throttles(conn, plan, current, args.throttle)
         refused = alter(conn, dict(plan))
     if refused:
         raise ToolError("Error reassigning partition(s):\n" + "\n".join(refused))
@@ -308,22 +344,65 @@ def _execute(args: argparse.Namespace) -> int:
     return 0
 
 
+def _set_throttles(conn: BrokerConnection, plan: Assignment, current: Assignment, rate: int) -> None:
+    """ReassignPartitionsCommand.modifyTopicThrottles and modifyBrokerThrottles."""
+    leader, follower = throttled_replicas(plan, current)
+    for topic in sorted(leader):
+        alter_configs(
+            conn,
+            CONFIG_RESOURCE_TOPIC,
+            topic,
+            {LEADER_THROTTLED_REPLICAS: leader[topic], FOLLOWER_THROTTLED_REPLICAS: follower.get(topic, "")},
+            [],
+        )
+    brokers = sorted({b for key, target in plan.items() for b in (*current[key], *target)})
+    rates = {LEADER_REPLICATION_THROTTLED_RATE: str(rate), FOLLOWER_REPLICATION_THROTTLED_RATE: str(rate)}
+    for broker in brokers:
+        alter_configs(conn, CONFIG_RESOURCE_BROKER, str(broker), rates, [])
+    print(
+        "Warning: You must run --verify periodically, until the reassignment completes, to ensure the throttle is removed."
+    )
+    print(f"The inter-broker throttle limit was set to {rate} B/s")
+
+
+def _clear_throttles(conn: BrokerConnection, topics: list[str]) -> None:
+    """ReassignPartitionsCommand.clearAllThrottles: the rates on every broker, the topics' lists."""
+    brokers = sorted(b.node_id for b in metadata(conn, []).brokers)
+    print(f"Clearing broker-level throttles on brokers {','.join(map(str, brokers))}")
+    rates = [
+        LEADER_REPLICATION_THROTTLED_RATE,
+        FOLLOWER_REPLICATION_THROTTLED_RATE,
+        REPLICA_ALTER_LOG_DIRS_THROTTLE,
+    ]
+    for broker in brokers:
+        alter_configs(conn, CONFIG_RESOURCE_BROKER, str(broker), {}, rates)
+    print(f"Clearing topic-level throttles on topic(s) {','.join(topics)}")
+    for topic in topics:
+        alter_configs(
+            conn, CONFIG_RESOURCE_TOPIC, topic, {}, [LEADER_THROTTLED_REPLICAS, FOLLOWER_THROTTLED_REPLICAS]
+        )
+
+
 def _verify(args: argparse.Namespace) -> int:
     plan = _plan(args)
+    topics = sorted({t for t, _ in plan})
     with _connect(args) as conn:
         in_progress = ongoing(conn)
-        current = current_assignment(conn, sorted({t for t, _ in plan}))
-    print("Status of partition reassignment:")
-    for key, target in sorted(plan.items()):
-        name = f"{key[0]}-{key[1]}"
-        if key in in_progress:
-            print(f"Reassignment of partition {name} is still in progress.")
-        elif current.get(key) == target:
-            print(f"Reassignment of partition {name} is completed.")
-        else:
-            print(
-                f"There is no active reassignment of partition {name}, but replica set is {current.get(key)} rather than {target}."
-            )
+        current = current_assignment(conn, topics)
+        print("Status of partition reassignment:")
+        for key, target in sorted(plan.items()):
+            name = f"{key[0]}-{key[1]}"
+            if key in in_progress:
+                print(f"Reassignment of partition {name} is still in progress.")
+            elif current.get(key) == target:
+                print(f"Reassignment of partition {name} is completed.")
+            else:
+                print(
+                    f"There is no active reassignment of partition {name}, but replica set is {current.get(key)} rather than {target}."
+                )
+        # Kafka's verifyAssignment clears the throttles once none of the plan's moves is in progress.
+        if not any(key in in_progress for key in plan) and not args.preserve_throttles:
+            _clear_throttles(conn, topics)
     return 0
 
 
@@ -366,5 +445,16 @@ def add_subcommands(subparsers: Any) -> None:
     )
     parser.add_argument(
         "--disable-rack-aware", action="store_true", help="with --generate: ignore the brokers' racks"
+    )
+    parser.add_argument(
+        "--throttle",
+        type=int,
+        metavar="BYTES",
+        help="with --execute: the replication rate (bytes/s) the moves may take; --verify removes it",
+    )
+    parser.add_argument(
+        "--preserve-throttles",
+        action="store_true",
+        help="with --verify: leave the throttles in place after the reassignment completed",
     )
     parser.set_defaults(func=run_tool("reassign-partitions", _run))

@@ -17,6 +17,7 @@ stored only in the docs.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Final
@@ -103,6 +104,17 @@ def _any(_value: str) -> str | None:
     return None
 
 
+def _throttled_replicas(value: str) -> str | None:
+    """Kafka's ThrottledReplicaListValidator: ``*`` or ``partition:broker`` pairs separated by commas."""
+    items = [item.strip() for item in value.split(",")]
+    if value.strip() == "*" or all(re.fullmatch(r"([0-9]+:[0-9]+)?", item) for item in items):
+        return None
+    return (
+        "Must be the literal '*' or a list of replicas in the following format: "
+        "[partitionId]:[brokerId],[partitionId]:[brokerId],..."
+    )
+
+
 @dataclass(frozen=True, slots=True)
 class TopicConfigDef:
     name: str
@@ -186,7 +198,7 @@ TOPIC_CONFIGS: Final[dict[str, TopicConfigDef]] = {
             "flush.messages", CONFIG_TYPE_LONG, str(INT64_MAX), _number(int, 1), "log.flush.interval.messages"
         ),
         _def("flush.ms", CONFIG_TYPE_LONG, str(INT64_MAX), _number(int, 0), "log.flush.interval.ms"),
-        _def("follower.replication.throttled.replicas", CONFIG_TYPE_LIST, "", _any),
+        _def("follower.replication.throttled.replicas", CONFIG_TYPE_LIST, "", _throttled_replicas),
         _def(
             "index.interval.bytes",
             CONFIG_TYPE_INT,
@@ -194,7 +206,7 @@ TOPIC_CONFIGS: Final[dict[str, TopicConfigDef]] = {
             _number(int, 0, INT32_MAX),
             "log.index.interval.bytes",
         ),
-        _def("leader.replication.throttled.replicas", CONFIG_TYPE_LIST, "", _any),
+        _def("leader.replication.throttled.replicas", CONFIG_TYPE_LIST, "", _throttled_replicas),
         _def("local.retention.bytes", CONFIG_TYPE_LONG, "-2", _number(int, -2), "log.local.retention.bytes"),
         _def("local.retention.ms", CONFIG_TYPE_LONG, "-2", _number(int, -2), "log.local.retention.ms"),
         _def(
@@ -312,7 +324,9 @@ APPLIED: Final[frozenset[str]] = frozenset(
         "compression.type",
         "compression.zstd.level",
         "delete.retention.ms",
+        "follower.replication.throttled.replicas",
         "index.interval.bytes",
+        "leader.replication.throttled.replicas",
         "max.message.bytes",
         "message.timestamp.after.max.ms",
         "message.timestamp.before.max.ms",
@@ -353,11 +367,23 @@ def check_topic_config(name: str, value: str | None) -> str | None:
     return None if problem is None else f"Invalid value {value} for configuration {name}: {problem}"
 
 
+LEADER_REPLICATION_THROTTLED_RATE: Final = "leader.replication.throttled.rate"
+FOLLOWER_REPLICATION_THROTTLED_RATE: Final = "follower.replication.throttled.rate"
+# Dynamic broker configs that are no topic's default (Kafka's DynamicConfig.Broker): the replication
+# throttles' rates in bytes/s (Long.MAX_VALUE, unthrottled, by default), defined as their own synonym.
+BROKER_ONLY_CONFIGS: Final[dict[str, TopicConfigDef]] = {
+    name: _def(name, CONFIG_TYPE_LONG, str(INT64_MAX), _number(int, 0), name)
+    for name in (LEADER_REPLICATION_THROTTLED_RATE, FOLLOWER_REPLICATION_THROTTLED_RATE)
+}
+
 # Broker config name -> the topic config it is the default of, for those a broker applies dynamically.
 DYNAMIC_BROKER_CONFIGS: Final[dict[str, TopicConfigDef]] = {
-    definition.broker_synonym: definition
-    for definition in TOPIC_CONFIGS.values()
-    if definition.broker_synonym is not None and definition.name in APPLIED
+    **{
+        definition.broker_synonym: definition
+        for definition in TOPIC_CONFIGS.values()
+        if definition.broker_synonym is not None and definition.name in APPLIED
+    },
+    **BROKER_ONLY_CONFIGS,
 }
 
 
@@ -378,7 +404,7 @@ def topic_names_of_broker_configs(values: Mapping[str, str]) -> dict[str, str]:
     return {
         DYNAMIC_BROKER_CONFIGS[name].name: value
         for name, value in values.items()
-        if name in DYNAMIC_BROKER_CONFIGS
+        if name in DYNAMIC_BROKER_CONFIGS and name not in BROKER_ONLY_CONFIGS
     }
 
 

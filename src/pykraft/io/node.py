@@ -67,6 +67,7 @@ from pykraft.metadata.image import (
     CONFIG_RESOURCE_TYPE_TOPIC,
     BrokerEndpoint,
     ConfigResource,
+    ConfigurationsImage,
 )
 from pykraft.protocol import compression, messages
 from pykraft.protocol.fetch import encode_fetch_response
@@ -167,6 +168,8 @@ class Node:
         # server.properties' LogConfig; dynamic broker configs in the image go over it (_on_image).
         self._static_log_config = self.replicas.log_config
         self._dynamic_broker: dict[str, str] = {}
+        # The configs image the replication throttles were last updated from.
+        self._replication_quota_configs: ConfigurationsImage | None = None
         self.replicas.cleaner_config = CleanerConfig(
             dedupe_buffer_bytes=config.log_cleaner_dedupe_buffer_size,
             io_buffer_bytes=config.log_cleaner_io_buffer_size,
@@ -735,6 +738,7 @@ class Node:
                 view = view.fence(node_id)
         self.ctx.cluster = view
         self.quotas.on_image(self.metadata.image.client_quotas.entities)
+        self._update_replication_quotas()
         if self.fetchers is not None:
             self.fetchers.update(followed, {b.node_id: (b.host, b.port) for b in view.brokers})
         if self.groups is not None:
@@ -745,6 +749,23 @@ class Node:
             self.shares.on_image(self.metadata.image.configs)
         if self.txns is not None:
             self.txns.on_image()
+
+    def _update_replication_quotas(self) -> None:
+        """The replication throttles (KIP-73) from the image's dynamic broker and topic configs, when
+        those changed (Kafka's BrokerConfigHandler / TopicConfigHandler)."""
+        assert self.metadata is not None and self.ctx is not None
+        configs = self.metadata.image.configs
+        if configs is self._replication_quota_configs:
+            return
+        self._replication_quota_configs = configs
+        topic_configs = {
+            resource.resource_name: values
+            for resource, values in configs.resources.items()
+            if resource.resource_type == CONFIG_RESOURCE_TYPE_TOPIC
+        }
+        quotas = [self.ctx.leader_quota] + ([self.fetchers.quota] if self.fetchers is not None else [])
+        for quota in quotas:
+            quota.update(self._dynamic_broker, topic_configs, self.config.node_id)
 
     # --- replication (issue 14) -------------------------------------------------------------------
 

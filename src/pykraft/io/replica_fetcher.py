@@ -5,7 +5,8 @@ For every leader this broker follows some partition of, one task sends Fetch (re
 leader epoch it knows) over the shared ``RpcClient``, and hands each partition's answer to the pure
 ReplicaManager: append the batches exactly as the leader stored them, truncate a divergent tail
 (DivergingEpoch, KIP-320), start over past the leader's log start (OFFSET_OUT_OF_RANGE), take the
-leader's high watermark. Which partitions follow which leader comes from the metadata image
+leader's high watermark. The follower replication throttle (KIP-73, broker/replication_quota.py)
+leaves throttled partitions not in the ISR out of a Fetch while its rate is over the limit. Which partitions follow which leader comes from the metadata image
 (``update``); an error that means "your view is stale" (NOT_LEADER_OR_FOLLOWER, FENCED/UNKNOWN leader
 epoch) just waits for the next image.
 """
@@ -22,6 +23,7 @@ from typing import Any
 from kafka.protocol.consumer import FetchRequest
 
 from pykraft.broker.replica_manager import Partition, ReplicaManager
+from pykraft.broker.replication_quota import follower_quota
 from pykraft.core.config import NodeConfig
 from pykraft.core.errors import ErrorCode
 from pykraft.io.rpc_channel import ChannelSecurity, PeerUnavailable, RpcClient
@@ -62,6 +64,8 @@ class ReplicaFetchers:
         self._assigned: dict[int, set[tuple[str, int]]] = {}
         self._tasks: dict[int, asyncio.Task[None]] = {}
         self._changed: dict[int, asyncio.Event] = {}
+        # The follower replication throttle; the node updates it from each image.
+        self.quota = follower_quota()
 
     def update(
         self, followed: dict[int, set[tuple[str, int]]], addresses: dict[int, tuple[str, int]]
@@ -96,8 +100,10 @@ class ReplicaFetchers:
     async def _run(self, leader_id: int) -> None:
         backoff_s = self.config.replica_fetch_backoff_ms / 1000
         changed = self._changed.setdefault(leader_id, asyncio.Event())
+        node_id = self.config.node_id
         while True:
             changed.clear()
+            now = now_ms()
             parts = [
                 p
                 for key in sorted(self._assigned.get(leader_id, ()))
@@ -109,6 +115,19 @@ class ReplicaFetchers:
             ]
             if not parts:
                 await changed.wait()
+                continue
+            # AbstractFetcherThread.buildFetch: a throttled partition out of the ISR waits while the
+            # follower quota is exceeded (shouldFollowerThrottle); with none left, back off as Kafka's
+            # fetcher does with nothing to fetch.
+            parts = [
+                p
+                for p in parts
+                if not self.quota.should_throttle(
+                    p.topic, p.partition_index, node_id in p.replication.isr, now
+                )
+            ]
+            if not parts:
+                await wait_event(changed, backoff_s)
                 continue
             # The leadership each partition is fetched under: an answer is used only if it still holds.
             sent = {(p.topic, p.partition_index): (p, p.replication.leader_epoch) for p in parts}
@@ -200,6 +219,9 @@ class ReplicaFetchers:
                     )
                     continue
                 records = data.records
+                if self.quota.is_throttled(*key):
+                    # ReplicaFetcherThread.processPartitionData records every throttled byte fetched.
+                    self.quota.record(len(records) if records else 0, now)
                 if records:
                     appended = self.replicas.append_as_follower(part, records, now)
                     if appended is not ErrorCode.NONE:
