@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import glob
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
+from confluent_kafka import Producer
 
 from pykraft.testing import RunningNode, running_node
 from tests.interop.maven_build import maven_classpath
@@ -111,6 +113,31 @@ def test_batch_write_with_keys_headers_and_partitions(kafka_spark: Any, node: Ru
     for partition in range(3):
         assert [o for p, o, *_ in got if p == partition] == list(range(20))
     assert got == _rows(_read(kafka_spark, "kafka", node, topic, includeHeaders="true"))
+
+
+def test_timestamp_window_read(kafka_spark: Any, node: RunningNode) -> None:
+    """startingTimestamp / endingTimestamp: the connector's admin client finds offsets with ListOffsets
+    by timestamp (OffsetSpec.forTimestamp)."""
+    topic = "connector-times"
+    create_topic(node.bootstrap_servers, topic, 3)
+    base_ms = int(datetime(2026, 1, 1, tzinfo=UTC).timestamp() * 1000)
+    producer = Producer({"bootstrap.servers": node.bootstrap_servers, "enable.idempotence": True})
+    for i in range(60):
+        producer.produce(topic, f"v{i}".encode(), partition=i % 3, timestamp=base_ms + i * 1000)
+    assert producer.flush(30) == 0
+    window = _read(
+        kafka_spark,
+        "kafka",
+        node,
+        topic,
+        startingTimestamp=str(base_ms + 30_000),
+        endingTimestamp=str(base_ms + 45_000),
+    )
+    rows = window.selectExpr("partition", "offset", "value", "unix_millis(timestamp) AS ms").collect()
+    assert sorted((r.partition, r.offset) for r in rows) == [(p, o) for p in range(3) for o in range(10, 15)]
+    assert sorted((r.value, r.ms) for r in rows) == sorted(
+        (f"v{i}".encode(), base_ms + i * 1000) for i in range(30, 45)
+    )
 
 
 def test_streaming_copy_with_checkpoint(kafka_spark: Any, node: RunningNode, tmp_path: Path) -> None:
