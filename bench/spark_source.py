@@ -9,6 +9,9 @@ topic filled by an idempotent confluent-kafka producer. Then, over the same data
   ``consume(10000)`` until every record was seen, touching each value (the baseline);
 - ``spark pykraft (fetch)``: ``spark.read.format("pykraft")`` (own Fetch client -> Arrow),
   materialised with ``write.format("noop")``;
+- ``spark kafka connector``: Spark's own ``format("kafka")`` (spark-sql-kafka-0-10, Kafka's Java
+  consumer), its jars from tests/spark/connector/pom.xml added to the same session with ``ADD JAR``
+  (Maven Central has no connector for PySpark 4.3.0; 4.2.0 runs on it) -- pykraft's real peer;
 - ``spark pykraft (segment files)``: the same source with ``path`` = the broker's data dir;
 - ``spark confluent per range``: a bench-only variant whose ``read()`` uses a confluent-kafka
   consumer per offset range (assign + consume) and builds Arrow from the message lists: the
@@ -145,6 +148,11 @@ def _spark(master: str, conf: list[str] | None = None) -> Any:
 
     spark.dataSource.register(ConfluentRangeSource)
     spark.dataSource.register(PrebuiltSource)
+    from tests.interop.maven_build import maven_classpath
+
+    lib = maven_classpath(ROOT / "tests" / "spark" / "connector").rsplit(":", 1)[1].removesuffix("/*")
+    for jar in sorted(Path(lib).glob("*.jar")):  # format("kafka") in this same session
+        spark.sql(f"ADD JAR '{jar}'")
     return spark
 
 
@@ -228,6 +236,10 @@ def main() -> None:
                     lambda: spark_read(spark, "pykraft", common, args.records),
                 ),
                 (
+                    f"spark kafka connector ({args.master})",
+                    lambda: spark_read(spark, "kafka", common, args.records),
+                ),
+                (
                     f"spark pykraft segment files ({args.master})",
                     lambda: spark_read(
                         spark,
@@ -252,6 +264,7 @@ def main() -> None:
             ]
             # Warm-up: the first Spark job pays the Python worker start (pyspark-facts.md §5).
             spark_read(spark, "pykraft", common, args.records)
+            spark_read(spark, "kafka", common, args.records)  # and the connector's class loading
             best: dict[str, float] = {}
             cpu: dict[str, dict[str, float]] = {}
             for _run in range(args.runs):

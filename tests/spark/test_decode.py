@@ -78,7 +78,7 @@ def _expected(buf: bytes, start: int = 0, end: int = 2**62) -> list[dict[str, An
                     "offset": r.offset,
                     "timestamp_ms": r.timestamp,
                     "timestampType": header.timestamp_type,
-                    "headers": [{"key": k, "value": v} for k, v in r.headers],
+                    "headers": [{"key": k, "value": v} for k, v in r.headers] or None,  # as format("kafka")
                     "producerId": header.producer_id,
                     "producerEpoch": header.producer_epoch,
                     "sequence": seq,

@@ -288,7 +288,7 @@ class ArrowDecoder:
         self._keys = _BinaryColumn()
         self._values = _BinaryColumn()
         self._fixed: dict[str, list[np.ndarray]] = {}
-        self._headers: list[list[dict[str, Any]]] = []
+        self._headers: list[list[dict[str, Any]] | None] = []
         self._rows = 0
 
     def decode(
@@ -391,7 +391,8 @@ class ArrowDecoder:
         self._values.append(stored, table[_VALUE_START], table[_VALUE_LENGTH])
         if self.include_headers:
             counts_h, starts_h, ends_h = table[_HEADER_COUNT], table[_HEADERS_START], table[_RECORD_END]
-            rows: list[list[dict[str, Any]]] = [[] for _ in range(len(offsets))]
+            # A record without headers has null, not [], as Spark's KafkaRecordToRowConverter gives.
+            rows: list[list[dict[str, Any]] | None] = [None] * len(offsets)
             for i in np.flatnonzero(counts_h).tolist():
                 rows[i] = _read_headers(
                     region, int(starts_h[i]), int(ends_h[i]), int(counts_h[i]), int(offsets[i])
