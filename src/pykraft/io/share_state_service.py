@@ -153,109 +153,103 @@ class ShareStateService:
                         )
             self.coordinator.finish_load(partition)
 
+    async def _answer_each(
+        self,
+        request: Any,
+        result_cls: Any,
+        answer: Callable[[ShareStateKey | None, Any], Awaitable[Any]],
+    ) -> list[Any]:
+        """The five state RPCs answer per topic and partition alike: ``answer`` gets the partition's key
+        (None: not a valid key, answered INVALID_REQUEST) and its request entry, and returns its result."""
+        results = []
+        for topic in request.topics:
+            partitions = [
+                await answer(_key(request.group_id, topic.topic_id, p.partition), p) for p in topic.partitions
+            ]
+            results.append(result_cls(topic_id=topic.topic_id, partitions=partitions))
+        return results
+
+    def _read_snapshot(self, key: ShareStateKey | None) -> tuple[ErrorCode, ShareSnapshot | None]:
+        return self.coordinator.read(key) if key is not None else (ErrorCode.INVALID_REQUEST, None)
+
     async def read_share_group_state(self, request: Any, version: int) -> Any:
         result_cls: Any = ReadShareGroupStateResponse.ReadStateResult
         partition_cls: Any = result_cls.PartitionResult
         batch_cls: Any = partition_cls.StateBatch
-        results = []
-        for topic in request.topics:
-            partitions = []
-            for p in topic.partitions:
-                key = _key(request.group_id, topic.topic_id, p.partition)
-                error, snapshot = (
-                    self.coordinator.read(key) if key is not None else (ErrorCode.INVALID_REQUEST, None)
-                )
-                partitions.append(
-                    partition_cls(
-                        partition=p.partition,
-                        error_code=error,
-                        error_message=None,
-                        state_epoch=snapshot.state_epoch if snapshot else 0,
-                        start_offset=snapshot.start_offset if snapshot else -1,
-                        state_batches=[
-                            batch_cls(
-                                first_offset=b.first_offset,
-                                last_offset=b.last_offset,
-                                delivery_state=int(b.delivery_state),
-                                delivery_count=b.delivery_count,
-                            )
-                            for b in (snapshot.state_batches if snapshot else ())
-                        ],
+
+        async def answer(key: ShareStateKey | None, p: Any) -> Any:
+            error, snapshot = self._read_snapshot(key)
+            return partition_cls(
+                partition=p.partition,
+                error_code=error,
+                error_message=None,
+                state_epoch=snapshot.state_epoch if snapshot else 0,
+                start_offset=snapshot.start_offset if snapshot else -1,
+                state_batches=[
+                    batch_cls(
+                        first_offset=b.first_offset,
+                        last_offset=b.last_offset,
+                        delivery_state=int(b.delivery_state),
+                        delivery_count=b.delivery_count,
                     )
-                )
-            results.append(result_cls(topic_id=topic.topic_id, partitions=partitions))
+                    for b in (snapshot.state_batches if snapshot else ())
+                ],
+            )
+
+        results = await self._answer_each(request, result_cls, answer)
         return ReadShareGroupStateResponse(version=version, results=results)
 
     async def read_share_group_state_summary(self, request: Any, version: int) -> Any:
         result_cls: Any = ReadShareGroupStateSummaryResponse.ReadStateSummaryResult
         partition_cls: Any = result_cls.PartitionResult
-        results = []
-        for topic in request.topics:
-            partitions = []
-            for p in topic.partitions:
-                key = _key(request.group_id, topic.topic_id, p.partition)
-                error, snapshot = (
-                    self.coordinator.read(key) if key is not None else (ErrorCode.INVALID_REQUEST, None)
-                )
-                partitions.append(
-                    partition_cls(
-                        partition=p.partition,
-                        error_code=error,
-                        error_message=None,
-                        state_epoch=snapshot.state_epoch if snapshot else 0,
-                        start_offset=snapshot.start_offset if snapshot else UNINITIALIZED_START_OFFSET,
-                    )
-                )
-            results.append(result_cls(topic_id=topic.topic_id, partitions=partitions))
+
+        async def answer(key: ShareStateKey | None, p: Any) -> Any:
+            error, snapshot = self._read_snapshot(key)
+            return partition_cls(
+                partition=p.partition,
+                error_code=error,
+                error_message=None,
+                state_epoch=snapshot.state_epoch if snapshot else 0,
+                start_offset=snapshot.start_offset if snapshot else UNINITIALIZED_START_OFFSET,
+            )
+
+        results = await self._answer_each(request, result_cls, answer)
         return ReadShareGroupStateSummaryResponse(version=version, results=results)
 
+    async def _answer_errors(
+        self, request: Any, result_cls: Any, apply: Callable[[ShareStateKey, Any], Awaitable[ErrorCode]]
+    ) -> list[Any]:
+        """Initialize, Write and Delete answer each partition with an error code alone."""
+
+        async def answer(key: ShareStateKey | None, p: Any) -> Any:
+            error = await apply(key, p) if key is not None else ErrorCode.INVALID_REQUEST
+            return result_cls.PartitionResult(partition=p.partition, error_code=error, error_message=None)
+
+        return await self._answer_each(request, result_cls, answer)
+
     async def initialize_share_group_state(self, request: Any, version: int) -> Any:
+        async def apply(key: ShareStateKey, p: Any) -> ErrorCode:
+            return await self._apply(self.coordinator.plan_initialize(key, p.state_epoch, p.start_offset))
+
         result_cls: Any = InitializeShareGroupStateResponse.InitializeStateResult
-        partition_cls: Any = result_cls.PartitionResult
-        results = []
-        for topic in request.topics:
-            partitions = []
-            for p in topic.partitions:
-                key = _key(request.group_id, topic.topic_id, p.partition)
-                error = ErrorCode.INVALID_REQUEST
-                if key is not None:
-                    error = await self._apply(
-                        self.coordinator.plan_initialize(key, p.state_epoch, p.start_offset)
-                    )
-                partitions.append(partition_cls(partition=p.partition, error_code=error, error_message=None))
-            results.append(result_cls(topic_id=topic.topic_id, partitions=partitions))
+        results = await self._answer_errors(request, result_cls, apply)
         return InitializeShareGroupStateResponse(version=version, results=results)
 
     async def write_share_group_state(self, request: Any, version: int) -> Any:
+        async def apply(key: ShareStateKey, p: Any) -> ErrorCode:
+            batches = _batches(p.state_batches)
+            return await self._write(key, p.state_epoch, p.leader_epoch, p.start_offset, batches)
+
         result_cls: Any = WriteShareGroupStateResponse.WriteStateResult
-        partition_cls: Any = result_cls.PartitionResult
-        results = []
-        for topic in request.topics:
-            partitions = []
-            for p in topic.partitions:
-                key = _key(request.group_id, topic.topic_id, p.partition)
-                error = ErrorCode.INVALID_REQUEST
-                if key is not None:
-                    error = await self._write(
-                        key, p.state_epoch, p.leader_epoch, p.start_offset, _batches(p.state_batches)
-                    )
-                partitions.append(partition_cls(partition=p.partition, error_code=error, error_message=None))
-            results.append(result_cls(topic_id=topic.topic_id, partitions=partitions))
+        results = await self._answer_errors(request, result_cls, apply)
         return WriteShareGroupStateResponse(version=version, results=results)
 
     async def delete_share_group_state(self, request: Any, version: int) -> Any:
+        async def apply(key: ShareStateKey, p: Any) -> ErrorCode:
+            return await self._apply(self.coordinator.plan_delete(key))
+
         result_cls: Any = DeleteShareGroupStateResponse.DeleteStateResult
-        partition_cls: Any = result_cls.PartitionResult
-        results = []
-        for topic in request.topics:
-            partitions = []
-            for p in topic.partitions:
-                key = _key(request.group_id, topic.topic_id, p.partition)
-                error = ErrorCode.INVALID_REQUEST
-                if key is not None:
-                    error = await self._apply(self.coordinator.plan_delete(key))
-                partitions.append(partition_cls(partition=p.partition, error_code=error, error_message=None))
-            results.append(result_cls(topic_id=topic.topic_id, partitions=partitions))
+        results = await self._answer_errors(request, result_cls, apply)
         return DeleteShareGroupStateResponse(version=version, results=results)
 
     async def _write(
