@@ -517,6 +517,7 @@ RATIO_PEERS = ("kafka", "tansu", "null")  # pykraft's figure is stated as a rati
 
 def summarize(data: dict[str, Any], args: argparse.Namespace) -> str:
     results = data["results"]
+    ratio_peers = [other for other in RATIO_PEERS if other in results]
     lines = [
         f"# pykraft benchmark — {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}",
         "",
@@ -534,9 +535,9 @@ def summarize(data: dict[str, Any], args: argparse.Namespace) -> str:
         "| workload | figure | "
         + " | ".join(results)
         + " | "
-        + " | ".join(f"pykraft / {other}" for other in RATIO_PEERS)
+        + " | ".join(f"pykraft / {other}" for other in ratio_peers)
         + " |",
-        "|---|---|" + "---|" * (len(results) + len(RATIO_PEERS)),
+        "|---|---|" + "---|" * (len(results) + len(ratio_peers)),
     ]
 
     def med(peer: str, workload: str, key: str) -> float | None:
@@ -551,7 +552,7 @@ def summarize(data: dict[str, Any], args: argparse.Namespace) -> str:
                 f"{statistics.median(values):.4g} ({min(values):.4g}–{max(values):.4g})" if values else "-"
             )
         ratios = []
-        for other in RATIO_PEERS:
+        for other in ratio_peers:
             a, b = med("pykraft", workload, key), med(other, workload, key)
             ratios.append(f"{a / b:.2f}x" if a and b else "-")
         lines.append(f"| {workload} | {key} | " + " | ".join(cells) + " | " + " | ".join(ratios) + " |")
