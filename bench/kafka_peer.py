@@ -2,25 +2,34 @@
 
 Kafka 4.3.1 (org.apache.kafka:kafka_2.13 and its dependencies, from Maven Central into ~/.m2 by
 bench/kafka/pom.xml; no distribution download) runs as one KRaft node in combined mode
-(process.roles=broker,controller, node.id=1): a PLAINTEXT listener and a CONTROLLER listener on free
-127.0.0.1 ports, log.dirs in the peer's work dir. Its storage is formatted first
-(`kafka.tools.StorageTool format --standalone`), as `kafka-storage.sh format` does, outside the start-up
-clock: `Peer.prepare`. The JVM gets what `kafka-server-start.sh` gives it (-Xmx1g -Xms1g, G1 with its
-pause settings); the only settings changed are those a single-node user changes (replication factors
-of the internal topics 1, group.initial.rebalance.delay.ms=0). Flushing stays at Kafka's defaults: no
-fsync per write (log.flush.interval.messages is unbounded; the page cache and replication carry
-durability), as pykraft, which fsyncs the metadata log and a partition's segment only on roll and stop.
+(process.roles=broker,controller, node.id=1), or as three such nodes with a static quorum
+(`running_kafka_cluster`, bench.latency's RF=3 column): a PLAINTEXT listener and a CONTROLLER listener on
+free 127.0.0.1 ports, log.dirs in the work dir. Storage is formatted first (`kafka.tools.StorageTool
+format`), as `kafka-storage.sh format` does, outside the start-up clock: `Peer.prepare`. The JVM gets
+what `kafka-server-start.sh` gives it (-Xmx1g -Xms1g, G1 with its pause settings); the only settings
+changed are those a single-node user changes (replication factors of the internal topics 1,
+group.initial.rebalance.delay.ms=0). Flushing stays at Kafka's defaults: no fsync per write
+(log.flush.interval.messages is unbounded; the page cache and replication carry durability), as pykraft,
+which fsyncs the metadata log before a record commits and a partition's segments at a clean stop.
 """
 
 from __future__ import annotations
 
 import base64
+import contextlib
 import hashlib
 import shutil
 import subprocess
 import sys
+import tempfile
+import time
 import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
+
+from confluent_kafka import KafkaException
+from confluent_kafka.admin import AdminClient
 
 from bench.__main__ import Peer
 from pykraft.testing import free_port
@@ -62,23 +71,37 @@ def kafka_classpath() -> str:
     return f"{target / 'lib'}/*"
 
 
-def server_properties(workdir: str, port: int, controller_port: int) -> str:
+def server_properties(
+    workdir: str, port: int, controller_port: int, *, node_id: int = 1, voters: str | None = None
+) -> str:
+    """One combined node's settings: a single node bootstraps its own quorum (``--standalone``) and gets
+    replication factor 1 for the internal topics; a node of a cluster gets the static ``voters``
+    (controller.quorum.voters) and Kafka's default factors (3, min.insync.replicas 2)."""
+    single = voters is None
+    quorum = (
+        f"controller.quorum.bootstrap.servers=127.0.0.1:{controller_port}"
+        if single
+        else f"controller.quorum.voters={voters}"
+    )
+    single_node = [
+        "offsets.topic.replication.factor=1",
+        "transaction.state.log.replication.factor=1",
+        "transaction.state.log.min.isr=1",
+        "share.coordinator.state.topic.replication.factor=1",
+        "share.coordinator.state.topic.min.isr=1",
+    ]
     return "\n".join(
         [
             "process.roles=broker,controller",
-            "node.id=1",
+            f"node.id={node_id}",
             f"listeners=PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{controller_port}",
             f"advertised.listeners=PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{controller_port}",
             "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
             "inter.broker.listener.name=PLAINTEXT",
             "controller.listener.names=CONTROLLER",
-            f"controller.quorum.bootstrap.servers=127.0.0.1:{controller_port}",
+            quorum,
             f"log.dirs={Path(workdir) / 'data'}",
-            "offsets.topic.replication.factor=1",
-            "transaction.state.log.replication.factor=1",
-            "transaction.state.log.min.isr=1",
-            "share.coordinator.state.topic.replication.factor=1",
-            "share.coordinator.state.topic.min.isr=1",
+            *(single_node if single else []),
             "group.initial.rebalance.delay.ms=0",
             "",
         ]
@@ -102,17 +125,84 @@ def kafka_peer() -> Peer | None:
     def prepare(port: int, workdir: str) -> None:
         config = Path(workdir) / config_name
         config.write_text(server_properties(workdir, port, free_port()))
-        formatted = subprocess.run(
-            ["java", "-cp", classpath, "kafka.tools.StorageTool", "format", "--standalone"]
-            + ["-t", random_cluster_id(), "-c", str(config)],
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
-        if formatted.returncode != 0:
-            raise RuntimeError(f"kafka peer: storage format failed: {formatted.stdout}{formatted.stderr}")
+        format_storage(classpath, config, random_cluster_id(), standalone=True)
 
     def command(_port: int, workdir: str) -> list[str]:
-        return ["java", *JVM_OPTIONS, "-cp", classpath, "kafka.Kafka", str(Path(workdir) / config_name)]
+        return server_command(classpath, Path(workdir) / config_name)
 
     return Peer("kafka", command, prepare=prepare)
+
+
+def format_storage(classpath: str, config: Path, cluster_id: str, *, standalone: bool) -> None:
+    """`kafka-storage.sh format`: ``--standalone`` bootstraps a one-voter quorum; without it the static
+    controller.quorum.voters of ``config`` are the quorum."""
+    formatted = subprocess.run(
+        ["java", "-cp", classpath, "kafka.tools.StorageTool", "format", "-t", cluster_id, "-c", str(config)]
+        + (["--standalone"] if standalone else []),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    if formatted.returncode != 0:
+        raise RuntimeError(f"kafka: storage format of {config} failed: {formatted.stdout}{formatted.stderr}")
+
+
+def server_command(classpath: str, config: Path) -> list[str]:
+    return ["java", *JVM_OPTIONS, "-cp", classpath, "kafka.Kafka", str(config)]
+
+
+@dataclass
+class KafkaCluster:
+    bootstrap_servers: str
+
+
+@contextlib.contextmanager
+def running_kafka_cluster(nodes: int = 3) -> Iterator[KafkaCluster]:
+    """``nodes`` combined Kafka nodes (each broker and controller) with a static quorum of all of them,
+    Kafka's default replication settings; yields once every broker is registered, stops them all."""
+    classpath = kafka_classpath()
+    workdir = Path(tempfile.mkdtemp(prefix="bench-kafka-cluster-"))
+    ports = {node_id: (free_port(), free_port()) for node_id in range(1, nodes + 1)}
+    voters = ",".join(f"{node_id}@127.0.0.1:{controller}" for node_id, (_, controller) in ports.items())
+    cluster_id = random_cluster_id()
+    procs: list[subprocess.Popen[bytes]] = []
+    try:
+        configs = []
+        for node_id, (port, controller) in ports.items():
+            node_dir = workdir / f"node-{node_id}"
+            node_dir.mkdir()
+            config = node_dir / "server.properties"
+            config.write_text(
+                server_properties(str(node_dir), port, controller, node_id=node_id, voters=voters)
+            )
+            format_storage(classpath, config, cluster_id, standalone=False)
+            configs.append(config)
+        for config in configs:
+            procs.append(
+                subprocess.Popen(
+                    server_command(classpath, config), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+                )
+            )
+        bootstrap = ",".join(f"127.0.0.1:{port}" for port, _ in ports.values())
+        admin = AdminClient({"bootstrap.servers": bootstrap})
+        deadline = time.monotonic() + 120
+        while True:
+            try:  # the JVMs take seconds to listen: a transport failure until then
+                if len(admin.list_topics(timeout=10).brokers) == nodes:
+                    break
+            except KafkaException:
+                pass
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"kafka cluster: {nodes} brokers never registered")
+            time.sleep(0.2)
+        yield KafkaCluster(bootstrap)
+    finally:
+        for proc in procs:
+            proc.terminate()
+        for proc in procs:
+            try:
+                proc.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        shutil.rmtree(workdir, ignore_errors=True)
