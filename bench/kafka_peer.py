@@ -1,7 +1,7 @@
 """Apache Kafka itself as the reference peer of the benchmarks (issue 33 item 5).
 
 Kafka 4.3.1 (org.apache.kafka:kafka_2.13 and its dependencies, from Maven Central into ~/.m2 by
-bench/kafka/pom.xml; no distribution download) runs as one KRaft node in combined mode
+bench/kafka_jars/pom.xml; no distribution download) runs as one KRaft node in combined mode
 (process.roles=broker,controller, node.id=1), or as three such nodes with a static quorum
 (`running_kafka_cluster`, bench.latency's RF=3 column): a PLAINTEXT listener and a CONTROLLER listener on
 free 127.0.0.1 ports, log.dirs in the work dir. Storage is formatted first (`kafka.tools.StorageTool
@@ -34,7 +34,7 @@ from confluent_kafka.admin import AdminClient
 from bench.__main__ import Peer
 from pykraft.testing import free_port
 
-PROJECT = Path(__file__).resolve().parent / "kafka"
+PROJECT = Path(__file__).resolve().parent / "kafka_jars"
 KAFKA_VERSION = "4.3.1"
 # kafka-server-start.sh's KAFKA_HEAP_OPTS and kafka-run-class.sh's KAFKA_JVM_PERFORMANCE_OPTS
 JVM_OPTIONS = [
@@ -49,7 +49,7 @@ JVM_OPTIONS = [
 
 
 def kafka_classpath() -> str:
-    """Kafka's jars, copied to bench/kafka/target/lib by `mvn compile` (run again only when the pom
+    """Kafka's jars, copied to bench/kafka_jars/target/lib by `mvn compile` (run again only when the pom
     changed); raises with one line when Java or Maven is missing."""
     for tool in ("java", "mvn"):
         if shutil.which(tool) is None:
