@@ -1,12 +1,13 @@
-"""`make bench` / `python -m bench`: pykraft, Tansu and the null broker side by side, in one run.
+"""`make bench` / `python -m bench`: pykraft, Apache Kafka, Tansu and the null broker side by side.
 
 Every round starts each peer fresh and runs every workload against it; rounds interleave the peers so
 drift and noise hit them alike. Figures are medians over rounds with min/max, each with its ratio to
-Tansu and to the null broker (the client-bound ceiling). Load average and each process's CPU seconds
-are recorded so noisy runs show. Results: bench/results/<UTC time>.md (+ .json, + .png chart) and
-bench/results/latest.md. Only 127.0.0.1; every process started here is stopped here.
+Apache Kafka (bench.kafka_peer: a fresh JVM per round), to Tansu and to the null broker (the client-bound
+ceiling). Load average and each process's CPU seconds are recorded so noisy runs show. Results:
+bench/results/<UTC time>.md (+ .json, + .png chart) and bench/results/latest.md. Only 127.0.0.1; every
+process started here is stopped here.
 
-    python -m bench [--rounds 5] [--messages 200000] [--peers pykraft,tansu,null] [--quick]
+    python -m bench [--rounds 5] [--messages 200000] [--peers pykraft,kafka,tansu,null] [--quick]
 """
 
 from __future__ import annotations
@@ -79,11 +80,15 @@ class Peer:
     workdir: str = ""
     # Client settings every workload adds (security.protocol, ssl.*, sasl.*): bench.security.
     client_config: dict[str, str] = field(default_factory=dict)
+    # Run before the clock starts, with the port and work dir (Kafka's storage format: bench.kafka_peer).
+    prepare: Callable[[int, str], None] | None = None
 
     def start(self) -> float:
         """Start on a fresh port and data dir; returns seconds until the port accepts connections."""
         self.port = free_port()
         self.workdir = tempfile.mkdtemp(prefix=f"bench-{self.name}-")
+        if self.prepare is not None:
+            self.prepare(self.port, self.workdir)
         started = time.monotonic()
         self.proc = subprocess.Popen(
             self.command(self.port, self.workdir),
@@ -446,6 +451,12 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             peers.append(pykraft_peer())
         elif name == "null":
             peers.append(null_peer())
+        elif name == "kafka":
+            from bench.kafka_peer import kafka_peer  # imports this module: not at the top
+
+            kafka = kafka_peer()
+            if kafka is not None:
+                peers.append(kafka)
         elif name == "tansu":
             binary = tansu_binary()
             if binary is None:
@@ -468,6 +479,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             peer.start()
             try:
                 tag = uuid.uuid4().hex[:8]
+                if args.warm_up:  # unrecorded: a JVM's JIT compiles the hot paths in its first seconds
+                    produce(peer, f"warm-up-{tag}", args.warm_up, 1024, 1)
+                    consume(peer, f"warm-up-{tag}", args.warm_up, 1024, 1)
                 record(peer, "P1 produce 1KiB", produce(peer, f"p1-{tag}", n, 1024, 1))
                 record(peer, "P2 consume 1KiB", consume(peer, f"p1-{tag}", n, 1024, 1))
                 record(peer, "P1b produce 100B", produce(peer, f"p1b-{tag}", n, 100, 1))
@@ -483,7 +497,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 peer.stop()
     in_process_cold_start()  # unmeasured: the first one also pays for importing the node's modules
     in_process = [in_process_cold_start() for _ in range(args.rounds)]
-    return {"results": results, "in_process_cold_start": in_process}
+    return {"results": results, "in_process_cold_start": in_process, "warm_up_messages": args.warm_up}
 
 
 MAIN_FIGURE = {
@@ -498,18 +512,32 @@ MAIN_FIGURE = {
 }
 
 
+RATIO_PEERS = ("kafka", "tansu", "null")  # pykraft's figure is stated as a ratio to each of these
+
+
 def summarize(data: dict[str, Any], args: argparse.Namespace) -> str:
     results = data["results"]
+    ratio_peers = [other for other in RATIO_PEERS if other in results]
     lines = [
         f"# pykraft benchmark — {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}",
         "",
         f"Machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}, "
-        f"{platform.platform()}. Rounds: {args.rounds} (peers interleaved), {args.messages} messages per "
-        "throughput workload, confluent-kafka idempotent acks=all, linger.ms=5. Median (min–max); ratios "
-        "are of medians. Higher is better except for latency and seconds.",
+        f"{platform.platform()}. Rounds: {args.rounds} (peers interleaved, each started fresh per round), "
+        f"{args.messages} messages per throughput workload, confluent-kafka idempotent acks=all, linger.ms=5; "
+        + (
+            f"{data['warm_up_messages']} unmeasured 1 KiB messages produced and consumed on each fresh peer "
+            "first. "
+            if data.get("warm_up_messages")
+            else "no warm-up round (a JVM peer is measured from its first seconds). "
+        )
+        + "Median (min–max); ratios are of medians. Higher is better except for latency and seconds.",
         "",
-        "| workload | figure | " + " | ".join(results) + " | pykraft / tansu | pykraft / null |",
-        "|---|---|" + "---|" * len(results) + "---|---|",
+        "| workload | figure | "
+        + " | ".join(results)
+        + " | "
+        + " | ".join(f"pykraft / {other}" for other in ratio_peers)
+        + " |",
+        "|---|---|" + "---|" * (len(results) + len(ratio_peers)),
     ]
 
     def med(peer: str, workload: str, key: str) -> float | None:
@@ -524,7 +552,7 @@ def summarize(data: dict[str, Any], args: argparse.Namespace) -> str:
                 f"{statistics.median(values):.4g} ({min(values):.4g}–{max(values):.4g})" if values else "-"
             )
         ratios = []
-        for other in ("tansu", "null"):
+        for other in ratio_peers:
             a, b = med("pykraft", workload, key), med(other, workload, key)
             ratios.append(f"{a / b:.2f}x" if a and b else "-")
         lines.append(f"| {workload} | {key} | " + " | ".join(cells) + " | " + " | ".join(ratios) + " |")
@@ -584,7 +612,7 @@ def chart(data: dict[str, Any], path: Path) -> bool:
         ax.bar([x + i * width for x in range(len(workloads))], values, width, label=peer)
     ax.set_xticks([x + width * (len(results) - 1) / 2 for x in range(len(workloads))], workloads, rotation=15)
     ax.set_ylabel("MB/s (median)")
-    ax.set_title("pykraft vs Tansu vs null broker (confluent-kafka, same run)")
+    ax.set_title(f"{' vs '.join(results)} (confluent-kafka, same run)")
     ax.legend()
     fig.tight_layout()
     fig.savefig(path, dpi=110)
@@ -597,7 +625,14 @@ def main() -> int:
     parser.add_argument("--messages", type=int, default=200000)
     parser.add_argument("--init-calls", type=int, default=100000)
     parser.add_argument("--p4-batches", type=int, default=5)
-    parser.add_argument("--peers", default="pykraft,tansu,null")
+    parser.add_argument("--peers", default="pykraft,kafka,tansu,null")
+    parser.add_argument(
+        "--warm-up",
+        type=int,
+        default=0,
+        metavar="MESSAGES",
+        help="produce and consume this many 1 KiB messages, unmeasured, on each fresh peer before its workloads",
+    )
     parser.add_argument(
         "--quick", action="store_true", help="2 rounds, 50k messages, 10k InitProducerId calls"
     )

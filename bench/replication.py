@@ -62,8 +62,9 @@ def _create(cluster: ProcessCluster, topic: str, replication_factor: int) -> Non
     )[topic].result(30)
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
-        partition = admin.list_topics(topic, timeout=10).topics[topic].partitions[0]
-        if len(partition.isrs) == replication_factor:
+        # A broker that has not applied the topic's records yet answers without the partition.
+        partition = admin.list_topics(topic, timeout=10).topics[topic].partitions.get(0)
+        if partition is not None and len(partition.isrs) == replication_factor:
             return
         time.sleep(0.1)
     raise TimeoutError(f"{topic}: ISR never reached {replication_factor}")

