@@ -94,28 +94,33 @@ def _share_group(broker: Peer, record_lock_duration_ms: int | None = None) -> st
     return group
 
 
-def one_round(broker: Peer, kind: str, topic: str, records: int, consumers: int) -> float:
-    """Seconds from the first subscribe to every record received."""
+def _clients(
+    broker: Peer, kind: str, consumers: int, share_settings: dict[str, str] | None = None
+) -> list[Any]:
+    """``consumers`` members of a new share group (with ``share_settings``) or of a new KIP-848 consumer
+    group reading from the earliest offset without commits."""
     if kind == "share group":
         group = _share_group(broker)
-        clients: list[Any] = [
-            ShareConsumer({"bootstrap.servers": broker.bootstrap, "group.id": group})
-            for _ in range(consumers)
-        ]
-    else:
-        group = f"cg-{uuid.uuid4().hex[:8]}"
-        clients = [
-            Consumer(
-                {
-                    "bootstrap.servers": broker.bootstrap,
-                    "group.id": group,
-                    "group.protocol": "consumer",
-                    "auto.offset.reset": "earliest",
-                    "enable.auto.commit": False,
-                }
+        return [
+            ShareConsumer(
+                {"bootstrap.servers": broker.bootstrap, "group.id": group, **(share_settings or {})}
             )
             for _ in range(consumers)
         ]
+    group = f"cg-{uuid.uuid4().hex[:8]}"
+    settings = {
+        "bootstrap.servers": broker.bootstrap,
+        "group.id": group,
+        "group.protocol": "consumer",
+        "auto.offset.reset": "earliest",
+        "enable.auto.commit": False,
+    }
+    return [Consumer(settings) for _ in range(consumers)]
+
+
+def one_round(broker: Peer, kind: str, topic: str, records: int, consumers: int) -> float:
+    """Seconds from the first subscribe to every record received."""
+    clients = _clients(broker, kind, consumers)
     seen: Counter[tuple[int, int]] = Counter()
     lock = threading.Lock()
     done = threading.Event()
@@ -168,32 +173,7 @@ class Steady:
 def steady_round(broker: Peer, kind: str, partitions: int, consumers: int, rate: int) -> Steady:
     """A producer sends ``rate`` records/s for WARMUP_S + MEASURE_S while the consumers accept them."""
     topic = _topic(broker, partitions)
-    if kind == "share group":
-        group = _share_group(broker)
-        clients: list[Any] = [
-            ShareConsumer(
-                {
-                    "bootstrap.servers": broker.bootstrap,
-                    "group.id": group,
-                    "share.acknowledgement.mode": "explicit",
-                }
-            )
-            for _ in range(consumers)
-        ]
-    else:
-        group = f"cg-{uuid.uuid4().hex[:8]}"
-        clients = [
-            Consumer(
-                {
-                    "bootstrap.servers": broker.bootstrap,
-                    "group.id": group,
-                    "group.protocol": "consumer",
-                    "auto.offset.reset": "earliest",
-                    "enable.auto.commit": False,
-                }
-            )
-            for _ in range(consumers)
-        ]
+    clients = _clients(broker, kind, consumers, {"share.acknowledgement.mode": "explicit"})
     seen: Counter[tuple[int, int]] = Counter()
     latencies_ms: list[float] = []
     lock = threading.Lock()

@@ -71,6 +71,19 @@ def _batches(wire_batches: Any) -> tuple[StateBatch, ...]:
     )
 
 
+def _read_result(
+    p: Any, error: ErrorCode, snapshot: ShareSnapshot | None, unknown_start: int
+) -> dict[str, Any]:
+    """The fields ReadShareGroupState and its summary answer alike for one partition."""
+    return {
+        "partition": p.partition,
+        "error_code": error,
+        "error_message": None,
+        "state_epoch": snapshot.state_epoch if snapshot else 0,
+        "start_offset": snapshot.start_offset if snapshot else unknown_start,
+    }
+
+
 def _key(group_id: str, topic_id: Any, partition: int) -> ShareStateKey | None:
     """The share partition a request names; None for a null (zero) topic id, which names none
     (INVALID_REQUEST, as Kafka's ShareCoordinatorService checks)."""
@@ -180,11 +193,7 @@ class ShareStateService:
         async def answer(key: ShareStateKey | None, p: Any) -> Any:
             error, snapshot = self._read_snapshot(key)
             return partition_cls(
-                partition=p.partition,
-                error_code=error,
-                error_message=None,
-                state_epoch=snapshot.state_epoch if snapshot else 0,
-                start_offset=snapshot.start_offset if snapshot else -1,
+                **_read_result(p, error, snapshot, -1),
                 state_batches=[
                     batch_cls(
                         first_offset=b.first_offset,
@@ -205,13 +214,7 @@ class ShareStateService:
 
         async def answer(key: ShareStateKey | None, p: Any) -> Any:
             error, snapshot = self._read_snapshot(key)
-            return partition_cls(
-                partition=p.partition,
-                error_code=error,
-                error_message=None,
-                state_epoch=snapshot.state_epoch if snapshot else 0,
-                start_offset=snapshot.start_offset if snapshot else UNINITIALIZED_START_OFFSET,
-            )
+            return partition_cls(**_read_result(p, error, snapshot, UNINITIALIZED_START_OFFSET))
 
         results = await self._answer_each(request, result_cls, answer)
         return ReadShareGroupStateSummaryResponse(version=version, results=results)
