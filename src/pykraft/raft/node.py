@@ -1156,8 +1156,10 @@ class RaftNode:
 
     # --- KIP-853: voter changes, leader side (AddVoterHandler, RemoveVoterHandler) -------------
 
-    def _voter_change_error(self) -> VoterChange | None:
-        """What every voter change checks first; None when the leader may change the set now."""
+    def _leader_for_voter_change(self, now_ms: int) -> Leader | VoterChange:
+        """What every voter change checks first: the leader state when it may change the set now,
+        else the refusal to answer."""
+        self._set_now(now_ms)
         state = self._state
         if not isinstance(state, Leader):
             return VoterChange(ErrorCode.NOT_LEADER_OR_FOLLOWER)
@@ -1172,17 +1174,14 @@ class RaftNode:
         if self.voter_history.latest_offset() >= self._high_watermark:
             # One change at a time: the previous VotersRecord must commit first.
             return VoterChange(ErrorCode.REQUEST_TIMED_OUT, "Leader has an uncommitted voter change")
-        return None
+        return state
 
     def add_voter(self, voter: Voter, now_ms: int) -> VoterChange:
         """AddRaftVoter (API 80): append the voter set plus ``voter`` once the new voter, fetching as
         an observer, has caught up (AddVoterHandler)."""
-        self._set_now(now_ms)
-        error = self._voter_change_error()
-        if error is not None:
-            return error
-        state = self._state
-        assert isinstance(state, Leader)
+        state = self._leader_for_voter_change(now_ms)
+        if isinstance(state, VoterChange):
+            return state
         current = self.voter_history.latest()
         if voter.voter_id in current.ids:
             return VoterChange(ErrorCode.DUPLICATE_VOTER, f"Voter {voter.voter_id} is already a voter")
@@ -1206,12 +1205,9 @@ class RaftNode:
 
     def remove_voter(self, voter_id: int, directory_id: bytes, now_ms: int) -> VoterChange:
         """RemoveRaftVoter (API 81): the voter is named by id and directory id (RemoveVoterHandler)."""
-        self._set_now(now_ms)
-        error = self._voter_change_error()
-        if error is not None:
-            return error
-        state = self._state
-        assert isinstance(state, Leader)
+        state = self._leader_for_voter_change(now_ms)
+        if isinstance(state, VoterChange):
+            return state
         current = self.voter_history.latest()
         found = current.get(voter_id)
         if found is None or found.directory_id != directory_id:
@@ -1226,12 +1222,9 @@ class RaftNode:
         """UpdateRaftVoter (API 82, UpdateVoterHandler): a voter, named by id and directory id, tells
         the leader its endpoints and supported kraft.version range changed; the leader appends the
         updated voter set and answers at once (Kafka does not wait for the commit)."""
-        self._set_now(now_ms)
-        error = self._voter_change_error()
-        if error is not None:
-            return error
-        state = self._state
-        assert isinstance(state, Leader)
+        state = self._leader_for_voter_change(now_ms)
+        if isinstance(state, VoterChange):
+            return state
         kraft_version = self.voter_history.kraft_version()
         if not voter.min_supported_kraft_version <= kraft_version <= voter.max_supported_kraft_version:
             return VoterChange(
