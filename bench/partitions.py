@@ -1,6 +1,7 @@
 """Many partitions on one node (issue 29): what each level of partitions costs, within an open-file limit.
 
-For each level (total partitions on one node, a fresh node each): the node process runs under
+For each level (total partitions on one node, a fresh node each), pykraft and then Apache Kafka
+(bench.kafka_peer, a combined KRaft node, at ``--kafka-levels``): the process runs under
 ``RLIMIT_NOFILE`` = ``--open-files`` (20,000 by default) and gets topics of ``--topic-partitions``
 partitions until the level is reached. Reported per level:
 
@@ -13,7 +14,7 @@ partitions until the level is reached. Reported per level:
   with every partition (the shutdown budget is 10 s);
 * whether anything failed (a create, a delivery, a stop past the budget).
 
-    python -m bench.partitions [--levels 1000,10000] [--open-files 20000]
+    python -m bench.partitions [--levels 1000,10000] [--kafka-levels 1000,10000] [--open-files 20000]
 
 Only 127.0.0.1; every process started here is stopped here.
 """
@@ -21,11 +22,11 @@ Only 127.0.0.1; every process started here is stopped here.
 from __future__ import annotations
 
 import argparse
+import os
 import resource
 import signal
 import statistics
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -34,13 +35,17 @@ from confluent_kafka import Producer
 from kafka.protocol.admin import CreateTopicsRequest, CreateTopicsResponse
 from kafka.protocol.metadata import MetadataRequest, MetadataResponse
 
+from bench.__main__ import Peer, pykraft_peer
+from bench.kafka_peer import kafka_peer
 from pykraft.io.kafka_connection import BrokerConnection
 from pykraft.io.node import SHUTDOWN_BUDGET_S
-from pykraft.testing import free_port, node_properties
+from pykraft.testing import free_port
 
 METADATA_VERSION = 9
 PRODUCE_PARTITIONS = 1000
 RECORD_BYTES = 1024
+# What each peer logs when a log dir goes offline (Kafka: LogDirFailureChannel's handler, ReplicaManager).
+LOG_DIR_OFFLINE = {"pykraft": "offline", "kafka": "Stopping serving logs in dir"}
 
 
 def _rss_kb(pid: int) -> int:
@@ -51,13 +56,18 @@ def _rss_kb(pid: int) -> int:
 
 
 class BenchNode:
-    def __init__(self, directory: str, open_files: int) -> None:
+    """One peer's process under ``RLIMIT_NOFILE`` = ``open_files``, restarted on the same port and data."""
+
+    def __init__(self, peer: Peer, directory: str, open_files: int) -> None:
+        self.peer = peer
         self.port = free_port()
-        self.config = Path(directory) / "server.properties"
-        self.config.write_text(node_properties(str(Path(directory) / "data"), self.port, free_port()))
+        self.directory = directory
         self.log_path = Path(directory) / "server.log"
         self.open_files = open_files
         self.proc: subprocess.Popen[bytes] | None = None
+        if peer.prepare is not None:
+            peer.prepare(self.port, directory)
+        self.command = peer.command(self.port, directory)  # once: a restart reads the same config
 
     def start(self) -> None:
         def limit() -> None:
@@ -65,9 +75,10 @@ class BenchNode:
 
         with open(self.log_path, "ab") as log_file:
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "pykraft.cli", "server", "start", "--config", str(self.config)],
-                stdout=subprocess.DEVNULL,
-                stderr=log_file,
+                self.command,
+                env={**os.environ, **self.peer.env},
+                stdout=log_file,
+                stderr=subprocess.STDOUT,
                 preexec_fn=limit,
             )
 
@@ -147,9 +158,9 @@ def _produce_mb_s(bootstrap: str, topic: str, partitions: int, seconds: float = 
     return sent * RECORD_BYTES / elapsed / 1e6, failed[0]
 
 
-def run_level(total: int, topic_partitions: int, open_files: int) -> dict[str, object]:
-    with tempfile.TemporaryDirectory(prefix="pykraft-bench-partitions-") as directory:
-        node = BenchNode(directory, open_files)
+def run_level(peer: Peer, total: int, topic_partitions: int, open_files: int) -> dict[str, object]:
+    with tempfile.TemporaryDirectory(prefix=f"bench-partitions-{peer.name}-") as directory:
+        node = BenchNode(peer, directory, open_files)
         node.start()
         try:
             conn = node.connect()
@@ -183,14 +194,15 @@ def run_level(total: int, topic_partitions: int, open_files: int) -> dict[str, o
             if node.proc is not None:
                 node.stop()
         log_text = node.log_path.read_text(errors="replace")
-    problems = []
+    problems = [line.strip()[:120] for line in log_text.splitlines() if "Too many open files" in line][:1]
     if failed:
         problems.append(f"{failed} deliveries failed")
-    if "offline" in log_text:
+    if LOG_DIR_OFFLINE[peer.name] in log_text:
         problems.append("a log dir went offline")
     if max(stop_s, stop2_s) > SHUTDOWN_BUDGET_S:
         problems.append("a stop took longer than the shutdown budget")
     return {
+        "peer": peer.name,
         "partitions": total,
         "create_first": per_partition_ms[0],
         "create_last": per_partition_ms[-1],
@@ -207,25 +219,34 @@ def run_level(total: int, topic_partitions: int, open_files: int) -> dict[str, o
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--levels", default="1000,10000", help="comma-separated partition counts")
-    parser.add_argument("--open-files", type=int, default=20_000, help="the node's RLIMIT_NOFILE")
+    parser.add_argument("--open-files", type=int, default=20_000, help="each node's RLIMIT_NOFILE")
     parser.add_argument("--topic-partitions", type=int, default=1000, help="partitions per CreateTopics")
+    parser.add_argument(
+        "--kafka-levels",
+        default="1000,10000",
+        help="the levels Apache Kafka runs too (bench.kafka_peer; empty: none)",
+    )
     args = parser.parse_args()
+    kafka_levels = {int(word) for word in args.kafka_levels.split(",") if word}
+    kafka = kafka_peer() if kafka_levels else None
     print(f"one node, RLIMIT_NOFILE={args.open_files}, topics of {args.topic_partitions} partitions\n")
     print(
-        "| partitions | create ms/partition (first / last topic) | Metadata ms | RSS KB/partition "
+        "| partitions | peer | create ms/partition (first / last topic) | Metadata ms | RSS KB/partition "
         "| produce MB/s (1,000 partitions) | SIGTERM-to-exit s | start-to-serving s | stop after restart s "
         "| problems |"
     )
-    print("|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for level in (int(word) for word in args.levels.split(",")):
-        row = run_level(level, args.topic_partitions, args.open_files)
-        print(
-            f"| {row['partitions']:,} | {row['create_first']:.2f} / {row['create_last']:.2f} "
-            f"| {row['metadata_ms']:.1f} | {row['rss_kb']:.1f} | {row['produce_mb_s']:.1f} "
-            f"| {row['stop_s']:.1f} | {row['serving_s']:.1f} | {row['stop_after_restart_s']:.1f} "
-            f"| {row['problems']} |",
-            flush=True,
-        )
+        peers = [pykraft_peer()] + ([kafka] if kafka is not None and level in kafka_levels else [])
+        for peer in peers:
+            row = run_level(peer, level, args.topic_partitions, args.open_files)
+            print(
+                f"| {row['partitions']:,} | {row['peer']} | {row['create_first']:.2f} / {row['create_last']:.2f} "
+                f"| {row['metadata_ms']:.1f} | {row['rss_kb']:.1f} | {row['produce_mb_s']:.1f} "
+                f"| {row['stop_s']:.1f} | {row['serving_s']:.1f} | {row['stop_after_restart_s']:.1f} "
+                f"| {row['problems']} |",
+                flush=True,
+            )
 
 
 if __name__ == "__main__":
