@@ -34,7 +34,7 @@ from pykraft.metadata.records import ClusterIdRecord, decode_metadata_record
 from pykraft.protocol.records import Record, build_batch
 from pykraft.raft.snapshot import parse_snapshot_file_name, read_snapshot
 from pykraft.testing import RunningNode, running_node
-from tests.interop.maven_build import maven_classpath
+from tests.interop.maven_build import java_command, maven_classpath
 
 pytestmark = pytest.mark.slow
 
@@ -85,7 +85,7 @@ class KafkaTools:
 
     def __init__(self, classpath: str) -> None:
         self._proc = subprocess.Popen(
-            ["java", "-cp", classpath, "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn", "pykraft.ToolRunner"],
+            java_command(classpath, "pykraft.ToolRunner"),
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             text=True,

@@ -22,7 +22,7 @@ import pytest
 
 from pykraft.testing import free_port, running_node
 from tests.interop.cluster_support import three_by_three
-from tests.interop.maven_build import maven_classpath
+from tests.interop.maven_build import java_command, maven_classpath
 from tests.interop.test_restart import _start_server, _stop_server
 
 pytestmark = pytest.mark.slow
@@ -112,8 +112,7 @@ class Verdicts:
 
 def _run_checks(classpath: str, suite: str, bootstrap: str, brokers: int, *properties: str) -> Verdicts:
     ran = subprocess.run(
-        ["java", "-cp", classpath, "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn", MAIN_CLASS,
-         suite, bootstrap, str(brokers), *properties],
+        java_command(classpath, MAIN_CLASS, suite, bootstrap, str(brokers), *properties),
         capture_output=True,
         text=True,
         timeout=300,

@@ -36,7 +36,7 @@ import pytest
 
 from pykraft.testing import ProcessCluster
 from tests.interop.cluster_support import three_by_three, wait_until
-from tests.interop.maven_build import maven_classpath
+from tests.interop.maven_build import java_command, maven_classpath
 
 pytestmark = pytest.mark.slow
 
@@ -81,8 +81,8 @@ class StreamsApp:
         self.events: list[dict[str, Any]] = []
         self._stderr = open(workdir / "stderr.txt", "w+")  # closed by __exit__
         self.process = subprocess.Popen(
-            ["java", "-cp", classpath, "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn", MAIN_CLASS,
-             bootstrap, INPUT, OUTPUT, str(expected_words), str(workdir / "state"), "120000", *STREAMS_PROPERTIES],
+            java_command(classpath, MAIN_CLASS, bootstrap, INPUT, OUTPUT, str(expected_words),
+                         str(workdir / "state"), "120000", *STREAMS_PROPERTIES),
             stdout=subprocess.PIPE,
             stderr=self._stderr,
             text=True,

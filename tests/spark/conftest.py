@@ -13,6 +13,8 @@ from typing import Any
 
 import pytest
 
+from tests.interop.maven_build import SHORT_LIVED_JVM_OPTIONS
+
 # Before the JVM starts: Spark's Python workers (and the data-source planner) must run this venv's
 # interpreter, bind to loopback, and import pykraft (installed editable; PYTHONPATH for a plain checkout).
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
@@ -38,7 +40,7 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
         .config("spark.sql.shuffle.partitions", "2")
         .config("spark.default.parallelism", "2")
         .config("spark.sql.adaptive.enabled", "false")
-        .config("spark.driver.extraJavaOptions", "-XX:+UseSerialGC -XX:TieredStopAtLevel=1")
+        .config("spark.driver.extraJavaOptions", " ".join(SHORT_LIVED_JVM_OPTIONS))
         .config("spark.sql.warehouse.dir", str(tmp_path_factory.mktemp("warehouse")))
         .config("spark.sql.streaming.forceDeleteTempCheckpointLocation", "true")
         .config("spark.sql.session.timeZone", "UTC")

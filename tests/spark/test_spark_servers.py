@@ -22,6 +22,7 @@ from pathlib import Path
 import pytest
 
 from pykraft.testing import RunningNode, free_port, running_node
+from tests.interop.maven_build import SHORT_LIVED_JVM_OPTIONS
 from tests.spark.helpers import create_topic, produce
 
 pyspark = pytest.importorskip("pyspark")
@@ -30,6 +31,7 @@ pytestmark = pytest.mark.slow
 SPARK_HOME = os.path.dirname(pyspark.__file__)
 SRC = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "src"))
 ROWS = 1000
+JVM_OPTIONS = " ".join(SHORT_LIVED_JVM_OPTIONS)
 
 _DRIVER = """
 import sys
@@ -45,6 +47,7 @@ if flag == "--master":
              .config("spark.executor.memory", "512m").config("spark.executor.cores", "1")
              .config("spark.cores.max", "2").config("spark.ui.enabled", "false")
              .config("spark.driver.host", "127.0.0.1").config("spark.driver.bindAddress", "127.0.0.1")
+             .config("spark.driver.extraJavaOptions", {jvm!r}).config("spark.executor.extraJavaOptions", {jvm!r})
              .getOrCreate())
     spark.sparkContext.setLogLevel("ERROR")
 else:
@@ -79,6 +82,7 @@ def _spark_class(*args: str, log: Path) -> subprocess.Popen[bytes]:
         "SPARK_HOME": SPARK_HOME,
         "SPARK_LOCAL_IP": "127.0.0.1",
         "SPARK_DAEMON_MEMORY": "256m",
+        "SPARK_DAEMON_JAVA_OPTS": JVM_OPTIONS,
     }
     with open(log, "ab") as fh:
         return subprocess.Popen(
@@ -149,7 +153,7 @@ def _run_driver(flag: str, url: str, node: RunningNode, tmp_path: Path, prefix: 
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [SRC, os.environ.get("PYTHONPATH")]))}
     env["SPARK_LOCAL_IP"] = "127.0.0.1"
     done = subprocess.run(
-        [sys.executable, "-c", _DRIVER.format(src=SRC), flag, url, node.bootstrap_servers,
+        [sys.executable, "-c", _DRIVER.format(src=SRC, jvm=JVM_OPTIONS), flag, url, node.bootstrap_servers,
          str(tmp_path / "ckpt"), str(expected), prefix],
         env=env, capture_output=True, text=True, timeout=540,
     )  # fmt: skip
@@ -189,7 +193,7 @@ def connect_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
              "--conf", f"spark.connect.grpc.binding.port={port}",
              "--conf", "spark.connect.grpc.binding.address=127.0.0.1",
              "--conf", "spark.ui.enabled=false", "--conf", "spark.sql.shuffle.partitions=2",
-             "--driver-java-options", "-XX:+UseSerialGC -XX:TieredStopAtLevel=1"],
+             "--driver-java-options", JVM_OPTIONS],
             stdout=fh, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
         )  # fmt: skip
     try:
