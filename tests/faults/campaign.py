@@ -12,6 +12,7 @@ import os
 import pickle
 import re
 import shutil
+import subprocess
 import sys
 import tempfile
 import threading
@@ -24,7 +25,7 @@ from kafka.protocol.metadata import MetadataRequest, MetadataResponse
 
 from pykraft.coordinator.offsets_records import partition_for
 from pykraft.coordinator.txn_records import TRANSACTION_STATE_TOPIC
-from pykraft.testing import ProcessCluster
+from pykraft.testing import ProcessCluster, free_port
 from tests.faults import workloads
 from tests.faults.checker import CheckResult, check
 from tests.faults.history import FinalRecord, History
@@ -55,6 +56,9 @@ TOPICS: dict[str, tuple[int, dict[str, str]]] = {
 }
 TXN_PRODUCERS = ("txn-a", "txn-b")
 GROUPS = {"classic": "classic", "kip848": "consumer"}
+# Each broker's partition data on its own small filesystem (tmpfs) when the disk_full fault is on: the
+# nemesis fills it; the metadata log stays on the cluster directory's disk.
+DISK_SIZE = "512m"
 
 
 @dataclass
@@ -81,17 +85,28 @@ class Campaign:
         self.history = History(compacted_topics={"kv"}, lossy_topics={"acks1"})
         self.cluster = ProcessCluster.create(directory, 3, OVERRIDES, brokers=3)
         self.client_proxies: dict[int, FaultProxy] = {}
+        self.replication_proxies: dict[int, FaultProxy] = {}
         self.controller_proxies: dict[int, dict[int, FaultProxy]] = {}
+        # broker -> the directory of its partition data (a tmpfs mount when disk_full is on)
+        self.log_dirs = {b: node.data_dir for b, node in self.cluster.brokers.items()}
+        if "disk_full" in kinds:
+            self._mount_disks()
         self._wire_proxies()
 
     # --- the cluster behind proxies ---------------------------------------------------------------------
 
     def _wire_proxies(self) -> None:
-        """Each broker advertises its proxy (clients and followers reach it through that) and names
-        its own proxy to each controller in controller.quorum.voters."""
+        """Each broker advertises a proxy on its client listener (clients reach it through that) and one
+        on a listener of its own for the other brokers (inter.broker.listener.name: followers fetch and
+        transaction markers come through that), and names its own proxy to each controller in
+        controller.quorum.voters."""
         controllers = self.cluster.controllers
         for broker_id, node in self.cluster.brokers.items():
             self.client_proxies[broker_id] = FaultProxy(node.port, f"clients->{broker_id}").start()
+            replication_port = free_port()
+            self.replication_proxies[broker_id] = FaultProxy(
+                replication_port, f"brokers->{broker_id}"
+            ).start()
             self.controller_proxies[broker_id] = {
                 c: FaultProxy(controller.port, f"{broker_id}->{c}").start()
                 for c, controller in controllers.items()
@@ -104,9 +119,49 @@ class Campaign:
             text = re.sub(
                 r"^controller\.quorum\.voters=.*$", f"controller.quorum.voters={voters}", text, flags=re.M
             )
-            text += f"advertised.listeners=PLAINTEXT://127.0.0.1:{self.client_proxies[broker_id].port}\n"
+            text = re.sub(
+                r"^listeners=(.*)$",
+                rf"listeners=\1,REPLICATION://127.0.0.1:{replication_port}",
+                text,
+                flags=re.M,
+            )
+            text = re.sub(
+                r"^listener\.security\.protocol\.map=(.*)$", r"listener.security.protocol.map=\1,REPLICATION:PLAINTEXT",
+                text, flags=re.M,
+            )  # fmt: skip
+            text += "inter.broker.listener.name=REPLICATION\n"
+            text += (
+                f"advertised.listeners=PLAINTEXT://127.0.0.1:{self.client_proxies[broker_id].port},"
+                f"REPLICATION://127.0.0.1:{self.replication_proxies[broker_id].port}\n"
+            )
+            if self.log_dirs[broker_id] != node.data_dir:
+                text = re.sub(r"^log\.dirs=.*$", f"log.dirs={self.log_dirs[broker_id]}", text, flags=re.M)
+                text += f"metadata.log.dir={node.data_dir}\n"
             with open(node.config_path, "w", encoding="utf-8") as fh:
                 fh.write(text)
+
+    def _mount_disks(self) -> None:
+        """A tmpfs of DISK_SIZE per broker for its partition data (the nemesis fills one: disk_full)."""
+        for broker_id in self.cluster.brokers:
+            path = os.path.join(self.directory, f"disk-{broker_id}")
+            os.makedirs(path, exist_ok=True)
+            done = subprocess.run(
+                ["mount", "-t", "tmpfs", "-o", f"size={DISK_SIZE}", "tmpfs", path],
+                capture_output=True,
+                text=True,
+            )
+            if done.returncode != 0:
+                self._unmount_disks()
+                raise RuntimeError(
+                    f"disk_full needs a tmpfs per broker (mount -t tmpfs, as root): {done.stderr.strip()}; "
+                    "leave it out with --kinds"
+                )
+            self.log_dirs[broker_id] = path
+
+    def _unmount_disks(self) -> None:
+        for broker_id, path in self.log_dirs.items():
+            if path != self.cluster.nodes[broker_id].data_dir:
+                subprocess.run(["umount", path], capture_output=True)
 
     @property
     def bootstrap(self) -> str:
@@ -115,6 +170,7 @@ class Campaign:
     def _proxies(self) -> list[FaultProxy]:
         return [
             *self.client_proxies.values(),
+            *self.replication_proxies.values(),
             *(p for d in self.controller_proxies.values() for p in d.values()),
         ]
 
@@ -184,8 +240,8 @@ class Campaign:
                 thread.start()
             time.sleep(3.0)  # the clients settle (groups joined, producer ids) before the first fault
             nemesis = Nemesis(
-                self.cluster, self.client_proxies, self.controller_proxies, self.leader_of,
-                self.txn_coordinator, self.history.add, started,
+                self.cluster, self.client_proxies, self.replication_proxies, self.controller_proxies,
+                self.log_dirs, self.leader_of, self.txn_coordinator, self.history.add, started,
             )  # fmt: skip
             nemesis.run(schedule(self.seed, self.duration_s, self.kinds), time.monotonic() + self.duration_s)
             nemesis.heal_all()
@@ -211,6 +267,7 @@ class Campaign:
             self.cluster.stop()
             for proxy in self._proxies():
                 proxy.close()
+            self._keep_disks()
         with open(os.path.join(self.directory, "history.pickle"), "wb") as fh:
             pickle.dump(self.history, fh)  # python -m tests.faults --recheck DIR checks it again
         failures = [f"{t.name}: {t.failure!r}" for t in threads if t.failure is not None]
@@ -303,12 +360,19 @@ class Campaign:
         self.history.replicas = digests
 
     def _digest(self, broker: int, topic: str, partition: int) -> str:
-        directory = os.path.join(self.cluster.nodes[broker].data_dir, f"{topic}-{partition}")
+        directory = os.path.join(self.log_dirs[broker], f"{topic}-{partition}")
         digest = hashlib.sha256()
         for name in sorted(f for f in os.listdir(directory) if f.endswith(".log")):
             with open(os.path.join(directory, name), "rb") as fh:
                 digest.update(fh.read())
         return digest.hexdigest()[:16]
+
+    def _keep_disks(self) -> None:
+        """The tmpfs contents move to the cluster directory (kept for a failed run), then unmount."""
+        for broker_id, path in self.log_dirs.items():
+            if path != self.cluster.nodes[broker_id].data_dir:
+                shutil.copytree(path, f"{path}.data", dirs_exist_ok=True, ignore_dangling_symlinks=True)
+        self._unmount_disks()
 
 
 def run_campaign(

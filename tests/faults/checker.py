@@ -18,6 +18,12 @@ Anomaly classes, each a list of one-line findings naming the offending values:
   already answered) before it was sent.
 - CONSUMER_SKIP: a group's committed offset is past a record no member of the group consumed.
 - REPLICA_DIVERGENCE: the replicas of a partition hold different bytes once the faults have healed.
+
+Every fault kind expects zero of every class: a replication-path partition
+(``partition_broker_replication``) only shrinks ISRs and delays acks=all writes, and a full disk
+(``disk_full``) takes one broker's log dir offline (KAFKA_STORAGE_ERROR, retried by the clients) until its
+restart recovers the log; the acks=1 topic, the one place Kafka may lose acknowledged writes under such
+faults, is judged on its replicas only.
 """
 
 from __future__ import annotations

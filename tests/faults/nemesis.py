@@ -1,6 +1,6 @@
 """The seeded nemesis: a schedule of faults drawn from one seed, run against a ProcessCluster whose
-brokers are reached through :class:`FaultProxy`s (clients and followers on each broker's client
-listener, and each broker's path to each controller).
+brokers are reached through :class:`FaultProxy`s (clients on each broker's client listener, the other
+brokers on its replication listener, and each broker's path to each controller).
 
 Every fault heals itself before the next one starts (overlapping faults are one fault of kind
 ``overlap`` that runs two others at once), and :meth:`Nemesis.heal_all` undoes whatever is left when
@@ -35,8 +35,10 @@ KINDS = (
     "kill_all",
     "partition_broker_controllers",
     "partition_broker_clients",
+    "partition_broker_replication",
     "latency",
     "drop_connections",
+    "disk_full",
     "overlap",
 )
 # What ``overlap`` may combine (two at once, on different nodes when it can).
@@ -68,7 +70,9 @@ class Nemesis:
         self,
         cluster: ProcessCluster,
         client_proxies: dict[int, FaultProxy],
+        replication_proxies: dict[int, FaultProxy],
         controller_proxies: dict[int, dict[int, FaultProxy]],
+        log_dirs: dict[int, str],
         leader_of: Callable[[str, int], int | None],
         txn_coordinator: Callable[[], int | None],
         record: Callable[[Fault], None],
@@ -76,7 +80,9 @@ class Nemesis:
     ) -> None:
         self.cluster = cluster
         self.client_proxies = client_proxies
+        self.replication_proxies = replication_proxies
         self.controller_proxies = controller_proxies
+        self.log_dirs = log_dirs
         self.leader_of = leader_of
         self.txn_coordinator = txn_coordinator
         self.record = record
@@ -156,6 +162,14 @@ class Nemesis:
         if kind == "partition_broker_clients":
             self._cut_for([self.client_proxies[target]], duration_s)
             return [target]
+        if kind == "partition_broker_replication":
+            # The other brokers cannot reach this one's replication listener: its followers stop
+            # fetching from it and its transaction markers to it wait; clients still reach it.
+            self._cut_for([self.replication_proxies[target]], duration_s)
+            return [target]
+        if kind == "disk_full":
+            self._fill_disk_for(target, duration_s)
+            return [target]
         if kind == "latency":
             proxy = self.client_proxies[target]
             proxy.latency_s = rng.uniform(0.05, 0.3)
@@ -196,6 +210,37 @@ class Nemesis:
         if process is not None and process.poll() is None:
             os.kill(process.pid, signal.SIGCONT)
 
+    def _ballast(self, node_id: int) -> str:
+        return os.path.join(self.log_dirs[node_id], "ballast")
+
+    def _fill_disk_for(self, node_id: int, duration_s: float) -> None:
+        """The broker's partition data filesystem (a tmpfs, tests/faults/campaign.py) filled to the last
+        block: its next append fails with ENOSPC and takes the log dir offline, which only a restart with
+        space undoes (as Kafka's LogDirFailureChannel); so space is freed, then the broker restarted."""
+        with open(self._ballast(node_id), "wb", buffering=0) as fh:
+            chunk = b"\0" * (1 << 20)
+            try:
+                while True:
+                    fh.write(chunk)
+            except OSError:
+                pass
+            try:
+                while True:
+                    fh.write(b"\0" * 4096)
+            except OSError:
+                pass
+        self.stopped.wait(duration_s)
+        self._free_disk(node_id)
+        self.cluster.stop(node_id)
+        self.cluster.start(node_id)
+        self._wait_registered(node_id)
+
+    def _free_disk(self, node_id: int) -> None:
+        try:
+            os.remove(self._ballast(node_id))
+        except FileNotFoundError:
+            pass
+
     def _cut_for(self, proxies: list[FaultProxy], duration_s: float) -> None:
         for proxy in proxies:
             proxy.set_cut(True)
@@ -219,8 +264,11 @@ class Nemesis:
     def heal_all(self) -> None:
         for node_id in list(self._paused):
             self._continue(node_id)
+        for node_id in self.log_dirs:
+            self._free_disk(node_id)
         for proxy in [
             *self.client_proxies.values(),
+            *self.replication_proxies.values(),
             *(p for d in self.controller_proxies.values() for p in d.values()),
         ]:
             proxy.latency_s = 0.0

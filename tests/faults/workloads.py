@@ -177,6 +177,8 @@ class IdempotentProducer(Workload):
 class TransactionalProducer(Workload):
     """Transactions of 2-5 values over the topic's partitions; ``abort_ratio`` of them aborted on purpose."""
 
+    producer_overrides: dict[str, Any] = {}
+
     def __init__(self, *args: Any, topic: str, partitions: int, seed: int, abort_ratio: float = 0.3) -> None:
         super().__init__(*args)
         self.topic = topic
@@ -192,6 +194,7 @@ class TransactionalProducer(Workload):
                 "transactional.id": self.name,
                 "linger.ms": 5,
                 "transaction.timeout.ms": 60000,
+                **self.producer_overrides,
             }
         )
         self._retry(lambda: producer.init_transactions(30))
@@ -260,6 +263,15 @@ class TransactionalProducer(Workload):
 class TransformLoop(TransactionalProducer):
     """Reads ``source`` in group ``group`` (read_committed), writes ``ctp:<value>`` to ``topic`` in the
     same transaction as the consumed offsets."""
+
+    # send_offsets_to_transaction sends TxnOffsetCommit through librdkafka's coordinator-request state
+    # machine, which never checks its own timeout (creq_ts_timeout is unused: librdkafka issues #5456,
+    # #5511, open for 2.16): when the cached group coordinator is not up, or was dropped from Metadata
+    # while fenced, the call waits (RD_POLL_INFINITE) for some broker connection of this producer to
+    # go up or down, and in a healed, quiet cluster none does, so the client never stopped (issue 32).
+    # Closing idle connections gives the state machine those transitions: it looks the coordinator up
+    # again within seconds. Kafka's Java producer bounds the same call by max.block.ms (KAFKA-10309).
+    producer_overrides: dict[str, Any] = {"connections.max.idle.ms": 5000}
 
     def __init__(self, *args: Any, source: str, group: str, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)

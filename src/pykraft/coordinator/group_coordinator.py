@@ -322,6 +322,9 @@ class GroupCoordinator:
         # visible to OffsetFetch until the ISR has them, and require_stable answers UNSTABLE_OFFSET_COMMIT
         # for their partitions meanwhile (issue 32).
         self.pending_offset_commits: dict[str, Counter[tuple[str, int]]] = {}
+        # False while the broker's coordinator lease does not hold (broker/coordinator_lease.py: it may
+        # have been fenced and its groups moved): every group answers NOT_COORDINATOR (issue 32).
+        self.serving = True
         self.consumer.on_fence = self._downgrade
 
     # --- outputs for the shell ------------------------------------------------------------------------
@@ -341,6 +344,8 @@ class GroupCoordinator:
 
     def coordinator_error(self, group_id: str) -> ErrorCode:
         partition = self.partition_for(group_id)
+        if not self.serving:
+            return ErrorCode.NOT_COORDINATOR
         if partition in self.loading_partitions:
             return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
         if partition not in self.owned_partitions:

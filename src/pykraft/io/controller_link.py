@@ -27,6 +27,7 @@ from kafka.protocol.admin import (
     ElectLeadersResponse,
 )
 
+from pykraft.broker.coordinator_lease import CoordinatorLease
 from pykraft.broker.lifecycle import BrokerLifecycle, BrokerState, RegisterBroker, SendHeartbeat
 from pykraft.broker.producer_id_manager import AllocateProducerIdsResponseData
 from pykraft.broker.replication import IsrProposal
@@ -101,6 +102,9 @@ class ControllerLink:
             heartbeat_interval_ms=config.broker_heartbeat_interval_ms,
             now_ms=now_ms(),
         )
+        # Whether this broker's group coordinator may answer (issue 32): renewed by each unfenced
+        # heartbeat answer, caught up through the metadata Fetches (the node reports those).
+        self.lease = CoordinatorLease(config.broker_session_timeout_ms)
         self._leader_id = leader_id
         self._cluster_id = cluster_id
         self._metadata_offset = metadata_offset
@@ -208,15 +212,19 @@ class ControllerLink:
             want_fence=request.want_fence,
             want_shut_down=request.want_shut_down,
         )
+        sent_ms = now_ms()
         response = await self.channel.call(request.controller_id, body, BROKER_HEARTBEAT_VERSION)
         assert isinstance(response, BrokerHeartbeatResponse)
+        answered_ms = now_ms()
         self.lifecycle.on_heartbeat_response(
             response.error_code,
             is_caught_up=bool(response.is_caught_up),
             is_fenced=bool(response.is_fenced),
             should_shut_down=bool(response.should_shut_down),
-            now_ms=now_ms(),
+            now_ms=answered_ms,
         )
+        if response.error_code == ErrorCode.NONE:
+            self.lease.on_heartbeat_answered(sent_ms, answered_ms, is_fenced=bool(response.is_fenced))
 
     async def controlled_shutdown(self, budget_s: float) -> bool:
         """want_shut_down heartbeats until the controller says we may stop (it has moved leadership

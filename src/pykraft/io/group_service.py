@@ -86,6 +86,7 @@ class GroupService:
         rng: random.Random,
         wait_replicated: Callable[[str, int, int, int], Awaitable[ErrorCode]] | None = None,
         verify_txn: VerifyTxn | None = None,
+        lease_holds: Callable[[], bool] | None = None,
     ) -> None:
         self.node_id = config.node_id
         self.ctx = ctx
@@ -123,6 +124,9 @@ class GroupService:
         # (Kafka appends them with acks=all); None: one replica, answered once appended.
         self._wait_replicated = wait_replicated
         self._verify_txn: VerifyTxn = verify_txn or _no_transactions
+        # The broker's coordinator lease (broker/coordinator_lease.py): while it does not hold, every
+        # group answers NOT_COORDINATOR. None: a node whose controller is in-process.
+        self._lease_holds = lease_holds
         self._waiting: dict[int, asyncio.Future[JoinResult | SyncResult]] = {}
         # Loads and unloads of each __consumer_offsets partition: a write applies only if none came between
         # its append and its replication.
@@ -138,7 +142,7 @@ class GroupService:
     # --- wiring -----------------------------------------------------------------------------------------
 
     def request_handlers(self) -> dict[int, RequestHandler]:
-        return {
+        handlers: dict[int, RequestHandler] = {
             ApiKey.JOIN_GROUP: self.join_group,
             ApiKey.SYNC_GROUP: self.sync_group,
             ApiKey.HEARTBEAT: self.heartbeat,
@@ -155,6 +159,19 @@ class GroupService:
             ApiKey.SHARE_GROUP_HEARTBEAT: self.share_group_heartbeat,
             ApiKey.SHARE_GROUP_DESCRIBE: self.share_group_describe,
         }
+        return {api_key: self._under_lease(handler) for api_key, handler in handlers.items()}
+
+    def _under_lease(self, handler: RequestHandler) -> RequestHandler:
+        """Each request is decided with the lease as it stands when it is handled (issue 32)."""
+        lease_holds = self._lease_holds
+        if lease_holds is None:
+            return handler
+
+        async def handle(request: Any, version: int) -> Any:
+            self.coordinator.serving = lease_holds()
+            return await handler(request, version)
+
+        return handle
 
     async def run_timers(self) -> None:
         """Tick the coordinator at its next deadline (spawned by the node for its lifetime)."""

@@ -198,6 +198,10 @@ class MetadataPlane:
         self._stopping = False
         # Raft requests from peers waiting for the core's answer, by (source id, correlation id).
         self._pending_responses: dict[tuple[int, int], asyncio.Future[RaftResponse]] = {}
+        # Our metadata Fetch requests in flight: (leader id, correlation id) -> when sent; each answer's
+        # high watermark goes to ``on_fetch_answered`` with that time (the broker's coordinator lease).
+        self._fetches_sent_ms: dict[tuple[int, int], int] = {}
+        self.on_fetch_answered: Callable[[int, int], None] | None = None
         self.channels: RpcChannels | None = None
         # Where the controllers are: static voters, or (KIP-853) bootstrap servers, the VotersRecord's
         # endpoints and the leaders Fetch responses name.
@@ -615,6 +619,8 @@ class MetadataPlane:
                 frame = wire.encode_raft_request(
                     message, outbound.correlation_id, f"raft-client-{self.config.node_id}"
                 )
+                if isinstance(message, FetchRequest) and self.on_fetch_answered is not None:
+                    self._fetches_sent_ms[(outbound.destination_id, outbound.correlation_id)] = now_ms()
                 self.channels.send(outbound.destination_id, outbound.correlation_id, frame, type(message))
             return
         waiting = self._pending_responses.pop((outbound.destination_id, outbound.correlation_id), None)
@@ -627,6 +633,7 @@ class MetadataPlane:
         raft = self.raft
         if raft is None or self._task is None:
             return
+        fetch_sent_ms = self._fetches_sent_ms.pop((event.peer_id, event.correlation_id), None)
         if not isinstance(event, Answered):
             log.debug("raft request %d to node %d: %s", event.correlation_id, event.peer_id, event.reason)
             raft.request_failed(
@@ -643,6 +650,13 @@ class MetadataPlane:
         if isinstance(response, FetchResponse) and response.leader_endpoint is not None:
             self.addresses.learn(response.leader_id, response.leader_endpoint)
         raft.step(Inbound(event.peer_id, response, correlation_id), now_ms())
+        if (
+            fetch_sent_ms is not None
+            and isinstance(response, FetchResponse)
+            and response.error_code == ErrorCode.NONE
+            and self.on_fetch_answered is not None
+        ):
+            self.on_fetch_answered(fetch_sent_ms, response.high_watermark)
         self._wakeup.set()
 
     async def handle_raft_request(self, correlation_id: int, request: RaftRequest) -> RaftResponse | None:

@@ -339,6 +339,7 @@ class Node:
                 addresses=metadata.addresses,
                 controller_security=self._controller_security,
             )
+            metadata.on_fetch_answered = self.link.lease.on_metadata_fetch_answered
         link = self.link
         self.ctx = handlers.BrokerContext(
             node_id=config.node_id,
@@ -376,6 +377,9 @@ class Node:
             self.rng,
             wait_replicated=self.wait_replicated,
             verify_txn=self.txns.verify,
+            lease_holds=(
+                None if link is None else lambda: link.lease.holds(now_ms(), metadata.applied_end_offset)
+            ),
         )
         self.share_state = ShareStateService(
             config, self.ctx, create_topics, self.wait_replicated, self._broker_security
