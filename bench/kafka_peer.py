@@ -159,11 +159,18 @@ class KafkaCluster:
 @contextlib.contextmanager
 def running_kafka_cluster(nodes: int = 3) -> Iterator[KafkaCluster]:
     """``nodes`` combined Kafka nodes (each broker and controller) with a static quorum of all of them,
-    Kafka's default replication settings; yields once every broker is registered, stops them all."""
+    Kafka's default replication settings; yields once every broker is registered, stops them all. One
+    node is the single node of `kafka_peer` (a ``--standalone`` quorum, factor 1 for the internal topics:
+    the differential tests' reference broker)."""
     classpath = kafka_classpath()
     workdir = Path(tempfile.mkdtemp(prefix="bench-kafka-cluster-"))
     ports = {node_id: (free_port(), free_port()) for node_id in range(1, nodes + 1)}
-    voters = ",".join(f"{node_id}@127.0.0.1:{controller}" for node_id, (_, controller) in ports.items())
+    single = nodes == 1
+    voters = (
+        None
+        if single
+        else ",".join(f"{node_id}@127.0.0.1:{controller}" for node_id, (_, controller) in ports.items())
+    )
     cluster_id = random_cluster_id()
     procs: list[subprocess.Popen[bytes]] = []
     try:
@@ -175,7 +182,7 @@ def running_kafka_cluster(nodes: int = 3) -> Iterator[KafkaCluster]:
             config.write_text(
                 server_properties(str(node_dir), port, controller, node_id=node_id, voters=voters)
             )
-            format_storage(classpath, config, cluster_id, standalone=False)
+            format_storage(classpath, config, cluster_id, standalone=single)
             configs.append(config)
         for config in configs:
             procs.append(
@@ -184,7 +191,7 @@ def running_kafka_cluster(nodes: int = 3) -> Iterator[KafkaCluster]:
                 )
             )
         bootstrap = ",".join(f"127.0.0.1:{port}" for port, _ in ports.values())
-        admin = AdminClient({"bootstrap.servers": bootstrap})
+        admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 0})  # quiet while the JVMs start
         deadline = time.monotonic() + 120
         while True:
             try:  # the JVMs take seconds to listen: a transport failure until then
