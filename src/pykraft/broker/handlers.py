@@ -28,6 +28,7 @@ from pykraft.coordinator.txn_records import TRANSACTION_STATE_TOPIC
 from pykraft.core.errors import ErrorCode
 from pykraft.protocol.fetch import FetchPartitionResponse, FetchResponseData, FetchTopicResponse
 from pykraft.protocol.produce import ProducePartitionResult, ProduceRequestData, ProduceTopicResult
+from pykraft.protocol.records import InvalidBatchError, check_produce_records
 from pykraft.security.acls import AclOperation, ResourceType, allowed, allowed_on_cluster
 
 # ListOffsets special timestamps (ListOffsetsRequest.java).
@@ -318,6 +319,15 @@ class ReplicationWait:
     last_offset: int
 
 
+def _invalid_produce_records(records: memoryview | None) -> InvalidBatchError | None:
+    """Why a partition's ``records`` break Kafka's one-batch-of-magic-2 rule (check_produce_records)."""
+    try:
+        check_produce_records(b"" if records is None else records)
+    except InvalidBatchError as exc:
+        return exc
+    return None
+
+
 def handle_produce(
     request: ProduceRequestData,
     version: int,
@@ -373,9 +383,8 @@ def handle_produce(
                 message = "the transaction coordinator did not confirm this partition is in the transaction"
             elif part is None:
                 error = lookup_error
-            elif pdata.records is None or len(pdata.records) == 0:
-                error = ErrorCode.INVALID_RECORD
-                message = "produce request carries no record batch"
+            elif (invalid := _invalid_produce_records(pdata.records)) is not None:
+                error, message = invalid.error_code, str(invalid)
             elif request.acks == -1 and (isr_size := len(part.replication.isr) if part.replicated else 1) < (
                 min_isr := ctx.min_insync_replicas(topic.name)
             ):
