@@ -362,8 +362,7 @@ def handle_produce(
             to_create.append(topic.name)
         for pdata in topic.partitions:
             error: ErrorCode = ErrorCode.NONE
-            base_offset = -1
-            log_start_offset = -1
+            base_offset = log_start_offset = log_append_time_ms = -1
             message: str | None = None
             if txn_refused or topic_refused:
                 error = (
@@ -394,10 +393,11 @@ def handle_produce(
                 message = f"the ISR has {isr_size} replica(s), fewer than min.insync.replicas={min_isr}"
             else:
                 result = ctx.replicas.append(part, pdata.records, now_ms, verification_guard=verdict)
-                error, base_offset, log_start_offset = (
+                error, base_offset, log_start_offset, log_append_time_ms = (
                     result.error_code,
                     result.base_offset,
                     result.log_start_offset,
+                    result.log_append_time_ms,
                 )
                 message = result.error_message
                 if error == ErrorCode.NONE:
@@ -425,6 +425,7 @@ def handle_produce(
                     index=pdata.index,
                     error_code=error,
                     base_offset=base_offset,
+                    log_append_time_ms=log_append_time_ms,
                     log_start_offset=log_start_offset,
                     error_message=message,
                 )
