@@ -83,7 +83,9 @@ class Broker:
         client = self.connect()
         client.correlation_id += 1
         client_id = client.client_id.encode()
-        header = struct.pack(">hhih", api_key, version, client.correlation_id, len(client_id)) + client_id + b"\0"
+        header = (
+            struct.pack(">hhih", api_key, version, client.correlation_id, len(client_id)) + client_id + b"\0"
+        )
         try:
             client.send_frame(header + body)
             frame = client.recv_frame()
@@ -158,7 +160,9 @@ class _Normaliser:
         if isinstance(value, str) and _UUID.match(value) and value != _NULL_UUID:
             return self.uuids.setdefault(value, f"<uuid #{len(self.uuids) + 1}>")
         if isinstance(value, str) and (member := _MEMBER_ID.match(value)):
-            return f"{member.group(1)}-" + self.members.setdefault(value, f"<member #{len(self.members) + 1}>")
+            return f"{member.group(1)}-" + self.members.setdefault(
+                value, f"<member #{len(self.members) + 1}>"
+            )
         return value
 
 
@@ -241,7 +245,12 @@ def deliberate_differences(doc: Path = DIFFERENCES_DOC) -> dict[tuple[str, str],
     found: dict[tuple[str, str], Deliberate] = {}
     for line in doc.read_text().splitlines():
         cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
-        if not line.startswith("|") or len(cells) != 3 or cells[0] in ("Sequence", "") or cells[0].startswith("-"):
+        if (
+            not line.startswith("|")
+            or len(cells) != 3
+            or cells[0] in ("Sequence", "")
+            or cells[0].startswith("-")
+        ):
             continue
         sequence, path, why = (cell.strip("`") if i < 2 else cell for i, cell in enumerate(cells))
         found[(sequence, path)] = Deliberate(sequence, path, why)

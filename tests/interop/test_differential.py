@@ -10,8 +10,8 @@ import time
 from collections.abc import Callable, Iterator
 
 import pytest
-
 from bench.kafka_peer import running_kafka_cluster
+
 from pykraft.protocol.messages import ApiKey
 from pykraft.protocol.records import CRC_OFFSET, MAGIC_OFFSET, Record, build_batch
 from pykraft.testing import running_node
@@ -88,7 +88,10 @@ def create_topic(
         "configs": [{"name": k, "value": v} for k, v in (configs or {}).items()],
     }
     response = call(
-        b, label, ApiKey.CREATE_TOPICS, {"topics": [topic], "timeout_ms": 30000, "validate_only": validate_only}
+        b,
+        label,
+        ApiKey.CREATE_TOPICS,
+        {"topics": [topic], "timeout_ms": 30000, "validate_only": validate_only},
     )
     if not validate_only and response["topics"][0]["error_code"] == 0:
         wait_for_leaders(b, name, partitions)
@@ -109,7 +112,12 @@ def wait_for_leaders(b: Broker, topic: str, partitions: int) -> None:
 
 
 def metadata(
-    b: Broker, topics: list[str] | None, *, auto_create: bool = False, record: bool = True, label: str = "metadata"
+    b: Broker,
+    topics: list[str] | None,
+    *,
+    auto_create: bool = False,
+    record: bool = True,
+    label: str = "metadata",
 ) -> dict:  # type: ignore[type-arg]
     fields = {
         "topics": None if topics is None else [{"name": t} for t in topics],
@@ -198,7 +206,9 @@ def list_offsets(
         "topics": [
             {
                 "name": topic,
-                "partitions": [{"partition_index": partition, "current_leader_epoch": -1, "timestamp": timestamp}],
+                "partitions": [
+                    {"partition_index": partition, "current_leader_epoch": -1, "timestamp": timestamp}
+                ],
             }
         ],
     }
@@ -308,7 +318,12 @@ def joined_member(b: Broker, group: str) -> tuple[str, int]:
 
 
 def heartbeat(b: Broker, label: str, group: str, generation: int, member_id: str) -> dict:  # type: ignore[type-arg]
-    fields = {"group_id": group, "generation_id": generation, "member_id": member_id, "group_instance_id": None}
+    fields = {
+        "group_id": group,
+        "generation_id": generation,
+        "member_id": member_id,
+        "group_instance_id": None,
+    }
     return call(b, label, ApiKey.HEARTBEAT, fields)
 
 
@@ -365,38 +380,64 @@ def create_topics_name_too_long(b: Broker) -> None:
 
 @sequence
 def create_topics_same_name_twice_in_one_request(b: Broker) -> None:
-    topic = {"name": "ct-twice", "num_partitions": 1, "replication_factor": 1, "assignments": [], "configs": []}
+    topic = {
+        "name": "ct-twice",
+        "num_partitions": 1,
+        "replication_factor": 1,
+        "assignments": [],
+        "configs": [],
+    }
     call(b, "create", ApiKey.CREATE_TOPICS, {"topics": [topic, topic], "timeout_ms": 30000})
 
 
 @sequence
 def delete_topics_unknown_name(b: Broker) -> None:
-    call(b, "delete", ApiKey.DELETE_TOPICS, {"topics": [{"name": "no-such-topic", "topic_id": None}], "timeout_ms": 30000})
+    call(
+        b,
+        "delete",
+        ApiKey.DELETE_TOPICS,
+        {"topics": [{"name": "no-such-topic", "topic_id": None}], "timeout_ms": 30000},
+    )
 
 
 @sequence
 def delete_topics_unknown_id(b: Broker) -> None:
-    fields = {"topics": [{"name": None, "topic_id": "c0ffee00-0000-4000-8000-000000000001"}], "timeout_ms": 30000}
+    fields = {
+        "topics": [{"name": None, "topic_id": "c0ffee00-0000-4000-8000-000000000001"}],
+        "timeout_ms": 30000,
+    }
     call(b, "delete", ApiKey.DELETE_TOPICS, fields)
 
 
 @sequence
 def create_partitions_decrease(b: Broker) -> None:
     create_topic(b, "cp-down", partitions=3)
-    fields = {"topics": [{"name": "cp-down", "count": 2, "assignments": None}], "timeout_ms": 30000, "validate_only": False}
+    fields = {
+        "topics": [{"name": "cp-down", "count": 2, "assignments": None}],
+        "timeout_ms": 30000,
+        "validate_only": False,
+    }
     call(b, "create partitions", ApiKey.CREATE_PARTITIONS, fields)
 
 
 @sequence
 def create_partitions_unknown_topic(b: Broker) -> None:
-    fields = {"topics": [{"name": "cp-none", "count": 2, "assignments": None}], "timeout_ms": 30000, "validate_only": False}
+    fields = {
+        "topics": [{"name": "cp-none", "count": 2, "assignments": None}],
+        "timeout_ms": 30000,
+        "validate_only": False,
+    }
     call(b, "create partitions", ApiKey.CREATE_PARTITIONS, fields)
 
 
 @sequence
 def create_partitions_increase(b: Broker) -> None:
     create_topic(b, "cp-up")
-    fields = {"topics": [{"name": "cp-up", "count": 3, "assignments": None}], "timeout_ms": 30000, "validate_only": False}
+    fields = {
+        "topics": [{"name": "cp-up", "count": 3, "assignments": None}],
+        "timeout_ms": 30000,
+        "validate_only": False,
+    }
     call(b, "create partitions", ApiKey.CREATE_PARTITIONS, fields)
     wait_for_leaders(b, "cp-up", 3)
     metadata(b, ["cp-up"])
@@ -405,7 +446,9 @@ def create_partitions_increase(b: Broker) -> None:
 @sequence
 def describe_configs_topic_keys(b: Broker) -> None:
     create_topic(b, "dc-topic", configs={"retention.ms": "3600000"})
-    describe_configs(b, "describe", TOPIC, "dc-topic", ["retention.ms", "cleanup.policy", "max.message.bytes"])
+    describe_configs(
+        b, "describe", TOPIC, "dc-topic", ["retention.ms", "cleanup.policy", "max.message.bytes"]
+    )
 
 
 @sequence
@@ -427,7 +470,9 @@ def describe_configs_broker_key(b: Broker) -> None:
 @sequence
 def incremental_alter_configs_valid(b: Broker) -> None:
     create_topic(b, "iac-ok")
-    incremental_alter(b, "alter", "iac-ok", [("retention.ms", 0, "7200000"), ("cleanup.policy", 0, "compact")])
+    incremental_alter(
+        b, "alter", "iac-ok", [("retention.ms", 0, "7200000"), ("cleanup.policy", 0, "compact")]
+    )
     keys = ["retention.ms", "cleanup.policy"]
     describe_configs_once_applied(b, "describe", "iac-ok", keys, {"retention.ms": "7200000"})
     incremental_alter(b, "delete", "iac-ok", [("retention.ms", 1, None)])
@@ -467,7 +512,12 @@ def alter_configs_invalid_value(b: Broker) -> None:
 
 @sequence
 def describe_cluster(b: Broker) -> None:
-    call(b, "describe cluster", ApiKey.DESCRIBE_CLUSTER, {"include_cluster_authorized_operations": False, "endpoint_type": 1})
+    call(
+        b,
+        "describe cluster",
+        ApiKey.DESCRIBE_CLUSTER,
+        {"include_cluster_authorized_operations": False, "endpoint_type": 1},
+    )
 
 
 @sequence
@@ -477,7 +527,9 @@ def list_groups_dead_filter(b: Broker) -> None:
 
 @sequence
 def describe_groups_unknown(b: Broker) -> None:
-    call(b, "describe", ApiKey.DESCRIBE_GROUPS, {"groups": ["dg-none"], "include_authorized_operations": False})
+    call(
+        b, "describe", ApiKey.DESCRIBE_GROUPS, {"groups": ["dg-none"], "include_authorized_operations": False}
+    )
 
 
 @sequence
@@ -626,15 +678,21 @@ def idempotent_out_of_order_sequence(b: Broker) -> None:
     pid = init_producer_id(b, "init producer id")["producer_id"]
     produce(b, "seq 0", "i-order", batch(2, producer_id=pid, producer_epoch=0, base_sequence=0))
     produce(b, "seq 5 (gap)", "i-order", batch(1, producer_id=pid, producer_epoch=0, base_sequence=5))
-    produce(b, "seq 0 again (duplicate)", "i-order", batch(2, producer_id=pid, producer_epoch=0, base_sequence=0))
+    produce(
+        b, "seq 0 again (duplicate)", "i-order", batch(2, producer_id=pid, producer_epoch=0, base_sequence=0)
+    )
     produce(b, "seq 2", "i-order", batch(1, producer_id=pid, producer_epoch=0, base_sequence=2))
 
 
 @sequence
 def idempotent_unknown_producer(b: Broker) -> None:
     create_topic(b, "i-unknown")
-    produce(b, "unknown pid, seq 3", "i-unknown", batch(1, producer_id=987654, producer_epoch=0, base_sequence=3))
-    produce(b, "unknown pid, seq 0", "i-unknown", batch(1, producer_id=987654, producer_epoch=0, base_sequence=0))
+    produce(
+        b, "unknown pid, seq 3", "i-unknown", batch(1, producer_id=987654, producer_epoch=0, base_sequence=3)
+    )
+    produce(
+        b, "unknown pid, seq 0", "i-unknown", batch(1, producer_id=987654, producer_epoch=0, base_sequence=0)
+    )
 
 
 @sequence
@@ -694,7 +752,12 @@ def join_group_unknown_member(b: Broker) -> None:
 @sequence
 def join_group_member_id_required(b: Broker) -> None:
     member_id, _ = joined_member(b, "jg-required")
-    call(b, "describe", ApiKey.DESCRIBE_GROUPS, {"groups": ["jg-required"], "include_authorized_operations": False})
+    call(
+        b,
+        "describe",
+        ApiKey.DESCRIBE_GROUPS,
+        {"groups": ["jg-required"], "include_authorized_operations": False},
+    )
     call(b, "list groups", ApiKey.LIST_GROUPS, {"states_filter": ["Stable"]})
 
 
@@ -859,7 +922,9 @@ def test_same_answers_as_kafka(brokers: tuple[str, str], name: str) -> None:
     steps = {d.path.split("/")[0].split("[")[0] for d in unexpected}
     answers_shown = [
         f"  {label}:\n    kafka   {kafka_answer}\n    pykraft {pykraft_answer}"
-        for (label, kafka_answer), (_, pykraft_answer) in zip(answers["kafka"], answers["pykraft"], strict=False)
+        for (label, kafka_answer), (_, pykraft_answer) in zip(
+            answers["kafka"], answers["pykraft"], strict=False
+        )
         if label in steps
     ]
     assert not unexpected, (
@@ -888,5 +953,7 @@ def test_every_version_used_is_served_by_both(brokers: tuple[str, str]) -> None:
         finally:
             broker.close()
         ranges = {k["api_key"]: (k["min_version"], k["max_version"]) for k in served["api_keys"]}
-        outside = {key.name: version for key, version in V.items() if not ranges[key][0] <= version <= ranges[key][1]}
+        outside = {
+            key.name: version for key, version in V.items() if not ranges[key][0] <= version <= ranges[key][1]
+        }
         assert not outside, f"{bootstrap} does not serve {outside}"
