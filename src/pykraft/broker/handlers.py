@@ -502,6 +502,8 @@ def handle_fetch(request: Any, version: int, ctx: BrokerContext, now_ms: int) ->
             )
             if part is None:
                 has_error = True
+                # Kafka's FetchResponse.partitionResponse: the schema's default, an empty (not null)
+                # list of aborted transactions
                 partitions.append(
                     FetchPartitionResponse(
                         partition_index=fp.partition,
@@ -510,6 +512,7 @@ def handle_fetch(request: Any, version: int, ctx: BrokerContext, now_ms: int) ->
                         last_stable_offset=-1,
                         log_start_offset=-1,
                         records=[],
+                        aborted_transactions=[],
                     )
                 )
                 continue
@@ -543,18 +546,20 @@ def handle_fetch(request: Any, version: int, ctx: BrokerContext, now_ms: int) ->
                 min_one_batch=(total == 0),
                 isolation_level=request.isolation_level,
             )
-            if result.error_code != ErrorCode.NONE:
-                has_error = True
+            failed = result.error_code != ErrorCode.NONE
+            has_error = has_error or failed
             size = result.size_in_bytes
             total += size
             remaining -= size
+            # A failed read (OFFSET_OUT_OF_RANGE, ...) answers no offsets: Kafka's
+            # ReplicaManager.readFromLog builds its LogReadResult with -1 for all three
             partitions.append(
                 FetchPartitionResponse(
                     partition_index=fp.partition,
                     error_code=result.error_code,
-                    high_watermark=result.high_watermark,
-                    last_stable_offset=result.last_stable_offset,
-                    log_start_offset=result.log_start_offset,
+                    high_watermark=-1 if failed else result.high_watermark,
+                    last_stable_offset=-1 if failed else result.last_stable_offset,
+                    log_start_offset=-1 if failed else result.log_start_offset,
                     records=list(result.chunks),
                     aborted_transactions=result.aborted_transactions,
                 )
