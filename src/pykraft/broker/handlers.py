@@ -229,8 +229,10 @@ def handle_metadata(request: Any, version: int, ctx: BrokerContext) -> Any:
             error = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
             if allow_auto and ctx.auto_create_topics_enable and request.topics is not None:
                 if is_valid_topic_name(name):
+                    # Kafka 4's DefaultAutoTopicCreationManager answers a topic it asked the controller
+                    # to create UNKNOWN_TOPIC_OR_PARTITION (retriable; the creation is asynchronous)
                     to_create.append(name)
-                    error = ErrorCode.LEADER_NOT_AVAILABLE
+                    error = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                 else:
                     error = ErrorCode.INVALID_TOPIC_EXCEPTION
             topics.append(
