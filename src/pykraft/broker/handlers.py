@@ -679,6 +679,7 @@ def handle_list_offsets(request: Any, version: int, ctx: BrokerContext) -> Any:
         for lp in topic.partitions:
             part, error = led_partition(ctx, topic.name, lp.partition_index)
             ts, offset = -1, -1
+            leader_epoch = _leader_epoch(view, lp.partition_index)
             if part is not None:
                 log = part.log
                 if lp.timestamp == LATEST_TIMESTAMP:
@@ -697,12 +698,16 @@ def handle_list_offsets(request: Any, version: int, ctx: BrokerContext) -> Any:
                     by_time = log.offset_for_timestamp(lp.timestamp)
                     if by_time is not None:
                         offset, ts = by_time
+                    else:
+                        # no record at or after the timestamp: Kafka answers offset, timestamp and
+                        # leader epoch -1 (KafkaApis builds the entry from an empty TimestampAndOffset)
+                        leader_epoch = -1
             entry = ListOffsetsResponse.ListOffsetsTopicResponse.ListOffsetsPartitionResponse(
                 partition_index=lp.partition_index,
                 error_code=error,
                 timestamp=ts,
                 offset=offset,
-                leader_epoch=_leader_epoch(view, lp.partition_index),
+                leader_epoch=leader_epoch,
             )
             if version == 0:
                 entry.old_style_offsets = [offset] if offset >= 0 else []
