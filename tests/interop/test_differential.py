@@ -464,7 +464,7 @@ def describe_configs_unknown_key(b: Broker) -> None:
 
 @sequence
 def describe_configs_broker_key(b: Broker) -> None:
-    describe_configs(b, "describe", BROKER, "1", ["num.partitions", "log.retention.hours"])
+    describe_configs(b, "describe", BROKER, "1", ["num.partitions", "log.retention.hours", "log.retention.ms"])
 
 
 @sequence
@@ -664,6 +664,13 @@ def produce_wrong_magic(b: Broker) -> None:
 @sequence
 def produce_unknown_topic(b: Broker) -> None:
     produce(b, "produce", "p-none", batch(1))
+    metadata(b, ["p-none"], label="metadata after")
+
+
+@sequence
+def produce_two_batches_in_one_partition(b: Broker) -> None:
+    create_topic(b, "p-two")
+    produce(b, "produce", "p-two", batch(1) + batch(2))
 
 
 @sequence

@@ -126,7 +126,14 @@ def broker_config_rows(config: NodeConfig) -> list[BrokerRow]:
         ),
         ("message.max.bytes", str(config.message_max_bytes), "1048588", CONFIG_TYPE_INT),
         ("log.segment.bytes", str(config.log_segment_bytes), "1073741824", CONFIG_TYPE_INT),
-        ("log.retention.ms", str(config.log_retention_ms), "604800000", CONFIG_TYPE_LONG),
+        # Kafka's log.retention.ms is null unless set (its default comes from log.retention.hours)
+        (
+            "log.retention.ms",
+            None if config.log_retention_ms_property is None else str(config.log_retention_ms_property),
+            None,
+            CONFIG_TYPE_LONG,
+        ),
+        ("log.retention.hours", str(config.log_retention_hours), "168", CONFIG_TYPE_INT),
         ("log.retention.bytes", str(config.log_retention_bytes), "-1", CONFIG_TYPE_LONG),
         ("num.partitions", str(config.num_partitions), "1", CONFIG_TYPE_INT),
         # compression.type and its KIP-390 levels: the broker's defaults of the topic configs of the
