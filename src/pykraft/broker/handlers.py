@@ -345,7 +345,6 @@ def handle_produce(
     requests): per partition, the guard its coordinator verification was started with, or the error
     the verification ended in."""
     responses: list[ProduceTopicResult] = []
-    to_create: list[str] = []
     # Kafka: WRITE on the transactional id for a transactional request, then WRITE on each topic.
     txn_refused = request.transactional_id is not None and not allowed(
         AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, request.transactional_id
@@ -353,15 +352,9 @@ def handle_produce(
     for topic in request.topics:
         partition_responses: list[ProducePartitionResult] = []
         view = ctx.cluster.topics.get(topic.name)
+        # A produce never creates its topic (Kafka's KafkaApis.handleProduceRequest answers an unknown
+        # one UNKNOWN_TOPIC_OR_PARTITION): clients create topics through Metadata's auto-creation.
         topic_refused = not allowed(AclOperation.WRITE, ResourceType.TOPIC, topic.name)
-        if (
-            view is None
-            and ctx.auto_create_topics_enable
-            and is_valid_topic_name(topic.name)
-            and not topic_refused
-            and may_create_topic(topic.name)
-        ):
-            to_create.append(topic.name)
         for pdata in topic.partitions:
             error: ErrorCode = ErrorCode.NONE
             base_offset = log_start_offset = log_append_time_ms = -1
@@ -433,8 +426,6 @@ def handle_produce(
                 )
             )
         responses.append(ProduceTopicResult(topic.name, partition_responses))
-    if to_create:
-        ctx.request_topic_creation(to_create)
     # Encoded by protocol.produce.encode_produce_response (hand-written: the small-request hot path).
     return responses
 
