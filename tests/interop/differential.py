@@ -233,25 +233,26 @@ def differences(kafka: list[tuple[str, Any]], pykraft: list[tuple[str, Any]]) ->
     return found
 
 
+def _glob(pattern: str) -> re.Pattern[str]:
+    """``*`` matches any text; everything else (brackets included) is literal."""
+    return re.compile(".*".join(re.escape(part) for part in pattern.split("*")) + r"\Z")
+
+
 @dataclass
 class Deliberate:
-    sequence: str
-    path: str
+    sequence: str  # a sequence name, or a pattern with *
+    path: str  # a field path as Difference prints it, or a pattern with *
     why: str
 
+    def covers(self, sequence: str, difference: Difference) -> bool:
+        return bool(_glob(self.sequence).match(sequence) and _glob(self.path).match(difference.path))
 
-def deliberate_differences(doc: Path = DIFFERENCES_DOC) -> dict[tuple[str, str], Deliberate]:
-    """docs/differences.md's table rows ``| sequence | field path | why |``, keyed by (sequence, path)."""
-    found: dict[tuple[str, str], Deliberate] = {}
+
+def deliberate_differences(doc: Path = DIFFERENCES_DOC) -> list[Deliberate]:
+    """docs/differences.md's table rows ``| `sequence` | `field path` | why |``."""
+    found = []
     for line in doc.read_text().splitlines():
         cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
-        if (
-            not line.startswith("|")
-            or len(cells) != 3
-            or cells[0] in ("Sequence", "")
-            or cells[0].startswith("-")
-        ):
-            continue
-        sequence, path, why = (cell.strip("`") if i < 2 else cell for i, cell in enumerate(cells))
-        found[(sequence, path)] = Deliberate(sequence, path, why)
+        if line.startswith("|") and len(cells) == 3 and cells[0].startswith("`"):
+            found.append(Deliberate(cells[0].strip("`"), cells[1].strip("`"), cells[2]))
     return found
