@@ -20,8 +20,8 @@ from tests.raw_client import RawClient
 
 # Record timestamps of the batches: fixed, so that both brokers store the same bytes.
 TIMESTAMP_MS = 1_700_000_000_000
-# Topic resource type of DescribeConfigs / AlterConfigs (ConfigResource.Type.TOPIC), and BROKER.
-TOPIC, BROKER = 2, 4
+# Resource types of DescribeConfigs / AlterConfigs (ConfigResource.Type): TOPIC, BROKER, BROKER_LOGGER.
+TOPIC, BROKER, BROKER_LOGGER = 2, 4, 8
 
 # The API versions every sequence uses: within both brokers' ranges (checked by
 # test_every_version_used_is_served_by_both).
@@ -528,6 +528,18 @@ def alter_configs_invalid_value(b: Broker) -> None:
 
 
 @sequence
+def alter_configs_unknown_key(b: Broker) -> None:
+    create_topic(b, "ac-key")
+    alter_configs(b, "alter", "ac-key", {"no.such.config": "1"})
+
+
+@sequence
+def describe_configs_broker_logger(b: Broker) -> None:
+    describe_configs(b, "describe", BROKER_LOGGER, "1", ["kafka.server.ReplicaManager"])
+    describe_configs(b, "describe unknown broker", BROKER_LOGGER, "7", None)
+
+
+@sequence
 def describe_cluster(b: Broker) -> None:
     call(
         b,
@@ -760,6 +772,37 @@ def fetch_unknown_topic(b: Broker) -> None:
 
 
 @sequence
+def fetch_unknown_topic_id(b: Broker) -> None:
+    fields = {
+        "replica_id": -1,
+        "max_wait_ms": 0,
+        "min_bytes": 0,
+        "max_bytes": 1 << 20,
+        "isolation_level": 0,
+        "session_id": 0,
+        "session_epoch": -1,
+        "topics": [
+            {
+                "topic_id": "c0ffee00-0000-4000-8000-000000000002",
+                "partitions": [
+                    {
+                        "partition": 0,
+                        "current_leader_epoch": -1,
+                        "fetch_offset": 0,
+                        "last_fetched_epoch": -1,
+                        "log_start_offset": -1,
+                        "partition_max_bytes": 1 << 20,
+                    }
+                ],
+            }
+        ],
+        "forgotten_topics_data": [],
+        "rack_id": "",
+    }
+    b.call("fetch v13", ApiKey.FETCH, 13, fields)
+
+
+@sequence
 def fetch_unknown_partition(b: Broker) -> None:
     create_topic(b, "f-part")
     fetch(b, "fetch", "f-part", 0, partition=4)
@@ -829,6 +872,12 @@ def heartbeat_rebalance_in_progress(b: Broker) -> None:
         time.sleep(0.05)
     heartbeat(b, "heartbeat old generation", "hb-rebalance", generation - 1, member_id)
     heartbeat(b, "heartbeat unknown member", "hb-rebalance", generation, "raw-test-nobody")
+
+
+@sequence
+def delete_groups_non_empty(b: Broker) -> None:
+    joined_member(b, "dg-busy")
+    call(b, "delete", ApiKey.DELETE_GROUPS, {"groups_names": ["dg-busy"]})
 
 
 @sequence
