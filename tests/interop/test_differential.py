@@ -952,7 +952,9 @@ def metadata_unknown_version(b: Broker) -> None:
 @pytest.fixture(scope="module")
 def brokers() -> Iterator[tuple[str, str]]:
     """Apache Kafka (one combined KRaft node) and pykraft (one node), each started once."""
-    with running_kafka_cluster(nodes=1) as kafka, running_node() as node:
+    # the reference's one change to a group's timing (bench.kafka_peer), made on both
+    same_settings = {"group.initial.rebalance.delay.ms": "0"}
+    with running_kafka_cluster(nodes=1) as kafka, running_node(overrides=same_settings) as node:
         for bootstrap in (kafka.bootstrap_servers, node.bootstrap_servers):
             wait_for_coordinators(Broker("either", bootstrap))
         yield kafka.bootstrap_servers, node.bootstrap_servers
