@@ -321,10 +321,10 @@ class ReplicationWait:
     last_offset: int
 
 
-def _invalid_produce_records(records: memoryview | None) -> InvalidBatchError | None:
+def _invalid_produce_records(records: memoryview) -> InvalidBatchError | None:
     """Why a partition's ``records`` break Kafka's one-batch-of-magic-2 rule (check_produce_records)."""
     try:
-        check_produce_records(b"" if records is None else records)
+        check_produce_records(records)
     except InvalidBatchError as exc:
         return exc
     return None
@@ -377,6 +377,8 @@ def handle_produce(
                 message = "the transaction coordinator did not confirm this partition is in the transaction"
             elif part is None:
                 error = lookup_error
+            elif pdata.records is None:
+                error, message = ErrorCode.INVALID_RECORD, "produce request carries null records"
             elif (invalid := _invalid_produce_records(pdata.records)) is not None:
                 error, message = invalid.error_code, str(invalid)
             elif request.acks == -1 and (isr_size := len(part.replication.isr) if part.replicated else 1) < (

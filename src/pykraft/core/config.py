@@ -910,6 +910,7 @@ def load_config(text: str, overrides: dict[str, str] | None = None) -> NodeConfi
         raise ConfigError("log.dirs: empty")
 
     retention_ms = _int(props, "log.retention.ms", 0) if props.get("log.retention.ms") else None
+    retention_ms_property = retention_ms
     if retention_ms is None and props.get("log.retention.minutes"):
         retention_ms = _int(props, "log.retention.minutes", 0) * 60_000
     retention_hours = _int(props, "log.retention.hours", 168)
@@ -1008,7 +1009,7 @@ def load_config(text: str, overrides: dict[str, str] | None = None) -> NodeConfi
         log_segment_bytes=_int(props, "log.segment.bytes", 1073741824, minimum=14),
         log_retention_ms=retention_ms,
         log_retention_hours=retention_hours,
-        log_retention_ms_property=_int(props, "log.retention.ms", 0) if props.get("log.retention.ms") else None,
+        log_retention_ms_property=retention_ms_property,
         log_retention_bytes=_int(props, "log.retention.bytes", -1),
         log_retention_check_interval_ms=_int(props, "log.retention.check.interval.ms", 300000, minimum=1),
         log_cleanup_policy=_cleanup_policy(props),
