@@ -48,6 +48,8 @@ V = {
     ApiKey.JOIN_GROUP: 7,
     ApiKey.SYNC_GROUP: 5,
     ApiKey.HEARTBEAT: 4,
+    ApiKey.OFFSET_COMMIT: 8,
+    ApiKey.LEAVE_GROUP: 4,
     ApiKey.FIND_COORDINATOR: 4,
     ApiKey.API_VERSIONS: 3,
 }
@@ -883,6 +885,84 @@ def delete_groups_non_empty(b: Broker) -> None:
 @sequence
 def heartbeat_unknown_group(b: Broker) -> None:
     heartbeat(b, "heartbeat", "hb-none", 1, "raw-test-nobody")
+
+
+def offset_commit(b: Broker, label: str, group: str, topic: str, generation: int, member_id: str) -> dict:  # type: ignore[type-arg]
+    fields = {
+        "group_id": group,
+        "generation_id_or_member_epoch": generation,
+        "member_id": member_id,
+        "group_instance_id": None,
+        "topics": [
+            {
+                "name": topic,
+                "partitions": [
+                    {
+                        "partition_index": 0,
+                        "committed_offset": 2,
+                        "committed_leader_epoch": -1,
+                        "committed_metadata": "m",
+                    },
+                    {
+                        "partition_index": 7,
+                        "committed_offset": 1,
+                        "committed_leader_epoch": -1,
+                        "committed_metadata": None,
+                    },
+                ],
+            }
+        ],
+    }
+    return call(b, label, ApiKey.OFFSET_COMMIT, fields)
+
+
+@sequence
+def offset_commit_then_fetch(b: Broker) -> None:
+    create_topic(b, "oc-topic")
+    offset_commit(b, "commit as a simple consumer", "oc-simple", "oc-topic", -1, "")
+    groups = [{"group_id": "oc-simple", "topics": [{"name": "oc-topic", "partition_indexes": [0, 1, 7]}]}]
+    call(b, "offset fetch", ApiKey.OFFSET_FETCH, {"groups": groups, "require_stable": False})
+    offset_commit(b, "commit unknown topic", "oc-simple", "oc-none", -1, "")
+
+
+@sequence
+def offset_commit_unknown_member(b: Broker) -> None:
+    create_topic(b, "oc-member")
+    offset_commit(b, "commit to a new group as a member", "oc-new", "oc-member", 3, "raw-test-nobody")
+    member_id, generation = joined_member(b, "oc-joined")
+    offset_commit(b, "commit with an old generation", "oc-joined", "oc-member", generation - 1, member_id)
+    offset_commit(b, "commit as an unknown member", "oc-joined", "oc-member", generation, "raw-test-nobody")
+
+
+@sequence
+def leave_group_unknown_member(b: Broker) -> None:
+    joined_member(b, "lg-group")
+    members = [{"member_id": "raw-test-nobody", "group_instance_id": None}]
+    call(b, "leave unknown member", ApiKey.LEAVE_GROUP, {"group_id": "lg-group", "members": members})
+    call(b, "leave unknown group", ApiKey.LEAVE_GROUP, {"group_id": "lg-none", "members": members})
+
+
+@sequence
+def init_producer_id_bad_timeout(b: Broker) -> None:
+    fields = {
+        "transactional_id": "txn-timeout",
+        "transaction_timeout_ms": 3_600_000,
+        "producer_id": -1,
+        "producer_epoch": -1,
+    }
+    call(b, "init with an hour's timeout", ApiKey.INIT_PRODUCER_ID, fields)
+
+
+@sequence
+def create_topics_bad_assignment(b: Broker) -> None:
+    topic = {
+        "name": "ct-assign",
+        "num_partitions": -1,
+        "replication_factor": -1,
+        "assignments": [{"partition_index": 0, "broker_ids": [1, 42]}],
+        "configs": [],
+    }
+    call(b, "create", ApiKey.CREATE_TOPICS, {"topics": [topic], "timeout_ms": 30000})
 
 
 @sequence
