@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import base64
 import contextlib
-import hashlib
 import shutil
 import subprocess
 import sys
@@ -30,6 +29,7 @@ from pathlib import Path
 
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient
+from tests.interop.maven_build import MavenError, maven_build
 
 from bench.__main__ import Peer
 from pykraft.testing import free_port
@@ -50,25 +50,8 @@ JVM_OPTIONS = [
 
 def kafka_classpath() -> str:
     """Kafka's jars, copied to bench/kafka_jars/target/lib by `mvn compile` (run again only when the pom
-    changed); raises with one line when Java or Maven is missing."""
-    for tool in ("java", "mvn"):
-        if shutil.which(tool) is None:
-            raise RuntimeError(f"kafka peer: {tool} not found (Java 17 and Maven are needed)")
-    target = PROJECT / "target"
-    stamp = target / "pom.sha256"
-    wanted = hashlib.sha256((PROJECT / "pom.xml").read_bytes()).hexdigest()
-    if not (stamp.exists() and stamp.read_text() == wanted):
-        built = subprocess.run(
-            ["mvn", "-q", "-B", "-Dstyle.color=never", "compile"],
-            cwd=PROJECT,
-            capture_output=True,
-            text=True,
-            timeout=600,
-        )
-        if built.returncode != 0:
-            raise RuntimeError(f"kafka peer: mvn compile in {PROJECT} failed:\n{built.stdout}{built.stderr}")
-        stamp.write_text(wanted)
-    return f"{target / 'lib'}/*"
+    changed; tests.interop.maven_build); raises MavenError with one line when Java or Maven is missing."""
+    return f"{maven_build(PROJECT) / 'lib'}/*"
 
 
 def server_properties(
@@ -117,7 +100,7 @@ def kafka_peer() -> Peer | None:
     """The peer, or None (with the reason on stderr) when Kafka's jars cannot be had, as Tansu's wheel."""
     try:
         classpath = kafka_classpath()
-    except (RuntimeError, subprocess.TimeoutExpired) as exc:
+    except (MavenError, subprocess.TimeoutExpired) as exc:
         print(f"kafka: {exc}; skipping", file=sys.stderr)
         return None
     config_name = "server.properties"
