@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import base64
 import contextlib
-import hashlib
 import shutil
 import subprocess
 import sys
@@ -30,6 +29,7 @@ from pathlib import Path
 
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient
+from tests.interop.maven_build import MavenError, maven_build
 
 from bench.__main__ import Peer
 from pykraft.testing import free_port
@@ -50,25 +50,8 @@ JVM_OPTIONS = [
 
 def kafka_classpath() -> str:
     """Kafka's jars, copied to bench/kafka_jars/target/lib by `mvn compile` (run again only when the pom
-    changed); raises with one line when Java or Maven is missing."""
-    for tool in ("java", "mvn"):
-        if shutil.which(tool) is None:
-            raise RuntimeError(f"kafka peer: {tool} not found (Java 17 and Maven are needed)")
-    target = PROJECT / "target"
-    stamp = target / "pom.sha256"
-    wanted = hashlib.sha256((PROJECT / "pom.xml").read_bytes()).hexdigest()
-    if not (stamp.exists() and stamp.read_text() == wanted):
-        built = subprocess.run(
-            ["mvn", "-q", "-B", "-Dstyle.color=never", "compile"],
-            cwd=PROJECT,
-            capture_output=True,
-            text=True,
-            timeout=600,
-        )
-        if built.returncode != 0:
-            raise RuntimeError(f"kafka peer: mvn compile in {PROJECT} failed:\n{built.stdout}{built.stderr}")
-        stamp.write_text(wanted)
-    return f"{target / 'lib'}/*"
+    changed; tests.interop.maven_build); raises MavenError with one line when Java or Maven is missing."""
+    return f"{maven_build(PROJECT) / 'lib'}/*"
 
 
 def server_properties(
@@ -117,7 +100,7 @@ def kafka_peer() -> Peer | None:
     """The peer, or None (with the reason on stderr) when Kafka's jars cannot be had, as Tansu's wheel."""
     try:
         classpath = kafka_classpath()
-    except (RuntimeError, subprocess.TimeoutExpired) as exc:
+    except (MavenError, subprocess.TimeoutExpired) as exc:
         print(f"kafka: {exc}; skipping", file=sys.stderr)
         return None
     config_name = "server.properties"
@@ -159,11 +142,18 @@ class KafkaCluster:
 @contextlib.contextmanager
 def running_kafka_cluster(nodes: int = 3) -> Iterator[KafkaCluster]:
     """``nodes`` combined Kafka nodes (each broker and controller) with a static quorum of all of them,
-    Kafka's default replication settings; yields once every broker is registered, stops them all."""
+    Kafka's default replication settings; yields once every broker is registered, stops them all. One
+    node is the single node of `kafka_peer` (a ``--standalone`` quorum, factor 1 for the internal topics:
+    the differential tests' reference broker)."""
     classpath = kafka_classpath()
     workdir = Path(tempfile.mkdtemp(prefix="bench-kafka-cluster-"))
     ports = {node_id: (free_port(), free_port()) for node_id in range(1, nodes + 1)}
-    voters = ",".join(f"{node_id}@127.0.0.1:{controller}" for node_id, (_, controller) in ports.items())
+    single = nodes == 1
+    voters = (
+        None
+        if single
+        else ",".join(f"{node_id}@127.0.0.1:{controller}" for node_id, (_, controller) in ports.items())
+    )
     cluster_id = random_cluster_id()
     procs: list[subprocess.Popen[bytes]] = []
     try:
@@ -175,7 +165,7 @@ def running_kafka_cluster(nodes: int = 3) -> Iterator[KafkaCluster]:
             config.write_text(
                 server_properties(str(node_dir), port, controller, node_id=node_id, voters=voters)
             )
-            format_storage(classpath, config, cluster_id, standalone=False)
+            format_storage(classpath, config, cluster_id, standalone=single)
             configs.append(config)
         for config in configs:
             procs.append(
@@ -184,7 +174,7 @@ def running_kafka_cluster(nodes: int = 3) -> Iterator[KafkaCluster]:
                 )
             )
         bootstrap = ",".join(f"127.0.0.1:{port}" for port, _ in ports.values())
-        admin = AdminClient({"bootstrap.servers": bootstrap})
+        admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 0})  # quiet while the JVMs start
         deadline = time.monotonic() + 120
         while True:
             try:  # the JVMs take seconds to listen: a transport failure until then

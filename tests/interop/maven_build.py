@@ -1,7 +1,8 @@
-"""Build a Maven program under tests/java at test time (issue 33): dependencies come from Maven Central
-into ~/.m2 (reused by later runs, CI's cache of Maven like pip's), and ``mvn compile`` runs only when the
+"""Build a Maven program at test (or bench) time (issue 33): dependencies come from Maven Central into
+~/.m2 (reused by later runs, CI's cache of Maven like pip's), and ``mvn compile`` runs only when the
 project's sources changed: its target/ holds the classes, the dependencies (target/lib) and the hash of
-the sources they came from."""
+the sources they came from. The programs under tests/java and Apache Kafka's jars for the benchmarks'
+and the differential tests' reference broker (bench/kafka_jars, bench.kafka_peer) are built here."""
 
 from __future__ import annotations
 
@@ -11,7 +12,9 @@ import shutil
 import subprocess
 from pathlib import Path
 
-import pytest
+
+class MavenError(RuntimeError):
+    """Java or Maven is missing, or ``mvn compile`` failed (the message says which, with its output)."""
 
 
 def _source_hash(project: Path) -> str:
@@ -22,11 +25,12 @@ def _source_hash(project: Path) -> str:
     return digest.hexdigest()
 
 
-def maven_classpath(project: Path) -> str:
-    """Compile ``project`` unless its target/ already holds the classes of these exact sources; return
-    the classpath of its classes and dependencies."""
-    if shutil.which("java") is None or shutil.which("mvn") is None:
-        pytest.fail("Java 17 and Maven are needed for the Java tests")
+def maven_build(project: Path) -> Path:
+    """Compile ``project`` unless its target/ already holds the build of these exact sources; return
+    target/ (classes/ and lib/, the dependencies)."""
+    for tool in ("java", "mvn"):
+        if shutil.which(tool) is None:
+            raise MavenError(f"{tool} not found (Java 17 and Maven are needed to build {project})")
     target = project / "target"
     target.mkdir(exist_ok=True)
     stamp = target / "source.sha256"
@@ -41,8 +45,21 @@ def maven_classpath(project: Path) -> str:
                 text=True,
                 timeout=600,
             )
-            assert built.returncode == 0, built.stdout + built.stderr
+            if built.returncode != 0:
+                raise MavenError(f"mvn compile in {project} failed:\n{built.stdout}{built.stderr}")
             stamp.write_text(wanted)
+    return target
+
+
+def maven_classpath(project: Path) -> str:
+    """The classpath of ``project``'s classes and dependencies, built first if needed; a test fails
+    with the reason when it cannot be built."""
+    import pytest
+
+    try:
+        target = maven_build(project)
+    except MavenError as exc:
+        pytest.fail(str(exc))
     return f"{target / 'classes'}:{target / 'lib'}/*"
 
 

@@ -238,18 +238,6 @@ def test_an_append_larger_than_segment_bytes_is_refused_and_nothing_of_it_is_sto
         producer.flush(30)
         assert len(outcomes) == 1 and outcomes[0] is not None, outcomes
         assert outcomes[0].code() == KafkaError.RECORD_LIST_TOO_LARGE, outcomes[0]
-        # Two batches in one request, each under segment.bytes, more than it together: refused whole.
-        half = build_batch(
-            [Record(None, os.urandom(SEGMENT_BYTES // 2 + 100))], timestamp_ms=int(time.time() * 1000)
-        )
-        with RawClient(node.bootstrap_servers) as client:
-            response = client.request(produce_request("seg", bytes(half) * 2), ProduceResponse, 9)
-        partition = response.responses[0].partition_responses[0]
-        assert partition.error_code == ErrorCode.RECORD_LIST_TOO_LARGE
-        assert partition.error_message == (
-            f"Message batch size is {2 * len(half)} bytes in append to partition seg-0, which exceeds the "
-            f"maximum configured segment size of {SEGMENT_BYTES}."
-        )
         consumer = Consumer({"bootstrap.servers": node.bootstrap_servers, "group.id": "seg"})
         try:
             assert consumer.get_watermark_offsets(TopicPartition("seg", 0), 10) == (0, 0)

@@ -97,11 +97,18 @@ def test_bad_crc_is_corrupt_message(client) -> None:
     assert _produce(client, "crc", bytes(batch)).error_code == 2
 
 
-def test_magic_1_is_unsupported_for_message_format(client) -> None:
+def test_magic_1_is_an_invalid_record(client) -> None:
+    # Kafka's ProduceRequest.validateRecords: a produce (v3+) carries magic 2 batches only, else INVALID_RECORD
     _create_topic(client, "magic")
     batch = bytearray(_batch())
     batch[16] = 1
-    assert _produce(client, "magic", bytes(batch)).error_code == 43
+    assert _produce(client, "magic", bytes(batch)).error_code == 87
+
+
+def test_two_batches_in_one_partition_are_an_invalid_record(client) -> None:
+    # Kafka's ProduceRequest.validateRecords: exactly one batch per partition
+    _create_topic(client, "two-batches")
+    assert _produce(client, "two-batches", _batch() + _batch()).error_code == 87
 
 
 def test_unknown_topic(client) -> None:

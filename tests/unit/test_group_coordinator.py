@@ -195,7 +195,9 @@ def test_old_join_versions_get_a_member_id_without_the_extra_round() -> None:
 
 def test_unknown_member_id_for_a_missing_group_and_bad_session_timeout() -> None:
     h = Harness()
-    assert h.join_result(h.join("nobody")).error_code == ErrorCode.UNKNOWN_MEMBER_ID
+    unknown = h.join_result(h.join("nobody"))
+    # Kafka's classicGroupJoin echoes the unknown member id
+    assert (unknown.error_code, unknown.member_id) == (ErrorCode.UNKNOWN_MEMBER_ID, "nobody")
     assert h.join_result(h.join(session_ms=10)).error_code == ErrorCode.INVALID_SESSION_TIMEOUT
     assert h.join_result(h.join(protocols=())).error_code == ErrorCode.INCONSISTENT_GROUP_PROTOCOL
 

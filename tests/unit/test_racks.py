@@ -223,6 +223,8 @@ def test_a_follower_serves_no_further_than_its_high_watermark_and_fences_stale_e
     assert (answer.error_code, answer.records, answer.high_watermark) == (ErrorCode.NONE, [], 9)
     _, answer = _answer(ctx, _fetch("rack-2", fetch_offset=13))
     assert answer.error_code == ErrorCode.OFFSET_OUT_OF_RANGE
+    # Kafka's ReplicaManager.readFromLog: a failed read answers no offsets
+    assert (answer.high_watermark, answer.last_stable_offset, answer.log_start_offset) == (-1, -1, -1)
     follower.apply(1, 2)
     _, answer = _answer(ctx, _fetch("rack-2", leader_epoch=1))
     assert answer.error_code == ErrorCode.FENCED_LEADER_EPOCH

@@ -52,7 +52,11 @@ from pykraft.metadata.image import ConfigResource
 # ConfigResource.Type (clients/.../config/ConfigResource.java).
 RESOURCE_TYPE_TOPIC = 2
 RESOURCE_TYPE_BROKER = 4
+RESOURCE_TYPE_BROKER_LOGGER = 8
 RESOURCE_TYPE_GROUP = 32
+# A broker logger's level (Kafka's ConfigSource.DYNAMIC_BROKER_LOGGER_CONFIG); its type is left UNKNOWN
+SOURCE_DYNAMIC_BROKER_LOGGER_CONFIG = 6
+CONFIG_TYPE_UNKNOWN = 0
 CONFIG_TYPE_PASSWORD = 9
 
 # (name, value, Kafka's/pykraft's default, type) of a broker setting; a PASSWORD's value is never sent.
@@ -126,7 +130,14 @@ def broker_config_rows(config: NodeConfig) -> list[BrokerRow]:
         ),
         ("message.max.bytes", str(config.message_max_bytes), "1048588", CONFIG_TYPE_INT),
         ("log.segment.bytes", str(config.log_segment_bytes), "1073741824", CONFIG_TYPE_INT),
-        ("log.retention.ms", str(config.log_retention_ms), "604800000", CONFIG_TYPE_LONG),
+        # Kafka's log.retention.ms is null unless set (its default comes from log.retention.hours)
+        (
+            "log.retention.ms",
+            None if config.log_retention_ms_property is None else str(config.log_retention_ms_property),
+            None,
+            CONFIG_TYPE_LONG,
+        ),
+        ("log.retention.hours", str(config.log_retention_hours), "168", CONFIG_TYPE_INT),
         ("log.retention.bytes", str(config.log_retention_bytes), "-1", CONFIG_TYPE_LONG),
         ("num.partitions", str(config.num_partitions), "1", CONFIG_TYPE_INT),
         # compression.type and its KIP-390 levels: the broker's defaults of the topic configs of the
@@ -266,9 +277,11 @@ def handle_describe_configs(
     topic_overrides: Callable[[str], Mapping[str, str]],
     broker_overrides: Callable[[str], Mapping[str, str]] = lambda _name: {},
     group_overrides: Callable[[str], Mapping[str, str]] = lambda _name: {},
+    logger_levels: Callable[[], Mapping[str, str]] = dict,
 ) -> Any:
     """``broker_overrides(name)``: the dynamic configs of the BROKER resource ``name`` (``""``: every
-    broker's) as the metadata image has them; ``group_overrides(group id)``: a group's configs."""
+    broker's) as the metadata image has them; ``group_overrides(group id)``: a group's configs;
+    ``logger_levels()``: this broker's loggers and their levels (the BROKER_LOGGER resource)."""
     results = []
     dynamic_default = broker_overrides("")
     dynamic_broker = broker_overrides(str(ctx.node_id))
@@ -291,6 +304,16 @@ def handle_describe_configs(
                 entries = topic_entries(
                     topic_overrides(resource.resource_name), config, dynamic_default, dynamic_broker
                 )
+        elif resource.resource_type == RESOURCE_TYPE_BROKER_LOGGER:
+            # Kafka's ConfigHelper: this broker's loggers (Log4jController.loggers), each at its level
+            if resource.resource_name != str(ctx.node_id):
+                error = ErrorCode.INVALID_REQUEST
+                message = f"unexpected broker id {resource.resource_name!r}, this is broker {ctx.node_id}"
+            else:
+                entries = [
+                    ConfigEntry(name, level, SOURCE_DYNAMIC_BROKER_LOGGER_CONFIG, CONFIG_TYPE_UNKNOWN, False)
+                    for name, level in sorted(logger_levels().items())
+                ]
         elif resource.resource_type == RESOURCE_TYPE_GROUP:
             # Any group name, whether the group exists or not (Kafka's ConfigHelper).
             if not resource.resource_name:
@@ -301,7 +324,7 @@ def handle_describe_configs(
             error = ErrorCode.INVALID_REQUEST
             message = (
                 f"resource type {resource.resource_type} is not described by pykraft "
-                "(topic 2, broker 4, group 32)"
+                "(topic 2, broker 4, broker logger 8, group 32)"
             )
         keys = resource.configuration_keys
         if keys is not None:

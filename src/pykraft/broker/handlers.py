@@ -28,6 +28,7 @@ from pykraft.coordinator.txn_records import TRANSACTION_STATE_TOPIC
 from pykraft.core.errors import ErrorCode
 from pykraft.protocol.fetch import FetchPartitionResponse, FetchResponseData, FetchTopicResponse
 from pykraft.protocol.produce import ProducePartitionResult, ProduceRequestData, ProduceTopicResult
+from pykraft.protocol.records import InvalidBatchError, check_produce_records
 from pykraft.security.acls import AclOperation, ResourceType, allowed, allowed_on_cluster
 
 # ListOffsets special timestamps (ListOffsetsRequest.java).
@@ -228,8 +229,10 @@ def handle_metadata(request: Any, version: int, ctx: BrokerContext) -> Any:
             error = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
             if allow_auto and ctx.auto_create_topics_enable and request.topics is not None:
                 if is_valid_topic_name(name):
+                    # Kafka 4's DefaultAutoTopicCreationManager answers a topic it asked the controller
+                    # to create UNKNOWN_TOPIC_OR_PARTITION (retriable; the creation is asynchronous)
                     to_create.append(name)
-                    error = ErrorCode.LEADER_NOT_AVAILABLE
+                    error = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                 else:
                     error = ErrorCode.INVALID_TOPIC_EXCEPTION
             topics.append(
@@ -318,6 +321,15 @@ class ReplicationWait:
     last_offset: int
 
 
+def _invalid_produce_records(records: memoryview) -> InvalidBatchError | None:
+    """Why a partition's ``records`` break Kafka's one-batch-of-magic-2 rule (check_produce_records)."""
+    try:
+        check_produce_records(records)
+    except InvalidBatchError as exc:
+        return exc
+    return None
+
+
 def handle_produce(
     request: ProduceRequestData,
     version: int,
@@ -333,7 +345,6 @@ def handle_produce(
     requests): per partition, the guard its coordinator verification was started with, or the error
     the verification ended in."""
     responses: list[ProduceTopicResult] = []
-    to_create: list[str] = []
     # Kafka: WRITE on the transactional id for a transactional request, then WRITE on each topic.
     txn_refused = request.transactional_id is not None and not allowed(
         AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, request.transactional_id
@@ -341,19 +352,12 @@ def handle_produce(
     for topic in request.topics:
         partition_responses: list[ProducePartitionResult] = []
         view = ctx.cluster.topics.get(topic.name)
+        # A produce never creates its topic (Kafka's KafkaApis.handleProduceRequest answers an unknown
+        # one UNKNOWN_TOPIC_OR_PARTITION): clients create topics through Metadata's auto-creation.
         topic_refused = not allowed(AclOperation.WRITE, ResourceType.TOPIC, topic.name)
-        if (
-            view is None
-            and ctx.auto_create_topics_enable
-            and is_valid_topic_name(topic.name)
-            and not topic_refused
-            and may_create_topic(topic.name)
-        ):
-            to_create.append(topic.name)
         for pdata in topic.partitions:
             error: ErrorCode = ErrorCode.NONE
-            base_offset = -1
-            log_start_offset = -1
+            base_offset = log_start_offset = log_append_time_ms = -1
             message: str | None = None
             if txn_refused or topic_refused:
                 error = (
@@ -373,9 +377,10 @@ def handle_produce(
                 message = "the transaction coordinator did not confirm this partition is in the transaction"
             elif part is None:
                 error = lookup_error
-            elif pdata.records is None or len(pdata.records) == 0:
-                error = ErrorCode.INVALID_RECORD
-                message = "produce request carries no record batch"
+            elif pdata.records is None:
+                error, message = ErrorCode.INVALID_RECORD, "produce request carries null records"
+            elif (invalid := _invalid_produce_records(pdata.records)) is not None:
+                error, message = invalid.error_code, str(invalid)
             elif request.acks == -1 and (isr_size := len(part.replication.isr) if part.replicated else 1) < (
                 min_isr := ctx.min_insync_replicas(topic.name)
             ):
@@ -385,10 +390,11 @@ def handle_produce(
                 message = f"the ISR has {isr_size} replica(s), fewer than min.insync.replicas={min_isr}"
             else:
                 result = ctx.replicas.append(part, pdata.records, now_ms, verification_guard=verdict)
-                error, base_offset, log_start_offset = (
+                error, base_offset, log_start_offset, log_append_time_ms = (
                     result.error_code,
                     result.base_offset,
                     result.log_start_offset,
+                    result.log_append_time_ms,
                 )
                 message = result.error_message
                 if error == ErrorCode.NONE:
@@ -416,13 +422,12 @@ def handle_produce(
                     index=pdata.index,
                     error_code=error,
                     base_offset=base_offset,
+                    log_append_time_ms=log_append_time_ms,
                     log_start_offset=log_start_offset,
                     error_message=message,
                 )
             )
         responses.append(ProduceTopicResult(topic.name, partition_responses))
-    if to_create:
-        ctx.request_topic_creation(to_create)
     # Encoded by protocol.produce.encode_produce_response (hand-written: the small-request hot path).
     return responses
 
@@ -492,6 +497,8 @@ def handle_fetch(request: Any, version: int, ctx: BrokerContext, now_ms: int) ->
             )
             if part is None:
                 has_error = True
+                # Kafka's FetchResponse.partitionResponse: the schema's default, an empty (not null)
+                # list of aborted transactions
                 partitions.append(
                     FetchPartitionResponse(
                         partition_index=fp.partition,
@@ -500,6 +507,7 @@ def handle_fetch(request: Any, version: int, ctx: BrokerContext, now_ms: int) ->
                         last_stable_offset=-1,
                         log_start_offset=-1,
                         records=[],
+                        aborted_transactions=[],
                     )
                 )
                 continue
@@ -533,18 +541,20 @@ def handle_fetch(request: Any, version: int, ctx: BrokerContext, now_ms: int) ->
                 min_one_batch=(total == 0),
                 isolation_level=request.isolation_level,
             )
-            if result.error_code != ErrorCode.NONE:
-                has_error = True
+            failed = result.error_code != ErrorCode.NONE
+            has_error = has_error or failed
             size = result.size_in_bytes
             total += size
             remaining -= size
+            # A failed read (OFFSET_OUT_OF_RANGE, ...) answers no offsets: Kafka's
+            # ReplicaManager.readFromLog builds its LogReadResult with -1 for all three
             partitions.append(
                 FetchPartitionResponse(
                     partition_index=fp.partition,
                     error_code=result.error_code,
-                    high_watermark=result.high_watermark,
-                    last_stable_offset=result.last_stable_offset,
-                    log_start_offset=result.log_start_offset,
+                    high_watermark=-1 if failed else result.high_watermark,
+                    last_stable_offset=-1 if failed else result.last_stable_offset,
+                    log_start_offset=-1 if failed else result.log_start_offset,
                     records=list(result.chunks),
                     aborted_transactions=result.aborted_transactions,
                 )
@@ -662,6 +672,7 @@ def handle_list_offsets(request: Any, version: int, ctx: BrokerContext) -> Any:
         for lp in topic.partitions:
             part, error = led_partition(ctx, topic.name, lp.partition_index)
             ts, offset = -1, -1
+            leader_epoch = _leader_epoch(view, lp.partition_index)
             if part is not None:
                 log = part.log
                 if lp.timestamp == LATEST_TIMESTAMP:
@@ -680,12 +691,16 @@ def handle_list_offsets(request: Any, version: int, ctx: BrokerContext) -> Any:
                     by_time = log.offset_for_timestamp(lp.timestamp)
                     if by_time is not None:
                         offset, ts = by_time
+                    else:
+                        # no record at or after the timestamp: Kafka answers offset, timestamp and
+                        # leader epoch -1 (KafkaApis builds the entry from an empty TimestampAndOffset)
+                        leader_epoch = -1
             entry = ListOffsetsResponse.ListOffsetsTopicResponse.ListOffsetsPartitionResponse(
                 partition_index=lp.partition_index,
                 error_code=error,
                 timestamp=ts,
                 offset=offset,
-                leader_epoch=_leader_epoch(view, lp.partition_index),
+                leader_epoch=leader_epoch,
             )
             if version == 0:
                 entry.old_style_offsets = [offset] if offset >= 0 else []

@@ -135,6 +135,9 @@ class AppendResult:
     last_offset: int = -1
     log_start_offset: int = -1
     error_message: str | None = None
+    # ProduceResponse's LogAppendTimeMs (Kafka's LogAppendInfo.logAppendTime): the time stamped on a
+    # LogAppendTime topic, a retried batch's max timestamp (UnifiedLog.append), else -1.
+    log_append_time_ms: int = -1
 
 
 @dataclass(frozen=True, slots=True)
@@ -542,6 +545,7 @@ class ReplicaManager:
                 log_start_offset=part.log.log_start_offset,
                 # acks=all answers the retry only once the original is replicated too.
                 last_offset=check.duplicate.last_offset,
+                log_append_time_ms=check.duplicate.timestamp_ms,
             )
         appended: bytearray | memoryview = records
         if config.compression_type is not None and not in_codec(headers, config.compression_type):
@@ -586,6 +590,7 @@ class ReplicaManager:
             base_offset=info.first_offset,
             log_start_offset=part.log.log_start_offset,
             last_offset=info.last_offset,
+            log_append_time_ms=now_ms if config.message_timestamp_log_append_time else -1,
         )
 
     # --- replication: the leader's side -------------------------------------------------------------

@@ -6,6 +6,7 @@ id/host and the outcome of appends to ``__consumer_offsets``.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from kafka.protocol.admin import DeleteGroupsResponse, DescribeGroupsResponse, ListGroupsResponse
@@ -180,18 +181,32 @@ def _commit_offsets(request: Any, with_leader_epoch: bool) -> tuple[CommitOffset
     )
 
 
-def commit_request(request: Any, version: int) -> CommitRequest:
+def commit_request(request: Any, version: int, partition_exists: Callable[[str, int], bool]) -> CommitRequest:
+    """The offsets of partitions that exist: Kafka's KafkaApis.handleOffsetCommitRequest answers the others
+    UNKNOWN_TOPIC_OR_PARTITION itself and gives the coordinator only the rest (see commit_response)."""
     return CommitRequest(
         group_id=request.group_id or "",
         generation_id=request.generation_id_or_member_epoch,
         member_id=request.member_id or "",
         group_instance_id=request.group_instance_id if version >= 7 else None,
-        offsets=_commit_offsets(request, version >= 6),
+        offsets=tuple(
+            o for o in _commit_offsets(request, version >= 6) if partition_exists(o.topic, o.partition)
+        ),
     )
 
 
-def commit_response(request: Any, plan: WritePlan, version: int, append_error: ErrorCode) -> Any:
+def commit_response(
+    request: Any,
+    plan: WritePlan | None,
+    version: int,
+    append_error: ErrorCode,
+    partition_exists: Callable[[str, int], bool],
+) -> Any:
+    """``plan`` None: no partition of the request exists, so the coordinator was not asked (Kafka)."""
+
     def error_for(topic: str, partition: int) -> ErrorCode:
+        if plan is None or not partition_exists(topic, partition):
+            return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
         error = plan.partition_errors.get((topic, partition), ErrorCode.NONE)
         if error == ErrorCode.NONE and append_error != ErrorCode.NONE:
             return append_error_for_commit(append_error)

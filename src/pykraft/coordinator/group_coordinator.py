@@ -509,7 +509,8 @@ class GroupCoordinator:
         group = self.groups.get(req.group_id)
         if group is None:
             if req.member_id != UNKNOWN_MEMBER_ID:
-                return fail(ErrorCode.UNKNOWN_MEMBER_ID)
+                # GroupMetadataManager.classicGroupJoin answers a new group's unknown member with its id
+                return fail(ErrorCode.UNKNOWN_MEMBER_ID, req.member_id)
             group = self._new_group(req.group_id, now_ms)
         if group.state == GroupState.DEAD:
             return fail(ErrorCode.COORDINATOR_NOT_AVAILABLE)

@@ -135,6 +135,10 @@ class NodeConfig:
     auto_create_topics_enable: bool = True
     log_segment_bytes: int = 1073741824
     log_retention_ms: int = 604800000
+    # log.retention.hours as set (168 by default) and log.retention.ms as set (None: unset), which Kafka
+    # describes as they are, beside the retention they yield
+    log_retention_hours: int = 168
+    log_retention_ms_property: int | None = None
     log_retention_bytes: int = -1
     log_retention_check_interval_ms: int = 300000
     # Log compaction (issue 17): the broker's defaults of cleanup.policy, min.cleanable.dirty.ratio,
@@ -906,10 +910,12 @@ def load_config(text: str, overrides: dict[str, str] | None = None) -> NodeConfi
         raise ConfigError("log.dirs: empty")
 
     retention_ms = _int(props, "log.retention.ms", 0) if props.get("log.retention.ms") else None
+    retention_ms_property = retention_ms
     if retention_ms is None and props.get("log.retention.minutes"):
         retention_ms = _int(props, "log.retention.minutes", 0) * 60_000
+    retention_hours = _int(props, "log.retention.hours", 168)
     if retention_ms is None:
-        retention_ms = _int(props, "log.retention.hours", 168) * 3_600_000
+        retention_ms = retention_hours * 3_600_000
 
     retained_batches = _int(props, "producer.state.retained.batches", 1, minimum=1)
     if retained_batches > 127:
@@ -1002,6 +1008,8 @@ def load_config(text: str, overrides: dict[str, str] | None = None) -> NodeConfi
         auto_create_topics_enable=_bool(props, "auto.create.topics.enable", True),
         log_segment_bytes=_int(props, "log.segment.bytes", 1073741824, minimum=14),
         log_retention_ms=retention_ms,
+        log_retention_hours=retention_hours,
+        log_retention_ms_property=retention_ms_property,
         log_retention_bytes=_int(props, "log.retention.bytes", -1),
         log_retention_check_interval_ms=_int(props, "log.retention.check.interval.ms", 300000, minimum=1),
         log_cleanup_policy=_cleanup_policy(props),

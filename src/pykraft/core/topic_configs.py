@@ -227,7 +227,7 @@ TOPIC_CONFIGS: Final[dict[str, TopicConfigDef]] = {
         _def(
             "message.timestamp.after.max.ms",
             CONFIG_TYPE_LONG,
-            str(INT64_MAX),
+            "3600000",  # one hour since Kafka 4.0 (KIP-1030)
             _number(int, 0),
             "log.message.timestamp.after.max.ms",
         ),
@@ -270,6 +270,9 @@ TOPIC_CONFIGS: Final[dict[str, TopicConfigDef]] = {
             lambda c: str(c.min_insync_replicas),
         ),
         _def("preallocate", CONFIG_TYPE_BOOLEAN, "false", _boolean, "log.preallocate"),
+        # KIP-950's switches of tiered storage, which Kafka lists for every topic
+        _def("remote.log.copy.disable", CONFIG_TYPE_BOOLEAN, "false", _boolean),
+        _def("remote.log.delete.on.disable", CONFIG_TYPE_BOOLEAN, "false", _boolean),
         _def("remote.storage.enable", CONFIG_TYPE_BOOLEAN, "false", _boolean),
         _def(
             "retention.bytes",

@@ -383,7 +383,15 @@ class GroupService:
         return response
 
     async def offset_commit(self, request: Any, version: int) -> Any:
-        req = group_api.commit_request(request, version)
+        topics = self.ctx.cluster.topics
+
+        def partition_exists(topic: str, partition: int) -> bool:
+            view = topics.get(topic)
+            return view is not None and any(p.partition_index == partition for p in view.partitions)
+
+        req = group_api.commit_request(request, version, partition_exists)
+        if not req.offsets:
+            return group_api.commit_response(request, None, version, ErrorCode.NONE, partition_exists)
         plan = self.coordinator.commit_offsets(req, now_ms())
         error = ErrorCode.NONE
         if plan.error_code == ErrorCode.NONE:
@@ -394,7 +402,7 @@ class GroupService:
             finally:
                 self.coordinator.end_pending_commit(req.group_id, committing)
         self._after()
-        return group_api.commit_response(request, plan, version, error)
+        return group_api.commit_response(request, plan, version, error, partition_exists)
 
     async def txn_offset_commit(self, request: Any, version: int) -> Any:
         """TxnOffsetCommit (28): the offsets join the producer's transaction. KIP-890: the first write

@@ -92,6 +92,17 @@ from pykraft.storage.meta_properties import MetaPropertiesError
 log = logging.getLogger("pykraft.node")
 
 
+def logger_levels() -> dict[str, str]:
+    """pykraft's loggers and the root logger (``root``, as Kafka's Log4jController names it), each at its
+    effective level in Kafka's words (WARN, not WARNING): DescribeConfigs' BROKER_LOGGER resource."""
+    loggers = [
+        logging.getLogger(name) for name in logging.root.manager.loggerDict if name.startswith("pykraft")
+    ]
+    levels = {"root": logging.getLevelName(logging.root.getEffectiveLevel())}
+    levels.update((logger.name, logging.getLevelName(logger.getEffectiveLevel())) for logger in loggers)
+    return {name: "WARN" if level == "WARNING" else level for name, level in levels.items()}
+
+
 @dataclasses.dataclass
 class _AppliedTopic:
     """A topic as ``Node._on_image`` last applied it: its view, its log configs, whether every hosted
@@ -1336,6 +1347,7 @@ class Node:
                     self._topic_configs,
                     self._broker_configs,
                     self._group_configs,
+                    logger_levels,
                 )
             ),
             ApiKey.FIND_COORDINATOR: self._find_coordinator,

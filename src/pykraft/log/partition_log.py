@@ -93,7 +93,7 @@ class LogConfig:
     max_message_bytes: int = 1048588  # max.message.bytes (message.max.bytes on the broker)
     message_timestamp_log_append_time: bool = False  # message.timestamp.type=LogAppendTime
     message_timestamp_before_max_ms: int = 2**63 - 1  # message.timestamp.before.max.ms (KIP-937)
-    message_timestamp_after_max_ms: int = 2**63 - 1  # message.timestamp.after.max.ms (KIP-937)
+    message_timestamp_after_max_ms: int = 3_600_000  # message.timestamp.after.max.ms (KIP-937; KIP-1030)
     # cleanup.policy: "delete" (retention), "compact" (the cleaner), or both.
     cleanup_policy_delete: bool = True
     cleanup_policy_compact: bool = False

@@ -163,6 +163,26 @@ def read_batch_header(buf: bytes | bytearray | memoryview, pos: int = 0) -> Batc
     return BatchHeader._make(_HEADER.unpack_from(buf, pos))
 
 
+def check_produce_records(buf: bytes | bytearray | memoryview) -> None:
+    """Kafka's ProduceRequest.validateRecords (Produce v3+), checked before any batch is read: exactly
+    one batch per partition, of magic 2, else INVALID_RECORD (87) — not UNSUPPORTED_FOR_MESSAGE_FORMAT,
+    which Kafka 4 no longer answers to a produce. A batch whose length runs past the end is no batch
+    (Kafka's batch iterator stops there)."""
+    view = memoryview(buf)
+    total = len(view)
+    if total < LOG_OVERHEAD or (first_end := LOG_OVERHEAD + _INT32.unpack_from(view, 8)[0]) > total:
+        raise InvalidBatchError(ErrorCode.INVALID_RECORD, "produce request carries no record batch")
+    if first_end < total:
+        raise InvalidBatchError(
+            ErrorCode.INVALID_RECORD, "a produce request carries exactly one batch per partition"
+        )
+    if total > MAGIC_OFFSET and view[MAGIC_OFFSET] != CURRENT_MAGIC:
+        raise InvalidBatchError(
+            ErrorCode.INVALID_RECORD,
+            f"record batch magic {view[MAGIC_OFFSET]} is not supported; only magic 2",
+        )
+
+
 def validate_batches(buf: bytes | bytearray | memoryview, *, from_leader: bool = False) -> list[BatchHeader]:
     """Validate a client's ``records`` field whole: every batch, header only plus CRC-32C.
 
