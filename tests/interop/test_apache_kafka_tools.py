@@ -422,9 +422,12 @@ def test_kafka_transactions_list_describe_producers(scenario: Scenario) -> None:
 def test_kafka_metadata_quorum_describe(scenario: Scenario) -> None:
     status = _colon_pairs(scenario.kafka["quorum.status"].ok())
     mine = _colon_pairs(scenario.pykraft["quorum.status"])
+    assert list(mine) == list(status)  # the same lines in the same order
     for name in ("LeaderId", "LeaderEpoch"):
         assert status[name] == mine[name] == "1", name
-    assert json.loads(status["CurrentVoters"]) == [{"id": 1}] and status["CurrentObservers"] == "[]"
+    for name in ("ClusterId", "MaxFollowerLag", "MaxFollowerLagTimeMs", "CurrentVoters", "CurrentObservers"):
+        assert status[name] == mine[name], name
+    assert status["CurrentObservers"] == "[]"
     assert 0 < int(status["HighWatermark"]) <= int(mine["HighWatermark"])  # taken later
     (leader,) = _table(scenario.kafka["quorum.replication"].ok())
     assert (leader["NodeId"], leader["Status"], leader["Lag"]) == ("1", "Leader", "0")

@@ -552,6 +552,7 @@ def test_metadata_quorum_describe(node: RunningNode, capsys: Any) -> None:
     assert main([*base, "--status"]) == 0
     fields = dict(line.split(":", 1) for line in capsys.readouterr().out.splitlines())
     assert [k for k in fields] == [
+        "ClusterId",
         "LeaderId",
         "LeaderEpoch",
         "HighWatermark",
@@ -561,7 +562,11 @@ def test_metadata_quorum_describe(node: RunningNode, capsys: Any) -> None:
         "CurrentObservers",
     ]
     assert fields["LeaderId"].strip() == "1" and int(fields["HighWatermark"]) > 0
-    assert fields["CurrentVoters"].strip() == "[1]"
+    (voter,) = json.loads(fields["CurrentVoters"])
+    assert voter["id"] == 1 and voter["endpoints"] == [f"CONTROLLER://{node.controller_address}"], voter
+    assert (
+        fields["MaxFollowerLag"].strip() == fields["MaxFollowerLagTimeMs"].strip() == "0"
+    )  # the leader alone
     assert main([*base, "--replication"]) == 0
     rows = [line.split() for line in capsys.readouterr().out.splitlines()]
     assert rows[0] == [
@@ -579,7 +584,8 @@ def test_metadata_quorum_describe(node: RunningNode, capsys: Any) -> None:
     server = ["metadata-quorum", "--bootstrap-server", node.bootstrap_servers, "describe"]
     assert main([*server, "--status"]) == 0
     by_server = dict(line.split(":", 1) for line in capsys.readouterr().out.splitlines())
-    assert list(by_server) == list(fields) and by_server["CurrentVoters"].strip() == "[1]"
+    assert list(by_server) == list(fields) and by_server["CurrentVoters"] == fields["CurrentVoters"]
+    assert by_server["ClusterId"] == fields["ClusterId"] and len(fields["ClusterId"].strip()) == 22
     assert by_server["LeaderId"].strip() == "1" and int(by_server["HighWatermark"]) >= int(
         fields["HighWatermark"]
     )

@@ -10,6 +10,7 @@ leader's log start catches up through FetchSnapshot (KIP-630).
 from __future__ import annotations
 
 import glob
+import json
 import os
 import signal
 import socket
@@ -25,6 +26,7 @@ from kafka.protocol.metadata import MetadataRequest, MetadataResponse
 from pykraft.cli.metadata import (
     build_image,
     describe_quorum,
+    describe_quorum_response,
     quorum_replication_lines,
     quorum_status_lines,
 )
@@ -122,9 +124,18 @@ def test_three_controllers_elect_one_leader_mint_one_cluster_id_and_serve_descri
     _wait(lambda: all(_cluster_id(cluster, n) for n in cluster.nodes), 10, "meta.properties cluster ids")
     ids = {_cluster_id(cluster, n) for n in cluster.nodes}
     assert len(ids) == 1, ids
-    status = quorum_status_lines(cluster.describe_quorum(leader), int(time.time() * 1000))
-    assert status[0].split() == ["LeaderId:", str(leader)]
-    assert any(line.startswith("CurrentVoters:") and line.endswith("[1,2,3]") for line in status)
+    # kafka-metadata-quorum describe --status as Kafka 4.3 prints it: the cluster id first, the voters
+    # with their directory ids (none under a static quorum) and controller endpoints.
+    (cluster_id,) = ids
+    status = dict(
+        line.split(":", 1)
+        for line in quorum_status_lines(describe_quorum_response(cluster.nodes[leader].address), cluster_id)
+    )
+    assert list(status)[:2] == ["ClusterId", "LeaderId"] and status["LeaderId"].strip() == str(leader)
+    assert status["ClusterId"].strip() == cluster_id
+    voters = json.loads(status["CurrentVoters"])
+    assert [v["id"] for v in voters] == [1, 2, 3]
+    assert all(v["endpoints"] == [f"CONTROLLER://{cluster.nodes[v['id']].address}"] for v in voters), voters
     replication = quorum_replication_lines(cluster.describe_quorum(leader))
     assert replication[0].split()[0] == "NodeId" and replication[1].split()[0] == str(leader)
     assert sorted(line.split()[-1] for line in replication[1:]) == ["Follower", "Follower", "Leader"]
@@ -285,7 +296,7 @@ def test_dev_cluster_starts_controllers_and_a_broker_and_stops_them_on_ctrl_c(tm
 def test_metadata_quorum_cli_prints_status_and_replication(cluster: ProcessCluster) -> None:
     leader = cluster.wait_for_leader().leader_id
     follower = next(n for n in cluster.nodes if n != leader)
-    for flag, first_word in (("--status", "LeaderId:"), ("--replication", "NodeId")):
+    for flag, first_word in (("--status", "ClusterId:"), ("--replication", "NodeId")):
         out = subprocess.run(
             [
                 sys.executable,

@@ -20,6 +20,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from kafka.protocol.admin import DescribeClusterRequest, DescribeClusterResponse
+
 from pykraft.core.errors import ErrorCode
 from pykraft.core.uuid import uuid_to_str
 from pykraft.io.kafka_connection import BrokerConnection, BrokerConnectionError, ClientSecurity
@@ -48,6 +50,9 @@ from pykraft.raft.snapshot import (
 
 # DescribeQuorum v1 carries LastFetchTimestamp/LastCaughtUpTimestamp; v2 adds directory ids and nodes.
 DESCRIBE_QUORUM_VERSION = 2
+DESCRIBE_CLUSTER_VERSION = 1  # EndpointType (KIP-919): 2 lists the controllers
+# DescribeCluster's endpoint_type for a --bootstrap-server / --bootstrap-controller address.
+BROKER_ENDPOINTS, CONTROLLER_ENDPOINTS = 1, 2
 
 CONTROL_TYPE_NAMES = {
     0: "AbortMarker",
@@ -378,6 +383,14 @@ def _image(args: argparse.Namespace) -> int:
 def describe_quorum(address: str, timeout_s: float = 10.0, security: ClientSecurity | None = None) -> Any:
     """DescribeQuorum (api key 55) of ``__cluster_metadata-0`` from the controller or broker at
     ``address``; the partition's answer (leader, epoch, high watermark, voters, observers)."""
+    return describe_quorum_response(address, timeout_s, security).topics[0].partitions[0]
+
+
+def describe_quorum_response(
+    address: str, timeout_s: float = 10.0, security: ClientSecurity | None = None
+) -> Any:
+    """The whole DescribeQuorum answer (v2 adds the voters' endpoints, ``nodes``), its errors raised as
+    QuorumToolError."""
     request = DescribeQuorumRequest(
         topics=[
             DescribeQuorumRequest.TopicData(
@@ -399,34 +412,65 @@ def describe_quorum(address: str, timeout_s: float = 10.0, security: ClientSecur
             f"DescribeQuorum failed: {ErrorCode(partition.error_code).name} (ask the active controller; "
             f"leader id {partition.leader_id})"
         )
-    return partition
+    return response
+
+
+def describe_cluster_id(address: str, endpoint_type: int, security: ClientSecurity | None = None) -> str:
+    """The cluster id, by DescribeCluster (KIP-919: ``endpoint_type`` 2 asks a controller, 1 a broker)."""
+    request = DescribeClusterRequest(include_cluster_authorized_operations=False, endpoint_type=endpoint_type)
+    with BrokerConnection.to(address, client_id="pykraft-metadata-quorum", security=security) as conn:
+        response = conn.request(request, DescribeClusterResponse, DESCRIBE_CLUSTER_VERSION)
+    if response.error_code != 0:
+        raise QuorumToolError(f"DescribeCluster failed: {ErrorCode(response.error_code).name}")
+    return str(response.cluster_id)
 
 
 class QuorumToolError(Exception):
     pass
 
 
-def quorum_status_lines(partition: Any, now_ms: int) -> list[str]:
-    """kafka-metadata-quorum describe --status."""
-    leader = partition.leader_id
-    followers = [v for v in partition.current_voters if v.replica_id != leader]
-    leader_state = next((v for v in partition.current_voters if v.replica_id == leader), None)
-    leader_end = leader_state.log_end_offset if leader_state is not None else partition.high_watermark
-    lags = [max(0, leader_end - v.log_end_offset) for v in followers]
-    max_lag = max(lags, default=0)
-    lag_times = [
-        now_ms - v.last_caught_up_timestamp
-        for v in followers
-        if v.last_caught_up_timestamp >= 0 and leader_end - v.log_end_offset > 0
-    ]
+def quorum_status_lines(response: Any, cluster_id: str) -> list[str]:
+    """kafka-metadata-quorum describe --status, as Kafka 4.3's MetadataQuorumCommand.handleDescribeStatus
+    prints it: the lag is the leader's end offset less the lowest voter's; its time is the leader's last
+    caught-up time less that voter's (0 when the leader is the lowest, -1 when either is unknown)."""
+    partition = response.topics[0].partitions[0]
+    leader = next(v for v in partition.current_voters if v.replica_id == partition.leader_id)
+    lowest = min(partition.current_voters, key=lambda v: v.log_end_offset)  # the first of equals
+    if lowest is leader:
+        max_lag_time_ms = 0
+    elif leader.last_caught_up_timestamp >= 0 and lowest.last_caught_up_timestamp >= 0:
+        max_lag_time_ms = leader.last_caught_up_timestamp - lowest.last_caught_up_timestamp
+    else:
+        max_lag_time_ms = -1
+    endpoints = {
+        node.node_id: [f"{listener.name}://{listener.host}:{listener.port}" for listener in node.listeners]
+        for node in response.nodes
+    }
+
+    def replicas(states: Any) -> str:
+        # MetadataQuorumCommand.Node.toString: the directory id only when set, the endpoints only when known
+        shown = []
+        for state in states:
+            fields = [f'"id": {state.replica_id}']
+            directory_id = state.replica_directory_id
+            if directory_id is not None and directory_id != uuid.UUID(int=0):
+                fields.append(f'"directoryId": "{uuid_to_str(directory_id)}"')
+            if endpoints.get(state.replica_id):
+                fields.append(
+                    '"endpoints": [' + ", ".join(f'"{e}"' for e in endpoints[state.replica_id]) + "]"
+                )
+            shown.append("{" + ", ".join(fields) + "}")
+        return "[" + ", ".join(shown) + "]"
+
     rows = [
-        ("LeaderId", str(leader)),
+        ("ClusterId", cluster_id),
+        ("LeaderId", str(partition.leader_id)),
         ("LeaderEpoch", str(partition.leader_epoch)),
         ("HighWatermark", str(partition.high_watermark)),
-        ("MaxFollowerLag", str(max_lag)),
-        ("MaxFollowerLagTimeMs", str(max(lag_times, default=0) if followers else -1)),
-        ("CurrentVoters", "[" + ",".join(str(v.replica_id) for v in partition.current_voters) + "]"),
-        ("CurrentObservers", "[" + ",".join(str(o.replica_id) for o in partition.observers) + "]"),
+        ("MaxFollowerLag", str(leader.log_end_offset - lowest.log_end_offset)),
+        ("MaxFollowerLagTimeMs", str(max_lag_time_ms)),
+        ("CurrentVoters", replicas(partition.current_voters)),
+        ("CurrentObservers", replicas(partition.observers)),
     ]
     return [f"{name + ':':<24}{value}" for name, value in rows]
 
@@ -469,13 +513,16 @@ def quorum_replication_lines(partition: Any) -> list[str]:
 
 
 def _quorum(args: argparse.Namespace) -> int:
+    address = args.bootstrap_controller
     try:
-        partition = describe_quorum(args.bootstrap_controller)
+        response = describe_quorum_response(address)
+        lines = (
+            quorum_replication_lines(response.topics[0].partitions[0])
+            if args.replication
+            else quorum_status_lines(response, describe_cluster_id(address, CONTROLLER_ENDPOINTS))
+        )
     except (QuorumToolError, BrokerConnectionError) as exc:
-        return _fail(f"--bootstrap-controller {args.bootstrap_controller}: {exc}")
-    lines = (
-        quorum_replication_lines(partition) if args.replication else quorum_status_lines(partition, _now_ms())
-    )
+        return _fail(f"--bootstrap-controller {address}: {exc}")
     print("\n".join(lines))
     return 0
 
@@ -500,12 +547,21 @@ def _metadata_quorum(args: argparse.Namespace) -> int:
         raise UsageError("give one of --bootstrap-server or --bootstrap-controller")
     flag = "--bootstrap-server" if args.bootstrap_server is not None else "--bootstrap-controller"
     address = bootstrap_of(args.bootstrap_server or args.bootstrap_controller, flag)
+    security = admin_security(args)
     try:
-        partition = describe_quorum(address, security=admin_security(args))
-    except QuorumToolError as exc:
+        response = describe_quorum_response(address, security=security)
+        cluster_id = (
+            ""
+            if args.json or args.replication
+            else describe_cluster_id(
+                address,
+                BROKER_ENDPOINTS if args.bootstrap_server is not None else CONTROLLER_ENDPOINTS,
+                security,
+            )
+        )
+    except (QuorumToolError, BrokerConnectionError) as exc:
         raise ToolError(f"{flag} {address}: {exc}") from None
-    except BrokerConnectionError as exc:
-        raise ToolError(f"{flag} {address}: {exc}") from None
+    partition = response.topics[0].partitions[0]
     if args.json:
         print_json(_jsonable(partition.to_dict(json=False)) if hasattr(partition, "to_dict") else {})
         return 0
@@ -519,7 +575,7 @@ def _metadata_quorum(args: argparse.Namespace) -> int:
                     row[i] = _ms_ago(now_ms, int(row[i]))
         print_table(header, rows)
         return 0
-    for line in quorum_status_lines(partition, _now_ms()):
+    for line in quorum_status_lines(response, cluster_id):
         print(line)
     return 0
 

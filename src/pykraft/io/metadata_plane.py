@@ -64,6 +64,7 @@ from pykraft.io.quorum_peers import (
     highest_leader_epoch,
     local_voter,
     metadata_directory_id,
+    static_voters,
 )
 from pykraft.io.raft_log import METADATA_PARTITION_DIR, FileRaftLog
 from pykraft.io.rpc_channel import Answered, ChannelEvent, ChannelSecurity, RpcChannels
@@ -273,7 +274,7 @@ class MetadataPlane:
             self.cluster_id = self.cluster_id_publisher.cluster_id
         voter_ids = frozenset(self.config.controller_quorum_voters)
         kraft_version = 0
-        bootstrap_voters = None
+        bootstrap_voters = None if self.config.dynamic_quorum else static_voters(self.config)
         if self.config.dynamic_quorum:
             # KIP-853: the voter set is the log's; whom to ask who leads are the bootstrap servers.
             voter_ids = self.addresses.bootstrap_ids

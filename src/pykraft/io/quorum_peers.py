@@ -27,7 +27,7 @@ from pykraft.io.meta_properties_files import load_ensemble
 from pykraft.io.rpc_channel import Answered, ChannelEvent, ChannelSecurity, RpcChannels
 from pykraft.raft import wire
 from pykraft.raft.control import Endpoint, Voter
-from pykraft.raft.voter_set import VoterSet
+from pykraft.raft.voter_set import NO_DIRECTORY_ID, VoterSet
 
 # The id of the first bootstrap server; the next is one lower (Kafka's bootstrap nodes: -2, -3, ...).
 FIRST_BOOTSTRAP_ID = -2
@@ -55,6 +55,19 @@ def controller_endpoint(config: NodeConfig) -> Endpoint:
 def local_voter(config: NodeConfig, directory_id: uuid.UUID) -> Voter:
     """This controller as a VotersRecord names it."""
     return Voter(config.node_id, directory_id.bytes, (controller_endpoint(config),))
+
+
+def static_voters(config: NodeConfig) -> VoterSet:
+    """``controller.quorum.voters`` as Kafka's VoterSet.fromInetSocketAddresses makes it (kraft.version
+    0): each voter's id and its endpoint on the first ``controller.listener.names`` entry, no directory
+    id. DescribeQuorum v2 lists these endpoints in its nodes, as Kafka's leader does."""
+    name = config.controller_listener_names[0]
+    return VoterSet.of(
+        [
+            Voter(voter_id, NO_DIRECTORY_ID, (Endpoint(name, host, port),))
+            for voter_id, (host, port) in config.controller_quorum_voters.items()
+        ]
+    )
 
 
 def is_first_bootstrap_server(config: NodeConfig) -> bool:

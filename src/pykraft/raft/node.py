@@ -138,10 +138,11 @@ class RaftNode:
         kraft_version: int = 0,
         bootstrap_voters: VoterSet | None = None,
     ) -> None:
-        """``voter_ids``: with kraft.version 0, the static voters (``controller.quorum.voters``); with
-        kraft.version 1 (KIP-853), the replicas to ask who leads (``controller.quorum.bootstrap.servers``)
-        while the voter set comes from the log, its snapshots, or ``bootstrap_voters`` (the set a
-        bootstrap checkpoint gives the first voter(s)) until the log holds a VotersRecord."""
+        """``voter_ids``: with kraft.version 0, the static voters (``controller.quorum.voters``), whose
+        endpoints ``bootstrap_voters`` may give; with kraft.version 1 (KIP-853), the replicas to ask who
+        leads (``controller.quorum.bootstrap.servers``) while the voter set comes from the log, its
+        snapshots, or ``bootstrap_voters`` (the set a bootstrap checkpoint gives the first voter(s))
+        until the log holds a VotersRecord."""
         assert node_id >= 0
         assert voter_ids, "a quorum has at least one voter"
         assert election_timeout_ms > 0
@@ -149,7 +150,8 @@ class RaftNode:
         assert fetch_max_wait_ms < request_timeout_ms, "a parked fetch must answer before it times out"
         self.node_id = node_id
         self._bootstrap_ids = voter_ids
-        base_voters = VoterSet.static(voter_ids) if kraft_version == 0 else (bootstrap_voters or VoterSet(()))
+        base_voters = bootstrap_voters or (VoterSet.static(voter_ids) if kraft_version == 0 else VoterSet(()))
+        assert kraft_version != 0 or base_voters.ids == voter_ids, "static voters name the same ids"
         self.voter_history = VoterSetHistory(base_voters, kraft_version)
         self.log = log
         self.cluster_id = cluster_id
