@@ -112,3 +112,22 @@ def test_each_topic_is_encoded_again_only_when_it_or_the_live_brokers_change() -
     for version in range(4, 13):
         _frame(ctx, version)
     assert all(name == "t0" for by_key in cache._by_live.values() for name, _ in by_key)
+
+
+def test_describe_topic_partitions_reuses_whole_topics_and_encodes_a_page_cut_afresh() -> None:
+    from tests.unit.test_cluster_admin import _dtp
+
+    ctx = _ctx(*[_topic(f"t{i}", 4) for i in range(10)])
+    cache = ctx.described_topics
+    whole = _dtp(ctx, [])
+    assert [len(t.partitions) for t in whole.topics] == [4] * 10 and whole.next_cursor is None
+    assert cache.encoded == 10
+    assert _dtp(ctx, []) == whole and cache.encoded == 10  # nothing encoded again
+    # A page that cuts t2 short: t0 and t1 from the cache, t2's first two partitions encoded afresh.
+    page = _dtp(ctx, [], limit=10)
+    assert [(t.name, len(t.partitions)) for t in page.topics] == [("t0", 4), ("t1", 4), ("t2", 2)]
+    assert (page.next_cursor.topic_name, page.next_cursor.partition_index) == ("t2", 2)
+    assert cache.encoded == 10
+    ctx.cluster.topics = {**ctx.cluster.topics, "t3": _topic("t3", 1, leader=2)}
+    assert [len(t.partitions) for t in _dtp(ctx, []).topics][3] == 1
+    assert cache.encoded == 11

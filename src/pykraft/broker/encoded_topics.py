@@ -19,23 +19,24 @@ LIVE_SETS_MAX = 4
 
 
 class EncodedTopics:
-    """Encoded entries by (topic name, version), per set of live brokers, each kept with the view
-    object it encodes (a new object means the topic changed)."""
+    """Encoded entries by topic name and ``variant`` (the version, and whatever else shapes the entry),
+    per set of live brokers, each kept with the view object it encodes (a new object means the topic
+    changed)."""
 
     def __init__(self) -> None:
-        self._by_live: dict[Hashable, dict[tuple[str, int], tuple[object, bytes]]] = {}
+        self._by_live: dict[Hashable, dict[tuple[str, Hashable], tuple[object, bytes]]] = {}
         # Encodings made (misses), for tests and the bench.
         self.encoded = 0
 
     def get(
-        self, live: Hashable, name: str, version: int, view: object, encode: Callable[[], bytes]
+        self, live: Hashable, name: str, variant: Hashable, view: object, encode: Callable[[], bytes]
     ) -> bytes:
         entries = self._by_live.get(live)
         if entries is None:
             while len(self._by_live) >= LIVE_SETS_MAX:
                 del self._by_live[next(iter(self._by_live))]
             entries = self._by_live[live] = {}
-        key = (name, version)
+        key = (name, variant)
         hit = entries.get(key)
         if hit is not None and hit[0] is view:
             return hit[1]

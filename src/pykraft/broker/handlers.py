@@ -138,8 +138,9 @@ class BrokerContext:
     replica_selector_enabled: bool = False
     # The leader replication throttle (KIP-73): what followers out of the ISR are sent.
     leader_quota: ReplicationQuotaManager = field(default_factory=leader_quota)
-    # Metadata's topic entries, encoded once per topic change (issue 29).
+    # Metadata's and DescribeTopicPartitions' topic entries, encoded once per topic change (issue 29).
     metadata_topics: EncodedTopics = field(default_factory=EncodedTopics)
+    described_topics: EncodedTopics = field(default_factory=EncodedTopics)
 
 
 def led_partition(ctx: BrokerContext, topic: str, partition_index: int) -> tuple[Partition | None, ErrorCode]:

@@ -590,12 +590,14 @@ def array_entry_encoder(container_cls: Any, flexible: bool) -> Callable[[Any, in
 class SplicedResponse:
     """A response encoded by kafka-python without the entries of its last array, and those entries as
     bytes already encoded at the response's version (cached per entry by the handler: issue 29's
-    Metadata). ``tail_bytes``: what the encoding has after that array (fixed-size fields and tags)."""
+    Metadata and DescribeTopicPartitions). Where the array is: ``tail_bytes`` after it (the encoding
+    ends with fixed-size fields and tags), or else ``head_bytes`` of the body before it."""
 
     shell: Any
     entries: list[bytes]
     flexible: bool
-    tail_bytes: int
+    tail_bytes: int | None = None
+    head_bytes: int | None = None
 
     @property
     def throttle_time_ms(self) -> int:
@@ -612,8 +614,13 @@ class SplicedResponse:
         shell.with_header(correlation_id=header.correlation_id)
         empty = bytes(shell.encode(header=True))
         marker = b"\x01" if self.flexible else b"\x00\x00\x00\x00"  # an empty (compact) array
-        cut = len(empty) - self.tail_bytes - len(marker)
-        assert empty[cut : cut + len(marker)] == marker, (empty.hex(), self.tail_bytes)
+        if self.tail_bytes is not None:
+            cut = len(empty) - self.tail_bytes - len(marker)
+        else:
+            assert self.head_bytes is not None
+            # The response header: the correlation id, then (flexible versions) its tagged fields.
+            cut = 4 + (1 if self.flexible else 0) + self.head_bytes
+        assert empty[cut : cut + len(marker)] == marker, (empty.hex(), self.tail_bytes, self.head_bytes)
         count = len(self.entries)
         out = bytearray(struct.pack(">i", 0))
         out += empty[:cut]
