@@ -170,3 +170,12 @@ def test_a_clean_shutdown_closes_logs_on_a_pool_and_syncs_each_partition_dir_onc
     in_partitions = [(path, thread) for path, thread, _ in synced if path.startswith(str(tmp_path / "t-"))]
     assert in_partitions and all(thread.startswith("log-close") for _, thread in in_partitions)
     assert replicas.partitions == {}
+
+    # After a clean restart, a stop of partitions nobody wrote to syncs nothing in them.
+    replicas, opener = _replicas(tmp_path)
+    for p in range(8):
+        replicas.ensure_partition("t", p, 0)
+    synced.clear()
+    opener.close_cleanly(replicas, threads_per_dir=2)
+    assert not [path for path, _, _ in synced if path.startswith(str(tmp_path / "t-"))]
+    assert (tmp_path / CLEAN_SHUTDOWN_FILE).exists()
