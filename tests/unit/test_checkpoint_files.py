@@ -139,3 +139,43 @@ def test_a_stop_costs_what_the_written_partitions_cost(tmp_path: Path) -> None:
         replicas.ensure_partition("t", p, 0)
     opener.write_clean_shutdown(replicas.close_all())
     assert next(tmp_path.glob("t-3/*.snapshot")).stat().st_mtime_ns == mtime  # unchanged: not rewritten
+
+
+def test_a_clean_shutdown_closes_logs_on_a_pool_and_syncs_each_partition_dir_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Kafka's LogManager.shutdown closes logs on num.recovery.threads.per.data.dir threads: every file
+    sync of a partition happens on those threads, and a written partition's dir is synced once after all
+    its files (snapshot, transaction index, segment, indexes), not once per file (issue 29)."""
+    import stat
+    import threading
+
+    replicas, opener = _replicas(tmp_path)
+    parts = [replicas.ensure_partition("t", p, 0) for p in range(8)]
+    for part in parts[:3]:
+        assert replicas.append(part, memoryview(_batch(b"x")), 1).error_code == ErrorCode.NONE
+    synced: list[tuple[str, str, bool]] = []
+    real_fsync = os.fsync
+
+    def fsync(fd: int) -> None:
+        path = os.readlink(f"/proc/self/fd/{fd}")
+        synced.append((path, threading.current_thread().name, stat.S_ISDIR(os.fstat(fd).st_mode)))
+        real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    opener.close_cleanly(replicas, threads_per_dir=2)
+    assert (tmp_path / CLEAN_SHUTDOWN_FILE).exists()
+    partition_dirs = sorted(path for path, _, is_dir in synced if is_dir and path != str(tmp_path))
+    assert partition_dirs == [str(tmp_path / f"t-{p}") for p in range(3)]
+    in_partitions = [(path, thread) for path, thread, _ in synced if path.startswith(str(tmp_path / "t-"))]
+    assert in_partitions and all(thread.startswith("log-close") for _, thread in in_partitions)
+    assert replicas.partitions == {}
+
+    # After a clean restart, a stop of partitions nobody wrote to syncs nothing in them.
+    replicas, opener = _replicas(tmp_path)
+    for p in range(8):
+        replicas.ensure_partition("t", p, 0)
+    synced.clear()
+    opener.close_cleanly(replicas, threads_per_dir=2)
+    assert not [path for path, _, _ in synced if path.startswith(str(tmp_path / "t-"))]
+    assert (tmp_path / CLEAN_SHUTDOWN_FILE).exists()

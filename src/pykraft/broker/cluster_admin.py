@@ -9,6 +9,7 @@ are tracked segment by segment in memory) and the log dirs' volume figures, whic
 
 from __future__ import annotations
 
+import functools
 import random
 import uuid
 from collections.abc import Sequence
@@ -21,12 +22,18 @@ from kafka.protocol.admin import (
     DescribeTopicPartitionsResponse,
 )
 
-from pykraft.broker.handlers import BrokerContext, BrokerView, TopicView, is_valid_topic_name
+from pykraft.broker.handlers import (
+    ENCODED_TOPICS_SLACK,
+    BrokerContext,
+    BrokerView,
+    TopicView,
+    is_valid_topic_name,
+)
 from pykraft.broker.replica_manager import Partition, ReplicaManager
 from pykraft.coordinator.offsets_records import OFFSETS_TOPIC
 from pykraft.coordinator.txn_records import TRANSACTION_STATE_TOPIC
 from pykraft.core.errors import ErrorCode
-from pykraft.protocol.messages import UnregisterBrokerResponse
+from pykraft.protocol.messages import SplicedResponse, UnregisterBrokerResponse, array_entry_encoder
 from pykraft.security.acls import (
     CLUSTER_RESOURCE_NAME,
     AclOperation,
@@ -156,7 +163,7 @@ def _invalid_request(request: Any, version: int) -> Any:
     )
 
 
-def _partitions(view: TopicView, start: int, max_count: int, live: set[int]) -> tuple[list[Any], int]:
+def _partitions(view: TopicView, start: int, max_count: int, live: frozenset[int]) -> tuple[list[Any], int]:
     """KRaftMetadataCache.getPartitionMetadataForDescribeTopicResponse: partitions ``start`` on, at most
     ``max_count``, and the next index not answered (-1 when the topic is done). A leader that is not a
     live broker is -1, as in Metadata; replicas on brokers that are not live (unregistered, fenced, or
@@ -222,10 +229,19 @@ def handle_describe_topic_partitions(
         elif not fetch_all:
             unauthorized.append(_topic_error(name, ErrorCode.TOPIC_AUTHORIZATION_FAILED))
 
-    live = {b.node_id for b in cluster.brokers}
+    live = frozenset(b.node_id for b in cluster.brokers)
     remaining = max(min(max_partitions, request.response_partition_limit), 1)
-    topics: list[Any] = []
+    entries: list[bytes] = []
     next_cursor: Any = None
+
+    def operations_on(name: str) -> int:
+        # Every answered topic (unknown ones too) carries the principal's operations on it (KIP-430).
+        return to_32_bit_field(authorized_operations(ResourceType.TOPIC, name))
+
+    def answer(topic: Any) -> None:
+        topic.topic_authorized_operations = operations_on(topic.name)
+        entries.append(_encode_topic(topic, version))
+
     for name in authorized:
         if remaining <= 0:
             # The page is full: the next one starts at this topic (which may since have gone).
@@ -239,32 +255,53 @@ def handle_describe_topic_partitions(
                     if is_valid_topic_name(name)
                     else ErrorCode.INVALID_TOPIC_EXCEPTION
                 )
-                topics.append(_topic_error(name, error))
+                answer(_topic_error(name, error))
             continue
         start = cursor.partition_index if cursor is not None and name == cursor_topic else 0
+        if start == 0 and len(view.partitions) <= remaining:
+            # The whole topic: encoded once per change of it (issue 29, as Metadata).
+            operations = operations_on(name)
+            encode = functools.partial(_encode_whole_topic, version, name, view, live, operations)
+            entries.append(ctx.described_topics.get(live, name, (version, operations), view, encode))
+            remaining -= len(view.partitions)
+            continue
         partitions, next_partition = _partitions(view, start, remaining, live)
-        topics.append(
-            _Topic(
-                error_code=ErrorCode.NONE,
-                name=name,
-                topic_id=view.topic_id,
-                is_internal=name in INTERNAL_TOPICS,
-                partitions=partitions,
-                topic_authorized_operations=AUTHORIZED_OPERATIONS_OMITTED,
-            )
-        )
+        answer(_described_topic(name, view, partitions))
         if next_partition != -1:
             next_cursor = _Cursor(topic_name=name, partition_index=next_partition)
             break
         remaining -= len(partitions)
-    # Every answered topic (unknown ones too) carries the principal's operations on it (KIP-430).
-    for topic in topics:
-        topic.topic_authorized_operations = to_32_bit_field(
-            authorized_operations(ResourceType.TOPIC, topic.name)
-        )
-    return DescribeTopicPartitionsResponse(
-        version=version, throttle_time_ms=0, topics=topics + unauthorized, next_cursor=next_cursor
+    if len(ctx.described_topics) > ENCODED_TOPICS_SLACK * len(cluster.topics) + 64:
+        ctx.described_topics.forget_except(cluster.topics.__contains__)
+    for topic in unauthorized:
+        entries.append(_encode_topic(topic, version))
+    shell = DescribeTopicPartitionsResponse(
+        version=version, throttle_time_ms=0, topics=[], next_cursor=next_cursor
     )
+    # The body: throttle_time_ms, then the topics.
+    return SplicedResponse(shell, entries, flexible=True, head_bytes=4)
+
+
+_encode_topic = array_entry_encoder(_Topic, flexible=True)
+
+
+def _described_topic(name: str, view: TopicView, partitions: list[Any]) -> Any:
+    return _Topic(
+        error_code=ErrorCode.NONE,
+        name=name,
+        topic_id=view.topic_id,
+        is_internal=name in INTERNAL_TOPICS,
+        partitions=partitions,
+        topic_authorized_operations=AUTHORIZED_OPERATIONS_OMITTED,
+    )
+
+
+def _encode_whole_topic(
+    version: int, name: str, view: TopicView, live: frozenset[int], operations: int
+) -> bytes:
+    topic = _described_topic(name, view, _partitions(view, 0, len(view.partitions), live)[0])
+    topic.topic_authorized_operations = operations
+    return _encode_topic(topic, version)
 
 
 # --- DescribeLogDirs -------------------------------------------------------------------------------------

@@ -8,6 +8,7 @@ decides when to call them (Fetch long-polls by calling again when data arrives) 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -17,6 +18,7 @@ from kafka.protocol.consumer import ListOffsetsResponse, OffsetForLeaderEpochRes
 from kafka.protocol.metadata import FindCoordinatorResponse, MetadataResponse
 from kafka.protocol.producer import InitProducerIdResponse
 
+from pykraft.broker.encoded_topics import EncodedTopics
 from pykraft.broker.producer_id_manager import ProducerIdManager
 from pykraft.broker.replica_manager import Partition, ReplicaManager
 from pykraft.broker.replica_selector import NO_PREFERRED_READ_REPLICA, preferred_read_replica
@@ -27,6 +29,7 @@ from pykraft.coordinator.offsets_records import OFFSETS_TOPIC, partition_for
 from pykraft.coordinator.txn_records import TRANSACTION_STATE_TOPIC
 from pykraft.core.errors import ErrorCode
 from pykraft.protocol.fetch import FetchPartitionResponse, FetchResponseData, FetchTopicResponse
+from pykraft.protocol.messages import SplicedResponse, array_entry_encoder
 from pykraft.protocol.produce import ProducePartitionResult, ProduceRequestData, ProduceTopicResult
 from pykraft.protocol.records import InvalidBatchError, check_produce_records
 from pykraft.security.acls import AclOperation, ResourceType, allowed, allowed_on_cluster
@@ -136,6 +139,9 @@ class BrokerContext:
     replica_selector_enabled: bool = False
     # The leader replication throttle (KIP-73): what followers out of the ISR are sent.
     leader_quota: ReplicationQuotaManager = field(default_factory=leader_quota)
+    # Metadata's and DescribeTopicPartitions' topic entries, encoded once per topic change (issue 29).
+    metadata_topics: EncodedTopics = field(default_factory=EncodedTopics)
+    described_topics: EncodedTopics = field(default_factory=EncodedTopics)
 
 
 def led_partition(ctx: BrokerContext, topic: str, partition_index: int) -> tuple[Partition | None, ErrorCode]:
@@ -160,14 +166,75 @@ def led_partition(ctx: BrokerContext, topic: str, partition_index: int) -> tuple
 # --- Metadata ---------------------------------------------------------------------------------
 
 
-def handle_metadata(request: Any, version: int, ctx: BrokerContext) -> Any:
+# Metadata v9+ is flexible (compact arrays, tagged fields).
+METADATA_FLEXIBLE_VERSION = 9
+# Encoded topic entries kept, at most about this many times the topics (several versions and listeners).
+ENCODED_TOPICS_SLACK = 8
+_metadata_topic_bytes = {
+    flexible: array_entry_encoder(MetadataResponse.MetadataResponseTopic, flexible)
+    for flexible in (False, True)
+}
+
+
+def _metadata_tail_bytes(version: int) -> int:
+    """What MetadataResponse encodes after its topics: cluster_authorized_operations (v8-v10), then the
+    tagged fields (v9+)."""
+    return (4 if 8 <= version <= 10 else 0) + (1 if version >= METADATA_FLEXIBLE_VERSION else 0)
+
+
+def _metadata_topic(name: str, view: TopicView, live: frozenset[int], live_elsewhere: frozenset[int]) -> Any:
+    # A partition whose leader is not a live (registered, unfenced) broker is unavailable: Kafka's
+    # KRaftMetadataCache answers LEADER_NOT_AVAILABLE with leader -1 until one is elected, and
+    # LISTENER_NOT_FOUND when the leader is live but has no endpoint on the client's listener.
+    partitions = [
+        MetadataResponse.MetadataResponseTopic.MetadataResponsePartition(
+            error_code=ErrorCode.NONE
+            if p.leader_id in live
+            else ErrorCode.LISTENER_NOT_FOUND
+            if p.leader_id in live_elsewhere
+            else ErrorCode.LEADER_NOT_AVAILABLE,
+            partition_index=p.partition_index,
+            leader_id=p.leader_id if p.leader_id in live else -1,
+            leader_epoch=p.leader_epoch,
+            replica_nodes=list(p.replicas),
+            isr_nodes=list(p.isr),
+            offline_replicas=[],
+        )
+        for p in view.partitions
+    ]
+    return MetadataResponse.MetadataResponseTopic(
+        error_code=ErrorCode.NONE,
+        name=name,
+        topic_id=view.topic_id,
+        is_internal=name in (OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC),
+        partitions=partitions,
+        authorized_operations=AUTHORIZED_OPERATIONS_OMITTED,
+    )
+
+
+def _encode_metadata_topic(
+    encode: Callable[[Any, int], bytes],
+    version: int,
+    name: str,
+    view: TopicView,
+    live: frozenset[int],
+    live_elsewhere: frozenset[int],
+) -> bytes:
+    return encode(_metadata_topic(name, view, live, live_elsewhere), version)
+
+
+def handle_metadata(request: Any, version: int, ctx: BrokerContext) -> SplicedResponse:
+    """Kafka's KafkaApis.handleTopicMetadataRequest. Each known topic's entry is encoded once per
+    version and reused until the topic or the live brokers change (``ctx.metadata_topics``, issue 29)."""
     cluster = ctx.cluster
     brokers = [
         MetadataResponse.MetadataResponseBroker(node_id=b.node_id, host=b.host, port=b.port, rack=b.rack)
         for b in cluster.brokers
     ]
-    live = {b.node_id for b in cluster.brokers}
-    live_elsewhere = {b.node_id for brokers, _ in cluster.listeners.values() for b in brokers} - live
+    live = frozenset(b.node_id for b in cluster.brokers)
+    live_elsewhere = frozenset(b.node_id for brokers, _ in cluster.listeners.values() for b in brokers) - live
+    flexible = version >= METADATA_FLEXIBLE_VERSION
+    encode_topic = _metadata_topic_bytes[flexible]
     asked_ids = [
         t.topic_id
         for t in request.topics or []
@@ -182,7 +249,19 @@ def handle_metadata(request: Any, version: int, ctx: BrokerContext) -> Any:
         names = []
     else:
         names = [t.name for t in request.topics if t.name is not None]
-    topics = []
+    topics: list[bytes] = []
+
+    def failed(error: ErrorCode, name: str | None, topic_id: uuid.UUID) -> None:
+        topic = MetadataResponse.MetadataResponseTopic(
+            error_code=error,
+            name=name,
+            topic_id=topic_id,
+            is_internal=False,
+            partitions=[],
+            authorized_operations=AUTHORIZED_OPERATIONS_OMITTED,
+        )
+        topics.append(encode_topic(topic, version))
+
     if asked_ids:
         # Topics asked for by id (KIP-516; librdkafka does so for the topic ids of a KIP-848 assignment,
         # the Java Admin for describeTopics(TopicCollection.ofTopicIds(...))): known ids are answered by
@@ -192,38 +271,18 @@ def handle_metadata(request: Any, version: int, ctx: BrokerContext) -> Any:
             if topic_id in by_id:
                 names.append(by_id[topic_id])
                 continue
-            topics.append(
-                MetadataResponse.MetadataResponseTopic(
-                    error_code=ErrorCode.UNKNOWN_TOPIC_ID,
-                    name=None,
-                    topic_id=topic_id,
-                    is_internal=False,
-                    partitions=[],
-                    authorized_operations=AUTHORIZED_OPERATIONS_OMITTED,
-                )
-            )
+            failed(ErrorCode.UNKNOWN_TOPIC_ID, None, topic_id)
     to_create: list[str] = []
     allow_auto = version < 4 or bool(request.allow_auto_topic_creation)
+    cache = ctx.metadata_topics
+    brokers_key = (live, live_elsewhere)
     for name in names:
         view = cluster.topics.get(name)
         if request.topics is not None and not allowed(AclOperation.DESCRIBE, ResourceType.TOPIC, name):
-            view = None
-            error = ErrorCode.TOPIC_AUTHORIZATION_FAILED
-        elif view is None and allow_auto and ctx.auto_create_topics_enable and not may_create_topic(name):
-            error = ErrorCode.TOPIC_AUTHORIZATION_FAILED
-        else:
-            error = ErrorCode.NONE
-        if error != ErrorCode.NONE:
-            topics.append(
-                MetadataResponse.MetadataResponseTopic(
-                    error_code=error,
-                    name=name,
-                    topic_id=uuid.UUID(int=0),
-                    is_internal=False,
-                    partitions=[],
-                    authorized_operations=AUTHORIZED_OPERATIONS_OMITTED,
-                )
-            )
+            failed(ErrorCode.TOPIC_AUTHORIZATION_FAILED, name, uuid.UUID(int=0))
+            continue
+        if view is None and allow_auto and ctx.auto_create_topics_enable and not may_create_topic(name):
+            failed(ErrorCode.TOPIC_AUTHORIZATION_FAILED, name, uuid.UUID(int=0))
             continue
         if view is None:
             error = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
@@ -235,56 +294,25 @@ def handle_metadata(request: Any, version: int, ctx: BrokerContext) -> Any:
                     error = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                 else:
                     error = ErrorCode.INVALID_TOPIC_EXCEPTION
-            topics.append(
-                MetadataResponse.MetadataResponseTopic(
-                    error_code=error,
-                    name=name,
-                    topic_id=uuid.UUID(int=0),
-                    is_internal=False,
-                    partitions=[],
-                    authorized_operations=AUTHORIZED_OPERATIONS_OMITTED,
-                )
-            )
+            failed(error, name, uuid.UUID(int=0))
             continue
-        # A partition whose leader is not a live (registered, unfenced) broker is unavailable: Kafka's
-        # KRaftMetadataCache answers LEADER_NOT_AVAILABLE with leader -1 until one is elected, and
-        # LISTENER_NOT_FOUND when the leader is live but has no endpoint on the client's listener.
-        partitions = [
-            MetadataResponse.MetadataResponseTopic.MetadataResponsePartition(
-                error_code=ErrorCode.NONE
-                if p.leader_id in live
-                else ErrorCode.LISTENER_NOT_FOUND
-                if p.leader_id in live_elsewhere
-                else ErrorCode.LEADER_NOT_AVAILABLE,
-                partition_index=p.partition_index,
-                leader_id=p.leader_id if p.leader_id in live else -1,
-                leader_epoch=p.leader_epoch,
-                replica_nodes=list(p.replicas),
-                isr_nodes=list(p.isr),
-                offline_replicas=[],
-            )
-            for p in view.partitions
-        ]
-        topics.append(
-            MetadataResponse.MetadataResponseTopic(
-                error_code=ErrorCode.NONE,
-                name=name,
-                topic_id=view.topic_id,
-                is_internal=name in (OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC),
-                partitions=partitions,
-                authorized_operations=AUTHORIZED_OPERATIONS_OMITTED,
-            )
+        encode = functools.partial(
+            _encode_metadata_topic, encode_topic, version, name, view, live, live_elsewhere
         )
+        topics.append(cache.get(brokers_key, name, version, view, encode))
+    if len(cache) > ENCODED_TOPICS_SLACK * len(cluster.topics) + 64:
+        cache.forget_except(cluster.topics.__contains__)
     if to_create:
         ctx.request_topic_creation(to_create)
-    return MetadataResponse(
+    shell = MetadataResponse(
         version=version,
         throttle_time_ms=0,
         brokers=brokers,
         cluster_id=cluster.cluster_id,
         controller_id=cluster.controller_id,
-        topics=topics,
+        topics=[],
     )
+    return SplicedResponse(shell, topics, flexible, _metadata_tail_bytes(version))
 
 
 _LEGAL_TOPIC_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-")

@@ -8,6 +8,7 @@ CRC-32C, counts) -> producer-state check -> append with offsets rewritten in pla
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Callable, Collection, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -208,6 +209,23 @@ _LOG_CONFIG_FIELDS = {
     "compression.lz4.level": "compression_lz4_level",
     "compression.zstd.level": "compression_zstd_level",
 }
+
+
+# Runs independent jobs, each to its end, and returns per job the OSError it raised or None, in order.
+JobRunner = Callable[[list[Callable[[], None]]], list[OSError | None]]
+
+
+def run_in_order(jobs: list[Callable[[], None]]) -> list[OSError | None]:
+    """The ``JobRunner`` of one thread: each job after the other."""
+    errors: list[OSError | None] = []
+    for job in jobs:
+        try:
+            job()
+        except OSError as exc:
+            errors.append(exc)
+        else:
+            errors.append(None)
+    return errors
 
 
 @dataclass
@@ -1005,39 +1023,58 @@ class ReplicaManager:
             except OSError as exc:
                 self._storage_failed(part, exc)
 
-    def close_all(self) -> dict[str, CleanShutdown]:
+    def close_all(self, run: JobRunner = run_in_order) -> dict[str, CleanShutdown]:
         """Flush and close every log. Returns, per online log dir whose every partition closed
         cleanly, what Kafka's LogManager.shutdown checkpoints there: each partition's log end (the
         recovery point after the last flush), high watermark and log start offset; the shell writes
-        them with ``.kafka_cleanshutdown`` so the next start recovers nothing."""
+        them with ``.kafka_cleanshutdown`` so the next start recovers nothing.
+
+        Each partition's close touches only its own log and files, so ``run`` may run them at once (the
+        shell runs them on a bounded thread pool, as LogManager.shutdown closes logs on
+        num.recovery.threads.per.data.dir threads per dir); what they leave is gathered here after."""
         closed: dict[str, CleanShutdown] = {}
         failed_dirs = set(self.offline_log_dirs)
+        # The pool gets the logs with something to write and sync; the others close in line (a job
+        # handed to another thread costs more than closing a log left as a clean start opened it).
+        written: list[Partition] = []
+        untouched: list[Partition] = []
         for part in self.partitions.values():
-            if not self._is_offline(part):
-                try:
-                    # Clean shutdown: a snapshot at the log end, so the next start reads no log at all --
-                    # unless there is one there already or nothing to snapshot (Kafka's takeSnapshot
-                    # skips an offset it has: issue 29, a stop costs what the changed partitions cost).
-                    offset = part.producer_state.map_end_offset
-                    if offset > 0 and offset not in list_snapshot_offsets(part.log.store):
-                        self._checkpoint(part)
-                    if part.replicated and part.epochs.dirty:
-                        part.log.store.write_checkpoint(
-                            LEADER_EPOCH_CHECKPOINT, encode_leader_epoch_checkpoint(part.epochs.entries)
-                        )
-                        part.epochs.dirty = False
-                    part.log.close()
-                    state = closed.setdefault(part.log_dir, CleanShutdown())
-                    key = (part.topic, part.partition_index)
-                    state.recovery_points[key] = part.log.log_end_offset
-                    state.high_watermarks[key] = part.log.high_watermark
-                    state.log_start_offsets[key] = part.log.log_start_offset
-                    continue
-                except OSError as exc:
-                    failed_dirs.add(part.log_dir)
-                    self._storage_failed(part, exc)
-            part.log.store.close()  # an offline dir: no flush, no snapshot; recovery runs at start
+            if self._is_offline(part):
+                part.log.store.close()  # an offline dir: no flush, no snapshot; recovery runs at start
+            elif part.log.untouched_since_clean_open and not part.epochs.dirty:
+                untouched.append(part)
+            else:
+                written.append(part)
+        errors = run([functools.partial(self._close_partition, part) for part in written])
+        errors += run_in_order([functools.partial(self._close_partition, part) for part in untouched])
+        for part, error in zip(written + untouched, errors, strict=True):
+            if error is not None:
+                failed_dirs.add(part.log_dir)
+                self._storage_failed(part, error)
+                part.log.store.close()
+                continue
+            state = closed.setdefault(part.log_dir, CleanShutdown())
+            key = (part.topic, part.partition_index)
+            state.recovery_points[key] = part.log.log_end_offset
+            state.high_watermarks[key] = part.log.high_watermark
+            state.log_start_offsets[key] = part.log.log_start_offset
         self.partitions.clear()
         for log_dir in self._unopened.values():
             failed_dirs.add(log_dir)
         return {log_dir: state for log_dir, state in closed.items() if log_dir not in failed_dirs}
+
+    def _close_partition(self, part: Partition) -> None:
+        """One log's clean close: its producer snapshot and leader epochs where they changed, then the
+        log flushed and closed. Touches nothing shared with another partition (``close_all``)."""
+        # A snapshot at the log end, so the next start reads no log at all -- unless there is one there
+        # already or nothing to snapshot (Kafka's takeSnapshot skips an offset it has: issue 29, a stop
+        # costs what the changed partitions cost).
+        offset = part.producer_state.map_end_offset
+        if offset > 0 and offset not in list_snapshot_offsets(part.log.store):
+            self._checkpoint(part)
+        if part.replicated and part.epochs.dirty:
+            part.log.store.write_checkpoint(
+                LEADER_EPOCH_CHECKPOINT, encode_leader_epoch_checkpoint(part.epochs.entries)
+            )
+            part.epochs.dirty = False
+        part.log.close()

@@ -154,6 +154,10 @@ class NodeConfig:
     # Segment files a node keeps open at once across all its partitions (issue 29; not a Kafka
     # config: Kafka keeps every segment open). -1: half of the soft RLIMIT_NOFILE read at start-up.
     log_open_files_max: int = -1
+    # Threads per log dir that flush and close the logs at a clean shutdown (Kafka's LogManager.shutdown
+    # runs its close jobs on this many per dir; Kafka 4's default, KIP-1030). pykraft recovers at start
+    # on the event loop, so only the shutdown uses them.
+    num_recovery_threads_per_data_dir: int = 2
     # segment.bytes of __consumer_offsets and __transaction_state (compacted internal topics).
     offsets_topic_segment_bytes: int = 104857600
     transaction_state_log_segment_bytes: int = 104857600
@@ -630,6 +634,7 @@ USED_PROPERTIES: Final[frozenset[str]] = frozenset(
         "log.cleaner.delete.retention.ms",
         "log.cleaner.min.compaction.lag.ms",
         "log.open.files.max",
+        "num.recovery.threads.per.data.dir",
         "group.min.session.timeout.ms",
         "group.max.session.timeout.ms",
         "group.initial.rebalance.delay.ms",
@@ -1022,6 +1027,7 @@ def load_config(text: str, overrides: dict[str, str] | None = None) -> NodeConfi
         log_cleaner_delete_retention_ms=_int(props, "log.cleaner.delete.retention.ms", 86400000, minimum=0),
         log_cleaner_min_compaction_lag_ms=_int(props, "log.cleaner.min.compaction.lag.ms", 0, minimum=0),
         log_open_files_max=_open_files_max(props),
+        num_recovery_threads_per_data_dir=_int(props, "num.recovery.threads.per.data.dir", 2, minimum=1),
         offsets_topic_segment_bytes=_int(props, "offsets.topic.segment.bytes", 104857600, minimum=14),
         transaction_state_log_segment_bytes=_int(
             props, "transaction.state.log.segment.bytes", 104857600, minimum=14

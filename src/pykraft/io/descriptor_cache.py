@@ -20,6 +20,7 @@ import errno
 import logging
 import os
 import resource
+import threading
 import time
 from collections import OrderedDict
 
@@ -49,7 +50,8 @@ def is_shortage(exc: OSError) -> bool:
 class DescriptorCache:
     """Open segment logs of many stores, each keyed ``(owner, base_offset)``; at most ``capacity``.
 
-    Single-threaded: one node's event loop uses it (each in-process node has its own)."""
+    One node's event loop uses it (each in-process node has its own), and the threads of a clean
+    shutdown closing logs in parallel (``pykraft.io.log_dirs``): every change is made under one lock."""
 
     def __init__(self, capacity: int) -> None:
         assert capacity >= 1, capacity
@@ -66,6 +68,7 @@ class DescriptorCache:
         # Bytes read from segment logs by the stores using this cache (a clean restart reads none).
         self.segment_bytes_read = 0
         self._last_report = float("-inf")
+        self._lock = threading.RLock()
 
     def __len__(self) -> int:
         return len(self._fds)
@@ -73,20 +76,22 @@ class DescriptorCache:
     def get(self, owner: int, base_offset: int) -> int | None:
         """The cached descriptor, now the most recently used; None when it is not open."""
         key = (owner, base_offset)
-        fd = self._fds.get(key)
-        if fd is not None:
-            self._fds.move_to_end(key)
-        return fd
+        with self._lock:
+            fd = self._fds.get(key)
+            if fd is not None:
+                self._fds.move_to_end(key)
+            return fd
 
     def open_cached(self, owner: int, base_offset: int, path: str, flags: int, mode: int = 0o644) -> int:
         """Open ``path`` and keep it as ``(owner, base_offset)``, closing the least recently used
         descriptors past the capacity."""
-        while len(self._fds) >= self.capacity:
-            self._evict_oldest()
-        fd = self.open_transient(path, flags, mode)
-        self._fds[(owner, base_offset)] = fd
-        self._by_owner.setdefault(owner, set()).add(base_offset)
-        return fd
+        with self._lock:
+            while len(self._fds) >= self.capacity:
+                self._evict_oldest()
+            fd = self.open_transient(path, flags, mode)
+            self._fds[(owner, base_offset)] = fd
+            self._by_owner.setdefault(owner, set()).add(base_offset)
+            return fd
 
     def open_transient(self, path: str, flags: int, mode: int = 0o644) -> int:
         """``os.open`` for a descriptor the caller closes itself (index, checkpoint, directory): a
@@ -98,35 +103,38 @@ class DescriptorCache:
                 if not is_shortage(exc):
                     raise
                 if not self.shed():
-                    self.shortages += 1
+                    with self._lock:
+                        self.shortages += 1
                     raise DescriptorShortageError(
                         exc.errno, f"{exc.strerror} (no idle segment file left to close)", path
                     ) from None
                 continue
-            self.opened += 1
+            with self._lock:
+                self.opened += 1
             return fd
 
     def shed(self) -> bool:
         """Descriptors ran out: close a quarter of the cached ones (at least one) and keep the capacity
         at what is left, so the rest of the process (sockets) gets them. False when none is cached."""
-        if not self._fds:
-            return False
-        keep = len(self._fds) - max(1, len(self._fds) // 4)
-        self.sheds += 1
-        now = time.monotonic()
-        if now - self._last_report >= SHORTAGE_REPORT_S:
-            self._last_report = now
-            log.warning(
-                "out of file descriptors: closing %d idle segment file(s), keeping at most %d open "
-                "(log.open.files.max=%d)",
-                len(self._fds) - keep,
-                max(keep, MIN_CAPACITY),
-                self._configured_capacity,
-            )
-        self.capacity = max(MIN_CAPACITY, keep)
-        while len(self._fds) > keep:
-            self._evict_oldest()
-        return True
+        with self._lock:
+            if not self._fds:
+                return False
+            keep = len(self._fds) - max(1, len(self._fds) // 4)
+            self.sheds += 1
+            now = time.monotonic()
+            if now - self._last_report >= SHORTAGE_REPORT_S:
+                self._last_report = now
+                log.warning(
+                    "out of file descriptors: closing %d idle segment file(s), keeping at most %d open "
+                    "(log.open.files.max=%d)",
+                    len(self._fds) - keep,
+                    max(keep, MIN_CAPACITY),
+                    self._configured_capacity,
+                )
+            self.capacity = max(MIN_CAPACITY, keep)
+            while len(self._fds) > keep:
+                self._evict_oldest()
+            return True
 
     def _evict_oldest(self) -> None:
         (owner, base_offset), fd = self._fds.popitem(last=False)
@@ -143,12 +151,14 @@ class DescriptorCache:
 
     def close(self, owner: int, base_offset: int) -> None:
         """Close one descriptor if it is open (its segment is deleted or replaced)."""
-        fd = self._fds.pop((owner, base_offset), None)
-        if fd is not None:
-            self._forget(owner, base_offset)
-            os.close(fd)
+        with self._lock:
+            fd = self._fds.pop((owner, base_offset), None)
+            if fd is not None:
+                self._forget(owner, base_offset)
+                os.close(fd)
 
     def close_owner(self, owner: int) -> None:
         """Close every descriptor of one store."""
-        for base_offset in list(self._by_owner.get(owner, ())):
-            self.close(owner, base_offset)
+        with self._lock:
+            for base_offset in list(self._by_owner.get(owner, ())):
+                self.close(owner, base_offset)

@@ -30,6 +30,30 @@ OPEN_SEGMENTS_MAX = 32
 CHECKPOINT_TEMP_SUFFIX = ".tmp"
 
 
+class DeferredDirSyncs:
+    """Directory fsyncs put off while a node closes its logs (issue 29): from ``defer()`` on, the stores
+    sharing this object note their dir here instead of syncing it after each file they write, and the
+    shell syncs each noted dir once (``take()``) before .kafka_cleanshutdown says all is durable. Until
+    then a crash leaves the marker absent and the next start recovers as after any crash."""
+
+    def __init__(self) -> None:
+        self._dirs: set[str] | None = None
+
+    def defer(self) -> None:
+        self._dirs = set()
+
+    def note(self, directory: str) -> bool:
+        """True when ``directory``'s sync is put off (noted); False when it must be synced now."""
+        if self._dirs is None:
+            return False
+        self._dirs.add(directory)  # set.add is atomic: the closing threads share it
+        return True
+
+    def take(self) -> set[str]:
+        dirs, self._dirs = self._dirs or set(), None
+        return dirs
+
+
 def _write_all(fd: int, data: BytesLike) -> None:
     view = memoryview(data).cast("B")
     while view:
@@ -55,8 +79,14 @@ def _pread_all(fd: int, size: int, position: int) -> bytes:
 class FileSegmentStore:
     """``SegmentStore`` (see ``pykraft.log.store``) over real files in ``partition_dir``."""
 
-    def __init__(self, partition_dir: str, descriptors: DescriptorCache | None = None) -> None:
+    def __init__(
+        self,
+        partition_dir: str,
+        descriptors: DescriptorCache | None = None,
+        dir_syncs: DeferredDirSyncs | None = None,
+    ) -> None:
         self.partition_dir = partition_dir
+        self._dir_syncs = dir_syncs
         os.makedirs(partition_dir, exist_ok=True)
         # Segment logs are opened on demand through the cache and may be closed by it at any time
         # (another partition needed the room); every use asks it again.
@@ -101,6 +131,9 @@ class FileSegmentStore:
         return self._descriptors.open_transient(path, flags)
 
     def _fsync_dir(self) -> None:
+        if self._dir_syncs is not None and self._dir_syncs.note(self.partition_dir):
+            self._dir_unsynced = False
+            return
         fd = self._open(self.partition_dir, os.O_RDONLY)
         try:
             os.fsync(fd)
@@ -188,7 +221,9 @@ class FileSegmentStore:
             os.close(fd)
 
     def flush(self, base_offset: int) -> None:
-        os.fsync(self._fd(base_offset))
+        # Through a descriptor of its own, not the cached one: logs are flushed by several threads at a
+        # clean shutdown, and another partition's open may close a cached descriptor at any time.
+        self._fsync_file(self._path(base_offset, LOG_SUFFIX))
         for suffix in INDEX_SUFFIXES:
             if (base_offset, suffix) in self._index_unsynced:
                 self._fsync_file(self._path(base_offset, suffix))

@@ -581,11 +581,10 @@ class Node:
                 asyncio.gather(*tasks, return_exceptions=True),
                 lambda: "task(s) " + ", ".join(sorted(t.get_name() for t in tasks if not t.done())),
             )
-        self.replicas.flush_all()
-        closed = self.replicas.close_all()
         try:
-            # Kafka's LogManager.shutdown: the offset checkpoints, then .kafka_cleanshutdown (issue 29).
-            self.log_opener.write_clean_shutdown(closed)
+            # Kafka's LogManager.shutdown: logs closed in parallel, the offset checkpoints, then
+            # .kafka_cleanshutdown (issue 29).
+            self.log_opener.close_cleanly(self.replicas, self.config.num_recovery_threads_per_data_dir)
         except OSError as exc:
             log.warning("shutdown: cannot write the clean-shutdown checkpoints: %s", exc)
         if self.link is not None:

@@ -407,6 +407,12 @@ class PartitionLog:
         """Opened after a clean shutdown, without recovery (``open``'s ``clean_log_end_offset``)."""
         return self._opened_clean
 
+    @property
+    def untouched_since_clean_open(self) -> bool:
+        """Opened after a clean shutdown and not written since, its active segment not even loaded:
+        closing it writes and syncs nothing."""
+        return self._opened_clean and not self._unflushed and self._segments[-1].loader is not None
+
     def _recover(self, clean_log_end_offset: int | None) -> None:
         store = self._store
         self._recover_cleaning()

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 import struct
+from collections.abc import Callable
 from dataclasses import dataclass
 from enum import IntEnum
 from typing import Any, cast
@@ -578,6 +579,62 @@ def _first_forbidden_null(obj: Any, plan: _NullPlan) -> str | None:
 # --- responses ------------------------------------------------------------------------------------------
 
 
+def array_entry_encoder(container_cls: Any, flexible: bool) -> Callable[[Any, int], bytes]:
+    """Encodes one entry of a response's array of ``container_cls`` (e.g. MetadataResponseTopic) at a
+    version, as kafka-python's encoder writes it inside the whole response."""
+    entry = container_cls._struct.array_of
+    return lambda item, version: bytes(entry.encode(item, version=version, compact=flexible, tagged=flexible))
+
+
+@dataclass(slots=True)
+class SplicedResponse:
+    """A response encoded by kafka-python without the entries of its last array, and those entries as
+    bytes already encoded at the response's version (cached per entry by the handler: issue 29's
+    Metadata and DescribeTopicPartitions). Where the array is: ``tail_bytes`` after it (the encoding
+    ends with fixed-size fields and tags), or else ``head_bytes`` of the body before it."""
+
+    shell: Any
+    entries: list[bytes]
+    flexible: bool
+    tail_bytes: int | None = None
+    head_bytes: int | None = None
+
+    @property
+    def throttle_time_ms(self) -> int:
+        return int(self.shell.throttle_time_ms)
+
+    @throttle_time_ms.setter
+    def throttle_time_ms(self, value: int) -> None:
+        self.shell.throttle_time_ms = value
+
+    def frame(self, header: RequestHeader) -> bytearray:
+        shell = self.shell
+        shell._header = None
+        shell.API_VERSION = header.api_version
+        shell.with_header(correlation_id=header.correlation_id)
+        empty = bytes(shell.encode(header=True))
+        marker = b"\x01" if self.flexible else b"\x00\x00\x00\x00"  # an empty (compact) array
+        if self.tail_bytes is not None:
+            cut = len(empty) - self.tail_bytes - len(marker)
+        else:
+            assert self.head_bytes is not None
+            # The response header: the correlation id, then (flexible versions) its tagged fields.
+            cut = 4 + (1 if self.flexible else 0) + self.head_bytes
+        assert empty[cut : cut + len(marker)] == marker, (empty.hex(), self.tail_bytes, self.head_bytes)
+        count = len(self.entries)
+        out = bytearray(struct.pack(">i", 0))
+        out += empty[:cut]
+        if self.flexible:
+            wire.put_uvarint(out, count + 1)
+        else:
+            out += struct.pack(">i", count)
+        for entry in self.entries:
+            out += entry
+        out += empty[cut + len(marker) :]
+        struct.pack_into(">i", out, 0, len(out) - 4)
+        return out
+
+
 def encode_response(header: RequestHeader, response: Any) -> bytearray:
     """Frame ``response`` (4-byte size, response header, body) at the request's version.
 
@@ -585,6 +642,8 @@ def encode_response(header: RequestHeader, response: Any) -> bytearray:
     responses always use v0 (KIP-511), which kafka-python's ApiVersionsResponse does on its own.
     ``response`` is modified: its version and header are set.
     """
+    if isinstance(response, SplicedResponse):
+        return response.frame(header)
     # Gotcha 1: the API_VERSION setter assumes a request header; drop any header first, set the
     # version, then attach a fresh response header.
     response._header = None
