@@ -93,8 +93,14 @@ def _locate(final: dict[TopicPartition, list[FinalRecord]]) -> dict[str, list[tu
     return where
 
 
-# librdkafka's reason for the bump in rd_kafka_handle_idempotent_Produce_error (rdkafka_request.c).
+# librdkafka's reasons for a bump: rd_kafka_handle_idempotent_Produce_error (rdkafka_request.c), and
+# rd_kafka_idemp_drain_epoch_bump after message.timeout.ms expired messages (rdkafka_partition.c).
 SKIPPED_SEQUENCE_NUMBERS = "skipped sequence numbers"
+MESSAGES_TIMED_OUT = "message(s) timed out"
+
+
+def _renumbering_bump(reason: str) -> bool:
+    return reason == SKIPPED_SEQUENCE_NUMBERS or MESSAGES_TIMED_OUT in reason
 
 
 def _resent_across_bump(
@@ -112,28 +118,42 @@ def _resent_across_bump(
     REQUEST_TIMED_OUT, a dropped connection) goes out again in the new epoch, and no broker can tell it
     from new data: duplicate detection is per producer epoch.
 
+    The same renumbering follows a bump for messages that expired (message.timeout.ms) in another
+    partition's queue: a batch in flight when its connection dropped is appended, never acknowledged,
+    and goes out again under the new epoch (seed 13: 777 records at epoch 0, again at epoch 71 from
+    sequence 0). Such a value was never acknowledged, so no guarantee was given for it.
+
     Only exactly that is excused: two copies in one partition of a value of a producer whose log shows
-    such a bump, acknowledged at the later copy after the bump began. Anything else (a value acknowledged
-    at its first copy, three copies, a bump for another reason, no bump) stays a DUPLICATE."""
-    bumps: dict[str, list[float]] = defaultdict(list)
+    such a bump, either acknowledged at the later copy after the bump began, or never acknowledged.
+    Anything else (a value acknowledged at its first copy, three copies, a bump for another reason, no
+    bump) stays a DUPLICATE."""
+    bumps: dict[str, list[tuple[float, str]]] = defaultdict(list)
     for bump in history.bumps:
-        if bump.reason == SKIPPED_SEQUENCE_NUMBERS:
-            bumps[bump.producer].append(bump.t_s)
+        if _renumbering_bump(bump.reason):
+            bumps[bump.producer].append((bump.t_s, bump.reason))
     if not bumps:
         return
     for send in history.sends:
         places = where.get(send.value, [])
-        if send.txn is not None or not send.acked or send.producer not in bumps or len(places) != 2:
+        if send.txn is not None or send.producer not in bumps or len(places) != 2:
             continue
         (first_tp, first_offset), (later_tp, later_offset) = sorted(places)
-        if first_tp != later_tp or (send.topic, send.partition, send.offset) != (*later_tp, later_offset):
+        if first_tp != later_tp:
             continue
-        if min(bumps[send.producer]) <= send.t_ack_s:
-            where[send.value] = [(later_tp, later_offset)]
-            result.resent_across_bump.append(
-                f"{send.value!r} at {_tp(first_tp)}@{first_offset} and again at {later_offset} "
-                f"({send.producer}: epoch bump, {SKIPPED_SEQUENCE_NUMBERS})"
-            )
+        if send.acked:
+            if (send.topic, send.partition, send.offset) != (*later_tp, later_offset):
+                continue
+            before_ack = [reason for t_s, reason in bumps[send.producer] if t_s <= send.t_ack_s]
+            if not before_ack:
+                continue
+            reason = before_ack[0]
+        else:
+            reason = bumps[send.producer][0][1] + ", never acknowledged"
+        where[send.value] = [(later_tp, later_offset)]
+        result.resent_across_bump.append(
+            f"{send.value!r} at {_tp(first_tp)}@{first_offset} and again at {later_offset} "
+            f"({send.producer}: epoch bump, {reason})"
+        )
 
 
 def _check_duplicates(

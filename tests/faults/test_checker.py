@@ -69,6 +69,20 @@ def test_a_resend_across_a_skipped_sequence_epoch_bump_is_librdkafkas_and_nothin
     assert _found(History(sends=acked_first, bumps=[bump], final=final)) == {"DUPLICATE": 1}
 
 
+def test_a_never_acknowledged_resend_across_a_timed_out_epoch_bump_is_librdkafkas() -> None:
+    """Seed 13's shape: a batch ("a", "b") appended in epoch 0 and never acknowledged; messages of
+    another partition expire, librdkafka bumps the epoch and writes "a", "b" again from sequence 0."""
+    final = _log("a", "b", "x", "a", "b")
+    unacked = [Send("p", "t", "a", 0, False), Send("p", "t", "b", 1, False)]
+    timed_out = EpochBump("p", 1002, 0, "16 message(s) timed out on t [1]", 4.0)
+    result = check(History(sends=list(unacked), bumps=[timed_out], final=final))
+    assert result.ok and len(result.resent_across_bump) == 2
+    # No such bump in the client's log: the broker wrote them twice.
+    assert _found(History(sends=list(unacked), final=final)) == {"DUPLICATE": 2, "REORDER": 1}
+    gap = EpochBump("p", 1002, 0, "message sequence gap", 4.0)
+    assert _found(History(sends=list(unacked), bumps=[gap], final=final)) == {"DUPLICATE": 2, "REORDER": 1}
+
+
 def test_compacted_topics_keep_the_latest_acknowledged_value_per_key() -> None:
     sends = [
         Send("p", "c", "v1", 0, True, 0, 0, key="k"),
