@@ -13,6 +13,7 @@ import json
 import os
 import random
 import shutil
+import socket
 import subprocess
 import sys
 import threading
@@ -654,6 +655,68 @@ def test_sigterm_of_a_broker_moves_leadership_off_it_before_it_stops(cluster: Pr
     wait_until(lambda: victim not in _listed_brokers(cluster.nodes[observer].address), 30, "the broker gone")
     cluster.start(victim)
     cluster.wait_for_brokers(expected=set(BROKERS))
+
+
+def test_a_restarted_broker_answers_nothing_before_it_has_caught_up_with_the_metadata_log(
+    cluster: ProcessCluster,
+) -> None:
+    """Kafka's BrokerServer processes requests only once the controller says it has caught up
+    (initialCatchUpFuture). A broker restarted while no controller answers has no committed image yet:
+    answering from it told clients their topics were gone (issue 32's campaign, seed 13: after every
+    node was killed at once, consumers saw "partition count changed from 3 to 0" and a broker asked for
+    __consumer_offsets with replication factor 1). Its first Metadata answer comes after the
+    controllers return, and lists the topic whole."""
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    topic, victim, partitions = "caught-up", BROKERS[0], 3
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
+    admin.create_topics([NewTopic(topic, partitions, 3)])[topic].result(30)
+    wait_until(
+        lambda: len(_metadata(cluster.nodes[victim].address, [topic]).topics[0].partitions) == partitions,
+        30,
+        "the topic on the broker",
+    )
+    for controller in sorted(cluster.controllers):
+        cluster.kill(controller)
+    cluster.kill(victim)
+    cluster.start(victim)
+    address = cluster.nodes[victim].address
+    host, port = address.rsplit(":", 1)
+    wait_until(lambda: _accepts(host, int(port)), 30, "the restarted broker's listener")
+    answers: list[MetadataResponse] = []
+    errors: list[BaseException] = []
+
+    def ask() -> None:
+        try:
+            with RawClient(address, timeout_s=120) as client:
+                request = MetadataRequest(
+                    topics=[MetadataRequest.MetadataRequestTopic(name=topic)], allow_auto_topic_creation=False
+                )
+                answers.append(client.request(request, MetadataResponse, 9))
+        except BaseException as exc:
+            errors.append(exc)
+
+    asking = threading.Thread(target=ask)
+    asking.start()
+    try:
+        asking.join(2.0)
+        assert not answers and not errors, (answers, errors)  # no controller: nothing to answer from yet
+    finally:
+        cluster.start()
+    asking.join(120)
+    assert not errors and answers, errors
+    (answered,) = answers[0].topics
+    assert (answered.error_code, len(answered.partitions)) == (ErrorCode.NONE, partitions)
+    cluster.wait_for_leader()
+    cluster.wait_for_brokers(expected=set(BROKERS))
+
+
+def _accepts(host: str, port: int) -> bool:
+    try:
+        socket.create_connection((host, port), timeout=1).close()
+        return True
+    except OSError:
+        return False
 
 
 def test_a_broker_from_another_cluster_is_refused_with_both_ids(

@@ -134,7 +134,7 @@ class ControllerLink:
                     await wait_event(self._wakeup, min(wait_s, 0.5))
                 self._wakeup.clear()
                 continue
-            before = (lifecycle.state, lifecycle.is_fenced, lifecycle.broker_epoch)
+            before = (lifecycle.state, lifecycle.is_fenced, lifecycle.broker_epoch, lifecycle.is_caught_up)
             try:
                 if isinstance(request, RegisterBroker):
                     await self._register(request)
@@ -143,7 +143,7 @@ class ControllerLink:
             except PeerUnavailable as exc:
                 log.debug("broker %d: %s", self.config.node_id, exc)
                 lifecycle.on_failure(now_ms())
-            after = (lifecycle.state, lifecycle.is_fenced, lifecycle.broker_epoch)
+            after = (lifecycle.state, lifecycle.is_fenced, lifecycle.broker_epoch, lifecycle.is_caught_up)
             if after != before or lifecycle.fatal_error is not None:
                 self._log_change(before, after)
                 self._changed.set()

@@ -206,6 +206,11 @@ class Node:
         self._tasks: set[asyncio.Task[Any]] = set()
         self._stopped = False
         self._request_handlers: dict[int, RequestHandler] = {}
+        # Kafka's BrokerServer enables request processing only once the controller says the broker has
+        # caught up with the metadata log (BrokerLifecycleManager.initialCatchUpFuture): until then its
+        # image may be empty or stale (a restart learns the log's high watermark only from the leader),
+        # and answering from it tells clients their topics are gone. Set once, never cleared.
+        self._initial_catch_up = asyncio.Event()
         # A broker process's session with the active controller (None on a node with a controller).
         self.link: ControllerLink | None = None
         # Followers fetching from leaders, and acks=all produces waiting for the ISR (issue 14).
@@ -403,6 +408,7 @@ class Node:
         registered = self.listeners.advertised_endpoints()
         if link is None:
             await self._register_in_process(registered)
+            self._initial_catch_up.set()  # the combined node's image is its own controller's
         try:
             await self.listeners.start_clients(self._handle)
         except ListenerError as exc:
@@ -500,6 +506,9 @@ class Node:
             self._fail(lifecycle.fatal_error)
             return
         serving = lifecycle.state is BrokerState.RUNNING and not lifecycle.is_fenced
+        if not self._initial_catch_up.is_set() and (lifecycle.is_caught_up or serving):
+            log.info("broker %d caught up with the metadata log: processing requests", self.config.node_id)
+            self._initial_catch_up.set()
         if self.ctx is not None and self.ctx.fenced == serving:
             self._on_image()  # this broker joins (or leaves) the brokers its own Metadata lists
         if lifecycle.broker_epoch != self.producer_ids.broker_epoch:
@@ -987,6 +996,8 @@ class Node:
                     header, self._sasl(header, messages.decode_request(header, view), conn)
                 )
             ]
+        if not self._initial_catch_up.is_set():
+            await self._initial_catch_up.wait()
         ctx = self.ctx
         assert ctx is not None
         authorizing = self._authorizer is not None
