@@ -431,7 +431,10 @@ def test_spark_stream_exactly_once_and_verify_over_sasl_ssl_scram(
         .trigger(availableNow=True)
         .start()
     )
-    query.awaitTermination()
+    try:
+        query.awaitTermination()
+    finally:
+        query.stop()  # a no-op once it ended; stops it if the test is interrupted
     assert query.exception() is None
 
     expected = tmp_path / "expected.txt"

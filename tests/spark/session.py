@@ -30,6 +30,7 @@ def worker_environment() -> None:
 
 @pytest.fixture(scope="session")
 def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """The one local[2,2] SparkSession of the run, pykraft's data sources registered."""
     pytest.importorskip("pyspark")
     worker_environment()
     from pyspark.sql import SparkSession
