@@ -87,6 +87,7 @@ bench: $(STAMP)
 	$(BIN)/python -m bench.share_groups
 	$(BIN)/python -m bench.latency
 	$(BIN)/python -m bench.reassignment
+	$(BIN)/python -m bench.spark_source
 
 clean:
 	rm -rf $(VENV) data .pytest_cache .mypy_cache .ruff_cache

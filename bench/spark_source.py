@@ -1,44 +1,72 @@
-"""Spark source read throughput vs a single-process confluent-kafka consumer loop, one run, one table.
+"""Spark source read throughput vs a single-process confluent-kafka consumer loop, one run, one table
+per setup and value size.
 
-    python -m bench.spark_source [--records 300000] [--value-bytes 1024] [--runs 3] [--master local[2]]
+    python -m bench.spark_source [--setups node,cluster] [--value-bytes 100,1024] [--records N]
+                                 [--runs 3] [--master local[2]]
 
-pykraft runs as a separate process (``pykraft server start``, as ``make run``), with a 2-partition
-topic filled by an idempotent confluent-kafka producer. Then, over the same data, best of ``--runs``:
+Two setups, each started here as processes on 127.0.0.1 and stopped before the next:
 
-- ``confluent loop``: one Python process, ``Consumer.assign`` both partitions from 0 and
+- ``node``: one pykraft node (``pykraft server start``, as ``make run``), a 2-partition topic;
+- ``cluster``: 3 controllers + 3 brokers (pykraft.testing.running_cluster), a 3-partition topic at
+  replication factor 3 whose partitions are led by all three brokers, so a read fetches from every
+  broker (one Spark task per partition, each from its partition's leader).
+
+Each topic is filled by an idempotent confluent-kafka producer (acks=all): by default 1,000,000 records
+of 100 B values and 300,000 of 1 KiB (``--records`` sets both). Then, over the same data, best of
+``--runs``:
+
+- ``confluent loop``: one Python process, ``Consumer.assign`` every partition from 0 and
   ``consume(10000)`` until every record was seen, touching each value (the baseline);
 - ``spark pykraft (fetch)``: ``spark.read.format("pykraft")`` (own Fetch client -> Arrow),
   materialised with ``write.format("noop")``;
 - ``spark kafka connector``: Spark's own ``format("kafka")`` (spark-sql-kafka-0-10, Kafka's Java
   consumer), its jars from tests/spark/connector/pom.xml added to the same session with ``ADD JAR``
   (Maven Central has no connector for PySpark 4.3.0; 4.2.0 runs on it) -- pykraft's real peer;
-- ``spark pykraft (segment files)``: the same source with ``path`` = the broker's data dir;
-- ``spark confluent per range``: a bench-only variant whose ``read()`` uses a confluent-kafka
-  consumer per offset range (assign + consume) and builds Arrow from the message lists: the
-  transport the source did not choose;
+- ``spark pykraft (segment files)``, node only: the same source with ``path`` = the broker's data dir;
+- ``spark confluent per range``, node only: a bench-only variant whose ``read()`` uses a
+  confluent-kafka consumer per offset range (assign + consume) and builds Arrow from the message
+  lists: the transport the source did not choose;
 - ``spark floor``: a bench-only variant that does no I/O and no decoding (it yields one pre-built
   Arrow batch of the same width again and again): Spark's own cost of ingesting these rows from a
   Python data source, the ceiling for any transport on this machine.
 
-Ratios are against the confluent loop measured in the same run. Every process started here is stopped.
+Ratios are against the confluent loop measured in the same setup and run. The tables are printed and
+written to bench/results/spark_source_latest.md. Every process started here is stopped.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
+import platform
 import signal
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
-TOPIC = "bench-spark"
-PARTITIONS = 2
+RESULTS = ROOT / "bench" / "results"
 KEY_BYTES = 12  # b"key-%08d"
+DEFAULT_RECORDS = {100: 1_000_000, 1024: 300_000}  # ~110 MB and ~310 MB of keys and values
+
+
+@dataclass
+class Setup:
+    """Where the topic lives: its bootstrap servers, its partition count and replication factor, the
+    server processes (pid -> the label of its CPU column) and, for one node, its data dir."""
+
+    name: str
+    bootstrap: str
+    partitions: int
+    replication_factor: int
+    servers: dict[int, str]
+    data_dir: str | None = None
 
 
 def _start_broker(data_dir: str) -> tuple[subprocess.Popen[bytes], str]:
@@ -70,42 +98,88 @@ def _start_broker(data_dir: str) -> tuple[subprocess.Popen[bytes], str]:
             time.sleep(0.2)
 
 
-def _fill(bootstrap: str, records: int, value_bytes: int) -> int:
+@contextlib.contextmanager
+def running_setup(name: str, directory: str) -> Iterator[Setup]:
+    if name == "node":
+        proc, bootstrap = _start_broker(directory)
+        try:
+            yield Setup(name, bootstrap, 2, 1, {proc.pid: "broker"}, os.path.join(directory, "logs"))
+        finally:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+    elif name == "cluster":
+        from pykraft.testing import running_cluster
+
+        with running_cluster(
+            controllers=3, brokers=3, directory=os.path.join(directory, "cluster")
+        ) as cluster:
+            servers = {}
+            for node_id, node in cluster.nodes.items():
+                assert node.process is not None
+                servers[node.process.pid] = f"broker {node_id}" if node.role == "broker" else "controllers"
+            yield Setup(name, cluster.bootstrap_servers, 3, 3, servers)
+    else:
+        raise SystemExit(f"--setups: unknown setup {name!r} (node, cluster)")
+
+
+def _fill(setup: Setup, topic: str, records: int, value_bytes: int) -> int:
     from confluent_kafka import Producer
     from confluent_kafka.admin import AdminClient, NewTopic
 
-    admin = AdminClient({"bootstrap.servers": bootstrap})  # keep a reference: the future needs the handle
-    admin.create_topics([NewTopic(TOPIC, PARTITIONS, 1)])[TOPIC].result(30)
+    admin = AdminClient(
+        {"bootstrap.servers": setup.bootstrap}
+    )  # keep a reference: the future needs the handle
+    admin.create_topics([NewTopic(topic, setup.partitions, setup.replication_factor)])[topic].result(30)
+    deadline = time.monotonic() + 30
+    while True:  # every partition led and fully in sync, so the fill is not paced by followers catching up
+        partitions = admin.list_topics(topic, timeout=10).topics[topic].partitions
+        if len(partitions) == setup.partitions and all(
+            p.leader >= 0 and len(p.isrs) == setup.replication_factor for p in partitions.values()
+        ):
+            break
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{topic}: partitions not led and in sync after 30 s")
+        time.sleep(0.1)
+    leaders = {p.id: p.leader for p in partitions.values()}
+    print(f"{setup.name}: {topic} partition -> leader {leaders}", flush=True)
     producer = Producer(
-        {"bootstrap.servers": bootstrap, "enable.idempotence": True, "linger.ms": 20, "batch.size": 1_000_000}
+        {
+            "bootstrap.servers": setup.bootstrap,
+            "enable.idempotence": True,
+            "linger.ms": 20,
+            "batch.size": 1_000_000,
+        }
     )
     pad = b"v" * max(0, value_bytes - 12)
     for i in range(records):
         while True:
             try:
-                producer.produce(TOPIC, b"%012d" % i + pad, b"key-%08d" % i, partition=i % PARTITIONS)
+                producer.produce(topic, b"%012d" % i + pad, b"key-%08d" % i, partition=i % setup.partitions)
                 break
             except BufferError:
                 producer.poll(0.05)
-    assert producer.flush(120) == 0
+    assert producer.flush(300) == 0
     return records * (len(pad) + 12 + KEY_BYTES)
 
 
-def confluent_loop(bootstrap: str, records: int) -> float:
+def confluent_loop(setup: Setup, topic: str, records: int) -> float:
     from confluent_kafka import Consumer, TopicPartition
 
     # fetch.queue.backoff.ms: librdkafka otherwise pauses fetching for 1 s whenever its local queue is full,
     # a client-side stall that would make the baseline look slower than it is (see bench/__main__.py).
     consumer = Consumer(
         {
-            "bootstrap.servers": bootstrap,
+            "bootstrap.servers": setup.bootstrap,
             "group.id": "bench",
             "enable.auto.commit": False,
             "fetch.queue.backoff.ms": 10,
         }
     )
     t0 = time.perf_counter()
-    consumer.assign([TopicPartition(TOPIC, p, 0) for p in range(PARTITIONS)])
+    consumer.assign([TopicPartition(topic, p, 0) for p in range(setup.partitions)])
     seen = 0
     nbytes = 0
     while seen < records:
@@ -185,17 +259,17 @@ def _process_cpu_seconds() -> dict[int, tuple[int, float]]:
 
 
 def cpu_split(
-    before: dict[int, tuple[int, float]], after: dict[int, tuple[int, float]], broker: int
+    before: dict[int, tuple[int, float]], after: dict[int, tuple[int, float]], servers: dict[int, str]
 ) -> dict[str, float]:
-    """CPU seconds spent between two snapshots by the broker, this process (the loop's consumer and
-    the Spark driver), Spark's JVM and the JVM's children (Python workers)."""
+    """CPU seconds spent between two snapshots by the servers (by label), this process (the loop's
+    consumer and the Spark driver), Spark's JVM and the JVM's children (Python workers)."""
     me = os.getpid()
-    jvms = {pid for pid, (parent, _) in after.items() if parent == me and pid != broker}
-    split = {"broker": 0.0, "driver": 0.0, "spark jvm": 0.0, "spark python": 0.0}
+    jvms = {pid for pid, (parent, _) in after.items() if parent == me and pid not in servers}
+    split = dict.fromkeys(servers.values(), 0.0) | {"driver": 0.0, "spark jvm": 0.0, "spark python": 0.0}
     for pid, (parent, cpu) in after.items():
         spent = cpu - before.get(pid, (parent, 0.0))[1]
-        if pid == broker:
-            split["broker"] += spent
+        if pid in servers:
+            split[servers[pid]] += spent
         elif pid == me:
             split["driver"] += spent
         elif pid in jvms:
@@ -205,10 +279,67 @@ def cpu_split(
     return split
 
 
+def measure(
+    spark: Any, setup: Setup, value_bytes: int, records: int, runs: int, master: str
+) -> tuple[list[str], int]:
+    """The markdown table of one setup and value size, and the load average when it was done."""
+    topic = f"bench-spark-{value_bytes}"
+    print(f"{setup.name}: filling {topic}: {records} records, {value_bytes} B values", flush=True)
+    total_bytes = _fill(setup, topic, records, value_bytes)
+    common = {"kafka.bootstrap.servers": setup.bootstrap, "subscribe": topic}
+    cases: list[tuple[str, Callable[[], float]]] = [
+        ("confluent loop (1 process)", lambda: confluent_loop(setup, topic, records)),
+        ("spark pykraft fetch", lambda: spark_read(spark, "pykraft", common, records)),
+        ("spark kafka connector", lambda: spark_read(spark, "kafka", common, records)),
+    ]
+    if setup.data_dir is not None:
+        segments = {"path": setup.data_dir, "subscribe": topic}
+        cases.append(("spark pykraft segment files", lambda: spark_read(spark, "pykraft", segments, records)))
+        cases.append(
+            ("spark confluent per range", lambda: spark_read(spark, "pykraft_confluent", common, records))
+        )
+    floor = {**common, "valueBytes": str(value_bytes)}
+    cases.append(
+        ("spark floor: prebuilt Arrow", lambda: spark_read(spark, "pykraft_prebuilt", floor, records))
+    )
+    # Warm-up: the first Spark job pays the Python worker start (pyspark-facts.md §5).
+    spark_read(spark, "pykraft", common, records)
+    spark_read(spark, "kafka", common, records)  # and the connector's class loading
+    best: dict[str, float] = {}
+    cpu: dict[str, dict[str, float]] = {}
+    for _run in range(runs):
+        for name, fn in cases:  # interleaved, so drift hits every case alike
+            before = _process_cpu_seconds()
+            elapsed = fn()
+            if elapsed < best.get(name, float("inf")):
+                best[name] = elapsed
+                cpu[name] = cpu_split(before, _process_cpu_seconds(), setup.servers)
+    load = os.getloadavg()[0]
+    base = best[cases[0][0]]
+    kinds = list(next(iter(cpu.values())))
+    lines = [
+        f"### {setup.name}: {records:,} records x {value_bytes} B values, {setup.partitions} partitions "
+        f"(RF {setup.replication_factor}), {master}, best of {runs}; load average {load:.2f}",
+        "",
+        "| reader | seconds | rows/s | MB/s | vs loop | CPU s: " + " / ".join(kinds) + " |",
+        "|---|---:|---:|---:|---:|---|",
+    ]
+    for name, _fn in cases:
+        sec = best[name]
+        lines.append(
+            f"| {name} | {sec:.2f} | {records / sec:,.0f} | {total_bytes / sec / 1e6:.1f} | {base / sec:.2f}x | "
+            + " / ".join(f"{cpu[name][k]:.2f}" for k in kinds)
+            + " |"
+        )
+    print("\n" + "\n".join(lines) + "\n", flush=True)
+    return lines, load
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--records", type=int, default=300_000)
-    parser.add_argument("--value-bytes", type=int, default=1024)
+    parser.add_argument("--setups", default="node,cluster", help="node, cluster or both (comma-separated)")
+    parser.add_argument("--value-bytes", default="100,1024", help="value sizes, comma-separated")
+    parser.add_argument("--records", type=int, help="records per topic (default: 1M at 100 B, 300k at 1 KiB)")
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--master", default="local[2]")
     parser.add_argument(
@@ -218,87 +349,36 @@ def main() -> None:
         help="a Spark setting, e.g. spark.buffer.size=1048576 (repeatable)",
     )
     args = parser.parse_args()
-    with tempfile.TemporaryDirectory(prefix="bench-spark-") as tmp:
-        proc, bootstrap = _start_broker(tmp)
-        spark = None
-        try:
-            print(
-                f"filling {TOPIC}: {args.records} records, {args.value_bytes} B values, {PARTITIONS} partitions",
-                flush=True,
-            )
-            total_bytes = _fill(bootstrap, args.records, args.value_bytes)
-            spark = _spark(args.master, args.conf)
-            common = {"kafka.bootstrap.servers": bootstrap, "subscribe": TOPIC}
-            cases: list[tuple[str, Any]] = [
-                ("confluent loop (1 process)", lambda: confluent_loop(bootstrap, args.records)),
-                (
-                    f"spark pykraft fetch ({args.master})",
-                    lambda: spark_read(spark, "pykraft", common, args.records),
-                ),
-                (
-                    f"spark kafka connector ({args.master})",
-                    lambda: spark_read(spark, "kafka", common, args.records),
-                ),
-                (
-                    f"spark pykraft segment files ({args.master})",
-                    lambda: spark_read(
-                        spark,
-                        "pykraft",
-                        {"path": os.path.join(tmp, "logs"), "subscribe": TOPIC},
-                        args.records,
-                    ),
-                ),
-                (
-                    f"spark confluent per range ({args.master})",
-                    lambda: spark_read(spark, "pykraft_confluent", common, args.records),
-                ),
-                (
-                    f"spark floor: prebuilt Arrow ({args.master})",
-                    lambda: spark_read(
-                        spark,
-                        "pykraft_prebuilt",
-                        {**common, "valueBytes": str(args.value_bytes)},
-                        args.records,
-                    ),
-                ),
-            ]
-            # Warm-up: the first Spark job pays the Python worker start (pyspark-facts.md §5).
-            spark_read(spark, "pykraft", common, args.records)
-            spark_read(spark, "kafka", common, args.records)  # and the connector's class loading
-            best: dict[str, float] = {}
-            cpu: dict[str, dict[str, float]] = {}
-            for _run in range(args.runs):
-                for name, fn in cases:  # interleaved, so drift hits every case alike
-                    before = _process_cpu_seconds()
-                    elapsed = fn()
-                    if elapsed < best.get(name, float("inf")):
-                        best[name] = elapsed
-                        cpu[name] = cpu_split(before, _process_cpu_seconds(), proc.pid)
-            base = best[cases[0][0]]
-            print(
-                f"\n{args.records} records x {args.value_bytes} B values; best of {args.runs} runs; "
-                f"{os.cpu_count()} cores; load average {os.getloadavg()[0]:.2f}; "
-                f"Spark settings: {', '.join(args.conf or ['defaults'])}"
-            )
-            kinds = list(next(iter(cpu.values())))
-            print(
-                f"{'reader':45s} {'seconds':>8s} {'rows/s':>10s} {'MB/s':>8s} {'vs loop':>8s}  CPU s: "
-                + " / ".join(kinds)
-            )
-            for name, _fn in cases:
-                s = best[name]
-                print(
-                    f"{name:45s} {s:8.2f} {args.records / s:10,.0f} {total_bytes / s / 1e6:8.1f} {base / s:7.2f}x  "
-                    + " / ".join(f"{cpu[name][k]:.2f}" for k in kinds)
-                )
-        finally:
-            if spark is not None:
-                spark.stop()
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(30)
-            except subprocess.TimeoutExpired:
-                proc.kill()
+    sizes = [int(v) for v in args.value_bytes.split(",")]
+    loads = [os.getloadavg()[0]]
+    out = [
+        f"# Spark source read throughput — {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}",
+        "",
+        f"`python -m bench.spark_source --setups {args.setups} --value-bytes {args.value_bytes}"
+        + (f" --records {args.records}" if args.records else "")
+        + f" --runs {args.runs}`: {platform.machine()}, {os.cpu_count()} cores, Spark settings: "
+        + ", ".join(args.conf or ["defaults"])
+        + ". CPU s are those of the best run.",
+        "",
+    ]
+    spark = _spark(args.master, args.conf)
+    try:
+        for name in args.setups.split(","):
+            with (
+                tempfile.TemporaryDirectory(prefix=f"bench-spark-{name}-") as tmp,
+                running_setup(name, tmp) as setup,
+            ):
+                for value_bytes in sizes:
+                    records = args.records or DEFAULT_RECORDS.get(value_bytes, 300_000)
+                    lines, load = measure(spark, setup, value_bytes, records, args.runs, args.master)
+                    out += [*lines, ""]
+                    loads.append(load)
+    finally:
+        spark.stop()
+    out.insert(3, f"Load average {loads[0]:.2f} at the start, {max(loads):.2f} at most (2 cores shared).\n")
+    RESULTS.mkdir(exist_ok=True)
+    (RESULTS / "spark_source_latest.md").write_text("\n".join(out))
+    print(f"wrote {RESULTS / 'spark_source_latest.md'}")
 
 
 if __name__ == "__main__":

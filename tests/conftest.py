@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 from hypothesis import settings
 
-pytest_plugins = ["pykraft.testing"]
+# tests.spark.session: the one SparkSession of the run, for tests/spark and any Spark test beside a cluster fixture.
+pytest_plugins = ["pykraft.testing", "tests.spark.session"]
 
 # In CI every property test draws the same examples on every run: a failure there replays exactly, and
 # a green run cannot turn red because a new random example was drawn. Locally the draws stay random, to

@@ -3,7 +3,9 @@ TLS everywhere, PLAIN between the nodes (each presents ``admin``, a super user),
 clients, and the StandardAuthorizer judging every request. The raft quorum, registration and
 heartbeats, AllocateProducerIds, replica fetching and transaction markers all run over it; the spine's
 and the groups' flows run through it with real clients; a principal that is not a node is refused the
-controllers' RPCs with CLUSTER_AUTHORIZATION_FAILED.
+controllers' RPCs with CLUSTER_AUTHORIZATION_FAILED. The Spark pipeline (issue 28) runs on it too: a
+Structured Streaming query from the pykraft source to the exactly-once pykraft sink, with Spark's Kafka
+option names for SCRAM over TLS, checked by ``pykraft pipeline eos-verify``.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from typing import Any
 import pytest
 from kafka.protocol.metadata import MetadataRequest, MetadataResponse
 
+from pykraft.cli import main
 from pykraft.cli.metadata import QuorumToolError, describe_quorum
 from pykraft.core.errors import ErrorCode
 from pykraft.io.kafka_connection import BrokerConnectionError, ClientSecurity
@@ -372,3 +375,81 @@ def test_node_sessions_on_the_controller_listener_expire_and_the_nodes_move_on(s
     for node_id in cluster.controllers:
         log = Path(cluster.nodes[node_id].log_path).read_text().splitlines()
         assert [line for line in log if "after the SASL session expired" in line and mine not in line] == []
+
+
+def _spark_options(secure: SecureCluster, password: str = ALICE[1]) -> dict[str, str]:
+    return {
+        "kafka.bootstrap.servers": secure.bootstrap,
+        "kafka.security.protocol": "SASL_SSL",
+        "kafka.sasl.mechanism": "SCRAM-SHA-512",
+        "kafka.sasl.jaas.config": "org.apache.kafka.common.security.scram.ScramLoginModule required "
+        f'username="{ALICE[0]}" password="{password}";',
+        "kafka.ssl.truststore.location": str(secure.certs / "ca.pem"),
+    }
+
+
+def test_spark_stream_exactly_once_and_verify_over_sasl_ssl_scram(
+    spark: Any, secure: SecureCluster, tmp_path: Path, capsys: Any
+) -> None:
+    import confluent_kafka
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient(secure.confluent())  # kept: a collected client fails its futures
+    for topic in ("s-spark-src", "s-spark-dst"):
+        admin.create_topics([NewTopic(topic, 3, 3)])[topic].result(30)
+    assert {secure.partition("s-spark-src", i).leader_id for i in range(3)} == set(BROKERS)
+    # The exactly-once sink's transactional ids and marker groups are pykraft-sink-<query>-<task>.
+    for resource in (["--transactional-id", "pykraft-sink-"], ["--group", "pykraft-sink-"]):
+        secure.cli("acls", "add", "--allow-principal", "User:alice", "--operation", "All",
+                   *resource, "--resource-pattern-type", "prefixed")  # fmt: skip
+    producer = confluent_kafka.Producer(secure.confluent(**{"enable.idempotence": True, "linger.ms": 5}))
+    for i in range(600):
+        producer.produce("s-spark-src", b"v-%d" % i, partition=i % 3)
+    assert producer.flush(30) == 0
+    options = _spark_options(secure)
+
+    # A batch read: one task per partition, each fetching from that partition's leader.
+    batch = spark.read.format("pykraft").options(**options).option("subscribe", "s-spark-src").load()
+    assert batch.rdd.getNumPartitions() == 3
+    assert sorted(bytes(r.value) for r in batch.collect()) == sorted(b"v-%d" % i for i in range(600))
+    plan = batch._jdf.queryExecution().toString()
+    assert "pykraft" in plan and ALICE[1] not in plan  # Python data sources show no option values
+
+    query = (
+        spark.readStream.format("pykraft")
+        .options(**options)
+        .option("subscribe", "s-spark-src")
+        .option("startingOffsets", "earliest")
+        .load()
+        .selectExpr("upper(cast(value as string)) as value")
+        .writeStream.format("pykraft")
+        .options(**options)
+        .option("topic", "s-spark-dst")
+        .option("exactlyOnce", "true")
+        .option("queryName", "secure")
+        .option("checkpointLocation", str(tmp_path / "ckpt"))
+        .trigger(availableNow=True)
+        .start()
+    )
+    try:
+        query.awaitTermination()
+    finally:
+        query.stop()  # a no-op once it ended; stops it if the test is interrupted
+    assert query.exception() is None
+
+    expected = tmp_path / "expected.txt"
+    expected.write_text("".join(f"V-{i}\n" for i in range(600)))
+    config = secure.command_config(ALICE, "SCRAM-SHA-512")
+    verify = ["pipeline", "eos-verify", "--bootstrap-server", secure.bootstrap, "--topic", "s-spark-dst",
+              "--isolation-level", "read_committed", "--expected", str(expected), "--out", str(tmp_path / "v")]  # fmt: skip
+    assert main([*verify, "--command-config", str(config)]) == 0
+    assert "OK: no violations" in capsys.readouterr().out
+
+
+def test_spark_with_a_wrong_scram_password_fails_at_once_naming_sasl(
+    spark: Any, secure: SecureCluster
+) -> None:
+    options = _spark_options(secure, password="wrong")
+    with pytest.raises(Exception, match="SASL authentication failed") as info:
+        spark.read.format("pykraft").options(**options).option("subscribe", "s-spark-src").load().count()
+    assert "wrong" not in str(info.value)

@@ -1,52 +1,12 @@
-"""One shared, tuned local SparkSession for every Spark test (pyspark-facts.md §5).
-
-``local[2,2]``: two threads, as in CI, and two attempts per task (plain ``local[2]`` never retries),
-so the sink's retried-task behaviour can be tested without a cluster.
-"""
+"""The Spark tests: their shared session is the ``spark`` fixture of tests/spark/session.py (a plugin of
+the whole suite); this directory is skipped when PySpark is not installed."""
 
 from __future__ import annotations
 
-import os
-import sys
-from collections.abc import Iterator
-from typing import Any
-
 import pytest
 
-from tests.interop.maven_build import SHORT_LIVED_JVM_OPTIONS
+from tests.spark.session import worker_environment
 
-# Before the JVM starts: Spark's Python workers (and the data-source planner) must run this venv's
-# interpreter, bind to loopback, and import pykraft (installed editable; PYTHONPATH for a plain checkout).
-os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-_SRC = os.path.join(os.path.dirname(__file__), "..", "..", "src")
-os.environ["PYTHONPATH"] = os.pathsep.join(
-    filter(None, [os.path.abspath(_SRC), os.environ.get("PYTHONPATH")])
-)
+worker_environment()  # at import, as before: some tests here start Spark processes of their own
 
 pyspark = pytest.importorskip("pyspark")
-
-
-@pytest.fixture(scope="session")
-def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
-    from pyspark.sql import SparkSession
-
-    import pykraft.spark
-
-    session = (
-        SparkSession.builder.master("local[2,2]")
-        .appName("pykraft-tests")
-        .config("spark.ui.enabled", "false")
-        .config("spark.sql.shuffle.partitions", "2")
-        .config("spark.default.parallelism", "2")
-        .config("spark.sql.adaptive.enabled", "false")
-        .config("spark.driver.extraJavaOptions", " ".join(SHORT_LIVED_JVM_OPTIONS))
-        .config("spark.sql.warehouse.dir", str(tmp_path_factory.mktemp("warehouse")))
-        .config("spark.sql.streaming.forceDeleteTempCheckpointLocation", "true")
-        .config("spark.sql.session.timeZone", "UTC")
-        .getOrCreate()
-    )
-    session.sparkContext.setLogLevel("ERROR")
-    pykraft.spark.register(session)
-    yield session
-    session.stop()

@@ -21,7 +21,8 @@ from pykraft.protocol.records import (
     decode_records,
     scan_batches,
 )
-from pykraft.spark.decode import ArrowDecoder, CorruptRecordError, schema_ddl
+from pykraft.spark.decode import ArrowDecoder, CorruptRecordError
+from pykraft.spark.schema import schema_ddl
 
 pa = pytest.importorskip("pyarrow")
 

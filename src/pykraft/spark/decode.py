@@ -44,10 +44,6 @@ from pykraft.protocol.records import (
     read_nullable_bytes,
 )
 
-BASE_COLUMNS = "key binary, value binary, topic string, partition int, offset long, timestamp timestamp, timestampType int"
-HEADERS_COLUMN = "headers array<struct<key:string,value:binary>>"
-PRODUCER_COLUMNS = "producerId long, producerEpoch int, sequence int"
-
 # Rows per RecordBatch handed to Spark: large enough to amortise the JVM crossing (pyspark-facts.md §3
 # measured 2k-50k; 8k-10k was best).
 DEFAULT_ROWS_PER_BATCH = 8192
@@ -58,15 +54,6 @@ DEFAULT_BYTES_PER_BATCH = 16 * 1024 * 1024
 
 class CorruptRecordError(ValueError):
     """A stored batch's records do not parse; the message names the batch's base offset."""
-
-
-def schema_ddl(include_headers: bool, include_producer: bool) -> str:
-    parts = [BASE_COLUMNS]
-    if include_headers:
-        parts.append(HEADERS_COLUMN)
-    if include_producer:
-        parts.append(PRODUCER_COLUMNS)
-    return ", ".join(parts)
 
 
 # Rows of the table _walk_records fills, one column per record.

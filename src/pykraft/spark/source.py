@@ -109,11 +109,12 @@ from pykraft.spark.client import (
     parse_bootstrap,
     with_retries,
 )
-from pykraft.spark.decode import ArrowDecoder, schema_ddl
 from pykraft.spark.retry import Retrying, RetryOptionError, RetryPolicy
+from pykraft.spark.schema import schema_ddl
 
 if TYPE_CHECKING:
     from pykraft.io.kafka_connection import ClientSecurity
+    from pykraft.spark.decode import ArrowDecoder
 
 T = TypeVar("T")
 
@@ -332,6 +333,8 @@ class _Cursor:
 
 
 def read_partition(part: OffsetRangePartition, schema: Any) -> Any:
+    from pykraft.spark.decode import ArrowDecoder  # here, not at planning (pykraft.spark.schema says why)
+
     settings = part.settings
     decoder = ArrowDecoder(
         _arrow_schema(schema),
