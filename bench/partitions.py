@@ -153,9 +153,9 @@ def _produce_mb_s(bootstrap: str, topic: str, partitions: int, seconds: float = 
             producer.poll(0.005)
         if sent % 1000 == 0:
             producer.poll(0)
-    producer.flush(120)
+    unflushed = producer.flush(120)
     elapsed = time.monotonic() - started
-    return sent * RECORD_BYTES / elapsed / 1e6, failed[0]
+    return (sent - unflushed) * RECORD_BYTES / elapsed / 1e6, failed[0] + unflushed
 
 
 def run_level(peer: Peer, total: int, topic_partitions: int, open_files: int) -> dict[str, object]:
@@ -196,7 +196,7 @@ def run_level(peer: Peer, total: int, topic_partitions: int, open_files: int) ->
         log_text = node.log_path.read_text(errors="replace")
     problems = [line.strip()[:120] for line in log_text.splitlines() if "Too many open files" in line][:1]
     if failed:
-        problems.append(f"{failed} deliveries failed")
+        problems.append(f"{failed} deliveries failed or not flushed within 120 s")
     if LOG_DIR_OFFLINE[peer.name] in log_text:
         problems.append("a log dir went offline")
     if max(stop_s, stop2_s) > SHUTDOWN_BUDGET_S:
