@@ -13,7 +13,7 @@
 
 Prints tables; writes bench/results/replication.md.
 
-    python -m bench.replication [--messages 200000] [--kills 3] [--cases 1024x1,1024x3,100x1,100x3]
+    python -m bench.replication [--megabytes 100] [--kills 3] [--cases 1024x1,1024x3,100x1,100x3]
 """
 
 from __future__ import annotations
@@ -173,12 +173,12 @@ Row = tuple[float, float, float]  # msgs/s, MB/s, broker CPU s per MB
 
 
 def render(
-    rows: dict[tuple[int, int], dict[int, Row]], kills: list[float], messages: int, loads: list[float]
+    rows: dict[tuple[int, int], dict[int, Row]], kills: list[float], megabytes: float, loads: list[float]
 ) -> str:
     lines = [
         "# P9: replication (3 controllers + 3 brokers, separate processes on 127.0.0.1, 2 cores)",
         "",
-        f"`python -m bench.replication`: {messages} acks=all records per case from one idempotent",
+        f"`python -m bench.replication`: {megabytes:g} MB of acks=all records per case from one idempotent",
         "confluent-kafka producer (linger.ms=5, no key); CPU is the three brokers' utime+stime. RF=1 and",
         "RF=3 of each case run back to back on the same cluster; three partitions are led one per broker.",
         f"Load average (1 min) at the start {loads[0]:.1f}, at the end {loads[-1]:.1f}.",
@@ -217,7 +217,9 @@ def _cases(text: str) -> list[tuple[int, int]]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--messages", type=int, default=200_000)
+    parser.add_argument(
+        "--megabytes", type=float, default=100.0, help="record bytes produced per case and factor"
+    )
     parser.add_argument("--kills", type=int, default=3)
     parser.add_argument(
         "--cases",
@@ -234,7 +236,8 @@ def main() -> None:
                 for factor in (1, 3):
                     topic = f"rf{factor}-{size}b-{partitions}p"
                     _create(cluster, topic, factor, partitions)
-                    row = throughput(cluster, topic, args.messages, b"x" * size)
+                    messages = int(args.megabytes * 1e6 / size)
+                    row = throughput(cluster, topic, messages, b"x" * size)
                     rows.setdefault((size, partitions), {})[factor] = row
                     print(
                         f"{size} B x {partitions} partitions RF={factor}: {row[0]:.0f} msgs/s, "
@@ -246,7 +249,7 @@ def main() -> None:
                 _create(cluster, "failover", 3)
                 kills = failover(cluster, "failover", args.kills)
     loads.append(os.getloadavg()[0])
-    table = render(rows, kills, args.messages, loads)
+    table = render(rows, kills, args.megabytes, loads)
     print(table)
     RESULTS.mkdir(exist_ok=True)
     (RESULTS / "replication.md").write_text(table)
