@@ -2,8 +2,10 @@
 127.0.0.1, all on this machine's cores.
 
 1. Produce throughput with acks=all to a topic with replication factor 3 (min.insync.replicas=2) against
-   replication factor 1 on the same cluster: messages/s, MB/s, and the brokers' CPU seconds per MB
-   (every broker process's utime+stime from /proc, before and after), with the RF=3/RF=1 ratio.
+   replication factor 1 on the same cluster, for 1 KiB and 100 B records on one partition and on three
+   (one led by each broker): messages/s, MB/s, and the brokers' CPU seconds per MB (every broker
+   process's utime+stime from /proc, before and after), with the RF=3/RF=1 ratio. RF=1 and RF=3 runs of
+   each case follow each other, so the machine's load hits both alike (issue 29 item 4).
 2. Failover: an idempotent acks=all producer writes continuously to the RF=3 topic; the partition's
    leader is killed (kill -9); the figure is the time from the kill to the first acknowledgement of a
    record produced after it (detection is the broker session timeout, 2000 ms here). The killed broker is
@@ -11,7 +13,7 @@
 
 Prints tables; writes bench/results/replication.md.
 
-    python -m bench.replication [--messages 200000] [--kills 3]
+    python -m bench.replication [--megabytes 100] [--kills 3] [--cases 1024x1,1024x3,100x1,100x3]
 """
 
 from __future__ import annotations
@@ -37,41 +39,50 @@ OVERRIDES = {
     "broker.heartbeat.interval.ms": "300",
     "replica.lag.time.max.ms": "5000",
 }
-VALUE = b"x" * 100
+VALUE = b"x" * 100  # the failover producer's records
+# (record bytes, partitions) measured by default: 1 KiB and 100 B, on one partition and on three.
+CASES = ((1024, 1), (1024, 3), (100, 1), (100, 3))
 
 
-def _cpu_s(cluster: ProcessCluster) -> float:
-    total = 0
-    for node in cluster.brokers.values():
+def _cpu_by_broker(cluster: ProcessCluster) -> dict[int, float]:
+    """Each live broker's utime+stime in seconds."""
+    cpu = {}
+    for node_id, node in cluster.brokers.items():
         if node.process is None or not node.alive:
             continue
         with open(f"/proc/{node.process.pid}/stat", encoding="ascii") as fh:
             fields = fh.read().rsplit(")", 1)[1].split()
-        total += int(fields[11]) + int(fields[12])  # utime, stime
-    return total / CLK_TCK
+        cpu[node_id] = (int(fields[11]) + int(fields[12])) / CLK_TCK  # utime, stime
+    return cpu
 
 
-def _create(cluster: ProcessCluster, topic: str, replication_factor: int) -> None:
+def _create(cluster: ProcessCluster, topic: str, replication_factor: int, partitions: int = 1) -> None:
     admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
     admin.create_topics(
         [
             NewTopic(
-                topic, 1, replication_factor, config={"min.insync.replicas": str(min(2, replication_factor))}
+                topic,
+                partitions,
+                replication_factor,
+                config={"min.insync.replicas": str(min(2, replication_factor))},
             )
         ]
     )[topic].result(30)
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
         # A broker that has not applied the topic's records yet answers without the partition.
-        partition = admin.list_topics(topic, timeout=10).topics[topic].partitions.get(0)
-        if partition is not None and len(partition.isrs) == replication_factor:
+        found = admin.list_topics(topic, timeout=10).topics[topic].partitions
+        if len(found) == partitions and all(len(p.isrs) == replication_factor for p in found.values()):
             return
         time.sleep(0.1)
     raise TimeoutError(f"{topic}: ISR never reached {replication_factor}")
 
 
-def throughput(cluster: ProcessCluster, topic: str, messages: int) -> tuple[float, float, float]:
-    """(messages/s, MB/s, broker CPU s per MB) for ``messages`` acks=all records of 100 bytes."""
+def throughput(
+    cluster: ProcessCluster, topic: str, messages: int, value: bytes
+) -> tuple[float, float, float]:
+    """(messages/s, MB/s, broker CPU s per MB) for ``messages`` acks=all records of ``value``, spread
+    over the topic's partitions by librdkafka's partitioner (no key: sticky batches)."""
     producer = confluent_kafka.Producer(
         {
             "bootstrap.servers": cluster.bootstrap_servers,
@@ -80,24 +91,26 @@ def throughput(cluster: ProcessCluster, topic: str, messages: int) -> tuple[floa
             "enable.idempotence": True,
         }
     )
-    producer.produce(topic, VALUE)  # connections and producer id first
+    producer.produce(topic, value)  # connections and producer id first
     producer.flush(30)
     failures: list[object] = []
-    cpu_before = _cpu_s(cluster)
+    cpu_before = _cpu_by_broker(cluster)
     started = time.monotonic()
     for _ in range(messages):
         while True:
             try:
-                producer.produce(topic, VALUE, on_delivery=lambda err, msg: err and failures.append(err))
+                producer.produce(topic, value, on_delivery=lambda err, msg: err and failures.append(err))
                 break
             except BufferError:
                 producer.poll(0.01)
     left = producer.flush(120)
     elapsed = time.monotonic() - started
-    cpu = _cpu_s(cluster) - cpu_before
+    by_broker = {b: c - cpu_before.get(b, 0.0) for b, c in _cpu_by_broker(cluster).items()}
+    print(f"{topic}: CPU s by broker {by_broker} in {elapsed:.1f} s", flush=True)
+    cpu = sum(by_broker.values())
     if left or failures:
         raise RuntimeError(f"{topic}: {left} undelivered, failures {failures[:3]}")
-    megabytes = messages * len(VALUE) / 1e6
+    megabytes = messages * len(value) / 1e6
     return messages / elapsed, megabytes / elapsed, cpu / megabytes
 
 
@@ -156,19 +169,33 @@ def failover(cluster: ProcessCluster, topic: str, kills: int) -> list[float]:
     return results
 
 
-def render(rows: dict[int, tuple[float, float, float]], kills: list[float], messages: int) -> str:
-    rf1, rf3 = rows[1], rows[3]
+Row = tuple[float, float, float]  # msgs/s, MB/s, broker CPU s per MB
+
+
+def render(
+    rows: dict[tuple[int, int], dict[int, Row]], kills: list[float], megabytes: float, loads: list[float]
+) -> str:
     lines = [
         "# P9: replication (3 controllers + 3 brokers, separate processes on 127.0.0.1, 2 cores)",
         "",
-        f"`python -m bench.replication`: {messages} acks=all records of 100 bytes from one idempotent",
-        "confluent-kafka producer (linger.ms=5); CPU is the three brokers' utime+stime.",
+        f"`python -m bench.replication`: {megabytes:g} MB of acks=all records per case from one idempotent",
+        "confluent-kafka producer (linger.ms=5, no key); CPU is the three brokers' utime+stime. RF=1 and",
+        "RF=3 of each case run back to back on the same cluster; three partitions are led one per broker.",
+        f"Load average (1 min) at the start {loads[0]:.1f}, at the end {loads[-1]:.1f}.",
         "",
-        "| replication factor | msgs/s | MB/s | broker CPU s per MB |",
-        "|---:|---:|---:|---:|",
-        f"| 1 | {rf1[0]:.0f} | {rf1[1]:.2f} | {rf1[2]:.3f} |",
-        f"| 3 (min.insync.replicas=2) | {rf3[0]:.0f} | {rf3[1]:.2f} | {rf3[2]:.3f} |",
-        f"| ratio RF3 / RF1 | {rf3[0] / rf1[0]:.2f} | {rf3[1] / rf1[1]:.2f} | {rf3[2] / rf1[2]:.2f} |",
+        "| record | partitions | replication factor | msgs/s | MB/s | broker CPU s per MB |",
+        "|---:|---:|---|---:|---:|---:|",
+    ]
+    for (size, partitions), by_factor in rows.items():
+        rf1, rf3 = by_factor[1], by_factor[3]
+        case = f"| {size} B | {partitions} "
+        lines += [
+            f"{case}| 1 | {rf1[0]:.0f} | {rf1[1]:.2f} | {rf1[2]:.3f} |",
+            f"{case}| 3 (min.insync.replicas=2) | {rf3[0]:.0f} | {rf3[1]:.2f} | {rf3[2]:.3f} |",
+            f"{case}| **ratio RF3 / RF1** | {rf3[0] / rf1[0]:.2f} | {rf3[1] / rf1[1]:.2f} | "
+            f"{rf3[2] / rf1[2]:.2f} |",
+        ]
+    lines += [
         "",
         f"Leader kill -9 to the first acknowledged produce on the new leader (broker.session.timeout.ms={SESSION_TIMEOUT_MS}):",
         "",
@@ -181,23 +208,48 @@ def render(rows: dict[int, tuple[float, float, float]], kills: list[float], mess
     return "\n".join(lines) + "\n"
 
 
+def _cases(text: str) -> list[tuple[int, int]]:
+    try:
+        return [(int(size), int(partitions)) for size, partitions in (c.split("x") for c in text.split(","))]
+    except ValueError:
+        raise SystemExit(f"--cases {text!r}: expected SIZExPARTITIONS[,...], e.g. 1024x1,100x3") from None
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--messages", type=int, default=200_000)
+    parser.add_argument(
+        "--megabytes", type=float, default=100.0, help="record bytes produced per case and factor"
+    )
     parser.add_argument("--kills", type=int, default=3)
+    parser.add_argument(
+        "--cases",
+        type=_cases,
+        default=list(CASES),
+        help="record bytes x partitions, comma-separated (default 1024x1,1024x3,100x1,100x3)",
+    )
     args = parser.parse_args()
+    loads = [os.getloadavg()[0]]
+    rows: dict[tuple[int, int], dict[int, Row]] = {}
     with tempfile.TemporaryDirectory(prefix="pykraft-replication-") as directory:
         with running_cluster(controllers=3, brokers=3, directory=directory, overrides=OVERRIDES) as cluster:
-            rows = {}
-            for factor in (1, 3):
-                topic = f"rf{factor}"
-                _create(cluster, topic, factor)
-                rows[factor] = throughput(cluster, topic, args.messages)
-                print(
-                    f"RF={factor}: {rows[factor][0]:.0f} msgs/s, {rows[factor][2]:.3f} CPU s/MB", flush=True
-                )
-            kills = failover(cluster, "rf3", args.kills)
-    table = render(rows, kills, args.messages)
+            for size, partitions in args.cases:
+                for factor in (1, 3):
+                    topic = f"rf{factor}-{size}b-{partitions}p"
+                    _create(cluster, topic, factor, partitions)
+                    messages = int(args.megabytes * 1e6 / size)
+                    row = throughput(cluster, topic, messages, b"x" * size)
+                    rows.setdefault((size, partitions), {})[factor] = row
+                    print(
+                        f"{size} B x {partitions} partitions RF={factor}: {row[0]:.0f} msgs/s, "
+                        f"{row[1]:.1f} MB/s, {row[2]:.3f} CPU s/MB",
+                        flush=True,
+                    )
+            kills = []
+            if args.kills:
+                _create(cluster, "failover", 3)
+                kills = failover(cluster, "failover", args.kills)
+    loads.append(os.getloadavg()[0])
+    table = render(rows, kills, args.megabytes, loads)
     print(table)
     RESULTS.mkdir(exist_ok=True)
     (RESULTS / "replication.md").write_text(table)

@@ -682,3 +682,29 @@ def test_a_restarted_leader_answers_at_its_old_high_watermark_at_once(cluster: P
     finally:
         for follower in followers:
             os.kill(cluster.nodes[follower].process.pid, signal.SIGCONT)  # type: ignore[union-attr]
+
+
+def test_a_long_poll_is_answered_when_an_acks_1_record_is_replicated(cluster: ProcessCluster) -> None:
+    """A consumer's Fetch parked on the leader is answered once the followers' fetches move the high
+    watermark past an acks=1 record, not at its max wait: no acks=all produce waits there to wake it,
+    yet Kafka completes delayed fetches on every high watermark increment (issue 29)."""
+    from kafka.protocol.consumer import FetchResponse
+    from kafka.protocol.producer import ProduceResponse
+
+    from pykraft.protocol.records import Record, build_batch
+    from tests.raw_client import fetch_request, produce_request
+
+    topic = "acks-one-long-poll"
+    _create(cluster, topic)
+    address = cluster.nodes[_partition(cluster, topic).leader_id].address
+    # The socket gives up long before the Fetch's max wait: only a woken long poll answers in time.
+    with RawClient(address, timeout_s=30) as consumer, RawClient(address) as producer:
+        consumer.request(fetch_request(topic, 0, max_wait_ms=10, min_bytes=1), FetchResponse, 11)
+        consumer.send(fetch_request(topic, 0, max_wait_ms=600_000, min_bytes=1), 11)
+        time.sleep(0.5)  # the Fetch parks on the leader before the record arrives
+        batch = bytes(build_batch([Record(None, b"one")], timestamp_ms=int(time.time() * 1000)))
+        produced = producer.request(produce_request(topic, batch, acks=1), ProduceResponse, 7)
+        assert produced.responses[0].partition_responses[0].error_code == 0
+        response = FetchResponse.decode(consumer.receive_frame(), version=11, header=True)
+    records = response.responses[0].partitions[0].records
+    assert [r.value for r in decode_records(records)] == [b"one"]

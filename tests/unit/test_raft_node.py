@@ -337,3 +337,14 @@ def test_observer__a_leader_that_refuses_connections_is_given_up_at_once() -> No
     assert node.next_deadline_ms() > 2010
     _r, messages, _c = _drain(node, 2010)
     assert [type(m.message) for m in messages] == [FetchRequest]  # asks a voter at once
+
+
+def test_observer__a_broker_only_process_does_not_flush_what_it_holds_a_controller_does() -> None:
+    """KafkaRaftClient.appendAsFollower flushes only on a voter or with followersAlwaysFlush (every
+    controller): a broker's metadata log is flushed when it closes, not per fetch (issue 29)."""
+    for always_flush, expected in ((False, None), (True, 1)):
+        log = MemoryRaftLog()
+        log.append_as_leader([b"x"], 1, 0)
+        node = _node(node_id=9, log=log, followers_always_flush=always_flush)
+        assert not node.is_voter
+        assert node.ready().flush_to_offset == expected

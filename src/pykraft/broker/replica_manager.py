@@ -664,8 +664,10 @@ class ReplicaManager:
     ) -> ErrorCode:
         """Batches from the leader, stored exactly as the leader stored them (offsets, epochs, producer
         ids, sequences, timestamps); the producer state follows them (Kafka's REPLICATION origin: no
-        sequence checks, the leader made them)."""
-        buf = bytearray(records)
+        sequence checks, the leader made them). Only batch headers are read, and each batch's CRC
+        checked (Kafka's analyzeAndValidateRecords for a follower append); the bytes are written as
+        they came, without a copy (issue 29)."""
+        buf = memoryview(records)
         try:
             headers = validate_batches(buf, from_leader=True)
         except InvalidBatchError as exc:

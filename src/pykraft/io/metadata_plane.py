@@ -310,6 +310,9 @@ class MetadataPlane:
             retry_backoff_ms=self.config.controller_quorum_retry_backoff_ms,
             kraft_version=kraft_version,
             bootstrap_voters=bootstrap_voters,
+            # A broker-only process does not fsync the metadata it fetches (issue 29: an fsync per
+            # fetched NoOp stalled every broker's event loop, and with it replication and produce).
+            followers_always_flush=self.config.is_controller,
         )
         self.addresses.sync_voters(self.raft.voter_set)
         peers = {i: a for i, a in self.addresses.addresses().items() if i != self.config.node_id}

@@ -848,21 +848,22 @@ class Node:
         wake consumers' long polls."""
         key = (part.topic, part.partition_index)
         waiting = self._replication_waits.get(key)
-        if not waiting:
-            return
-        high_watermark = part.log.high_watermark
-        still = []
-        for offset, fut in waiting:
-            if fut.done():
-                continue
-            if offset < high_watermark:
-                fut.set_result(ErrorCode.NONE)
+        if waiting:
+            high_watermark = part.log.high_watermark
+            still = []
+            for offset, fut in waiting:
+                if fut.done():
+                    continue
+                if offset < high_watermark:
+                    fut.set_result(ErrorCode.NONE)
+                else:
+                    still.append((offset, fut))
+            if still:
+                self._replication_waits[key] = still
             else:
-                still.append((offset, fut))
-        if still:
-            self._replication_waits[key] = still
-        else:
-            del self._replication_waits[key]
+                del self._replication_waits[key]
+        # Also with no acks=all produce waiting (acks=1 or 0): a consumer's long poll waits for the
+        # high watermark, not the append (Kafka's Partition.tryCompleteDelayedRequests on an increment).
         self._notify_data()
 
     def _fail_replication_waits(self, key: tuple[str, int], error: ErrorCode) -> None:

@@ -28,6 +28,8 @@ from pykraft.core.config import NodeConfig
 from pykraft.core.errors import ErrorCode
 from pykraft.io.rpc_channel import ChannelSecurity, PeerUnavailable, RpcClient
 from pykraft.io.waiting import wait_event
+from pykraft.protocol.fetch import FetchResponseData, decode_fetch_response
+from pykraft.protocol.wire import WireFormatError
 
 log = logging.getLogger("pykraft.replication")
 
@@ -132,8 +134,11 @@ class ReplicaFetchers:
             # The leadership each partition is fetched under: an answer is used only if it still holds.
             sent = {(p.topic, p.partition_index): (p, p.replication.leader_epoch) for p in parts}
             try:
-                response = await self.client.call(leader_id, self._request(parts), REPLICA_FETCH_VERSION)
-            except PeerUnavailable as exc:
+                frame = await self.client.call_for_frame(
+                    leader_id, self._request(parts), REPLICA_FETCH_VERSION
+                )
+                response = decode_fetch_response(frame, REPLICA_FETCH_VERSION)
+            except (PeerUnavailable, WireFormatError) as exc:
                 log.debug("fetching from broker %d: %s", leader_id, exc)
                 await wait_event(changed, backoff_s)
                 continue
@@ -168,12 +173,15 @@ class ReplicaFetchers:
         )
 
     def _apply(
-        self, leader_id: int, sent: dict[tuple[str, int], tuple[Partition, int]], response: Any
+        self,
+        leader_id: int,
+        sent: dict[tuple[str, int], tuple[Partition, int]],
+        response: FetchResponseData,
     ) -> bool:
         """Each partition's answer into the ReplicaManager; True if any made progress or is fine."""
         progressed = False
         now = now_ms()
-        for topic in response.responses:
+        for topic in response.topics:
             for data in topic.partitions:
                 key = (topic.topic, data.partition_index)
                 part, leader_epoch = sent.get(key, (None, -1))
@@ -185,18 +193,16 @@ class ReplicaFetchers:
                 ):
                     continue  # the leadership changed while the fetch was out: the answer is stale
                 error = ErrorCode(data.error_code)
-                diverging = getattr(data, "diverging_epoch", None)
-                if error is ErrorCode.NONE and diverging is not None and diverging.epoch >= 0:
+                diverging = data.diverging_epoch
+                if error is ErrorCode.NONE and diverging is not None and diverging[0] >= 0:
                     before = part.log.log_end_offset
-                    end = self.replicas.truncate_for_divergence(
-                        part, diverging.epoch, diverging.end_offset, now
-                    )
+                    end = self.replicas.truncate_for_divergence(part, *diverging, now)
                     log.info(
                         "%s-%d: log diverged from leader %d at epoch %d; truncated from %d to %d",
                         part.topic,
                         part.partition_index,
                         leader_id,
-                        diverging.epoch,
+                        diverging[0],
                         before,
                         end,
                     )
@@ -218,7 +224,8 @@ class ReplicaFetchers:
                         "%s-%d from leader %d: %s", part.topic, part.partition_index, leader_id, error.name
                     )
                     continue
-                records = data.records
+                # One chunk at most: the records of the answer, a view of the received frame.
+                records = data.records[0] if data.records else None
                 if self.quota.is_throttled(*key):
                     # ReplicaFetcherThread.processPartitionData records every throttled byte fetched.
                     self.quota.record(len(records) if records else 0, now)

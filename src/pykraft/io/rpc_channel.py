@@ -423,6 +423,13 @@ class RpcClient:
         self._waiting: dict[int, asyncio.Future[ChannelEvent]] = {}
 
     async def call(self, peer_id: int, request: Any, version: int) -> Any:
+        frame = await self.call_for_frame(peer_id, request, version)
+        response_class: Any = messages.response_class(request.API_KEY)
+        return response_class.decode(frame, version=version, header=True)
+
+    async def call_for_frame(self, peer_id: int, request: Any, version: int) -> bytes:
+        """``call``, answered with the response frame undecoded (after its size): for a caller with
+        its own decoder (the replica fetcher's, which does not copy the records)."""
         correlation_id = next(self._correlation_ids) & 0x7FFFFFFF
         request._header = None  # a forwarded request still carries its client's header
         request.API_VERSION = version
@@ -438,8 +445,7 @@ class RpcClient:
             self._waiting.pop(correlation_id, None)
         if not isinstance(event, Answered):
             raise PeerUnavailable(f"node {peer_id}: {event.reason}")
-        response_class: Any = messages.response_class(request.API_KEY)
-        return response_class.decode(event.frame, version=version, header=True)
+        return event.frame
 
     def _on_event(self, event: ChannelEvent) -> None:
         fut = self._waiting.get(event.correlation_id)

@@ -137,12 +137,17 @@ class RaftNode:
         snapshots: SnapshotStore | None = None,
         kraft_version: int = 0,
         bootstrap_voters: VoterSet | None = None,
+        followers_always_flush: bool = True,
     ) -> None:
         """``voter_ids``: with kraft.version 0, the static voters (``controller.quorum.voters``), whose
         endpoints ``bootstrap_voters`` may give; with kraft.version 1 (KIP-853), the replicas to ask who
         leads (``controller.quorum.bootstrap.servers``) while the voter set comes from the log, its
         snapshots, or ``bootstrap_voters`` (the set a bootstrap checkpoint gives the first voter(s))
-        until the log holds a VotersRecord."""
+        until the log holds a VotersRecord.
+        ``followers_always_flush=False`` (a broker-only process, which can never become a voter): as an
+        observer, what it fetches is not flushed (Kafka's KafkaRaftClient.appendAsFollower flushes only
+        on a voter or with followersAlwaysFlush, which KafkaRaftManager sets for controllers); the
+        shell flushes the log when it closes it."""
         assert node_id >= 0
         assert voter_ids, "a quorum has at least one voter"
         assert election_timeout_ms > 0
@@ -166,6 +171,7 @@ class RaftNode:
         self.fetch_max_bytes = fetch_max_bytes
         self.check_quorum_timeout_ms = int(fetch_timeout_ms * CHECK_QUORUM_TIMEOUT_FACTOR)
         self.snapshots: SnapshotStore = snapshots if snapshots is not None else MemorySnapshotStore()
+        self.followers_always_flush = followers_always_flush
 
         self._persisted_quorum_state = quorum_state
         latest = self.latest_snapshot_id()
@@ -540,6 +546,9 @@ class RaftNode:
         self._maybe_resign_removed_leader(now_ms)
 
     def _flush_pending_from(self) -> int:
+        if not self.followers_always_flush and not self.is_voter:
+            # An observer that can never vote claims no durability: nothing is asked to be flushed.
+            return self.log.end_offset
         return max(self._flushed_end_offset, self._flush_requested_offset)
 
     # --- startup -------------------------------------------------------------------------------
