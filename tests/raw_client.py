@@ -6,6 +6,7 @@ import struct
 import uuid
 from typing import Any
 
+from kafka.protocol.admin import CreateTopicsRequest, CreateTopicsResponse
 from kafka.protocol.consumer import FetchRequest
 from kafka.protocol.producer import ProduceRequest
 
@@ -135,3 +136,14 @@ def broker_heartbeat(
     )
     with RawClient(address, security=security) as client:
         return client.request(request, BrokerHeartbeatResponse, 0)
+
+
+def create_topic(client: RawClient, name: str, partitions: int = 1) -> None:
+    """CreateTopics v5 of ``name`` (replication factor 1), asserting it was created."""
+    topic = CreateTopicsRequest.CreatableTopic(
+        name=name, num_partitions=partitions, replication_factor=1, assignments=[], configs=[]
+    )
+    resp = client.request(
+        CreateTopicsRequest(topics=[topic], timeout_ms=10000, validate_only=False), CreateTopicsResponse, 5
+    )
+    assert resp.topics[0].error_code == 0, resp

@@ -33,7 +33,7 @@ from kafka.protocol.metadata import FindCoordinatorRequest, FindCoordinatorRespo
 from pykraft.core.errors import ErrorCode
 from pykraft.protocol.messages import SUPPORTED_VERSIONS, ApiKey
 from pykraft.testing import running_node
-from tests.raw_client import RawClient
+from tests.raw_client import RawClient, create_topic
 
 OVERRIDES = {"group.initial.rebalance.delay.ms": "0", "offsets.topic.num.partitions": "3"}
 
@@ -41,6 +41,10 @@ OVERRIDES = {"group.initial.rebalance.delay.ms": "0", "offsets.topic.num.partiti
 @pytest.fixture(scope="module")
 def node():  # type: ignore[no-untyped-def]
     with running_node(overrides=OVERRIDES) as running:
+        # The topic the group commits offsets for: Kafka refuses a commit for a partition that does not
+        # exist (UNKNOWN_TOPIC_OR_PARTITION).
+        with RawClient(running.bootstrap_servers) as client:
+            create_topic(client, "t", partitions=2)
         yield running
 
 

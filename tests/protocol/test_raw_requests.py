@@ -6,7 +6,6 @@ import struct
 import time
 
 import pytest
-from kafka.protocol.admin import CreateTopicsRequest, CreateTopicsResponse
 from kafka.protocol.consumer import FetchResponse
 from kafka.protocol.metadata import ApiVersionsRequest, ApiVersionsResponse, MetadataRequest, MetadataResponse
 from kafka.protocol.producer import (
@@ -16,19 +15,9 @@ from kafka.protocol.producer import (
 )
 
 from pykraft.protocol.records import Record, build_batch
-from tests.raw_client import RawClient, fetch_request, produce_request
+from tests.raw_client import RawClient, create_topic, fetch_request, produce_request
 
 PRODUCE_VERSION = 9
-
-
-def _create_topic(client: RawClient, name: str, partitions: int = 1) -> None:
-    topic = CreateTopicsRequest.CreatableTopic(
-        name=name, num_partitions=partitions, replication_factor=1, assignments=[], configs=[]
-    )
-    resp = client.request(
-        CreateTopicsRequest(topics=[topic], timeout_ms=10000, validate_only=False), CreateTopicsResponse, 5
-    )
-    assert resp.topics[0].error_code == 0, resp
 
 
 def _produce(client: RawClient, topic: str, records: bytes, acks: int = -1):
@@ -91,7 +80,7 @@ def test_api_versions_unsupported_version_answers_v0_layout(client) -> None:
 
 
 def test_bad_crc_is_corrupt_message(client) -> None:
-    _create_topic(client, "crc")
+    create_topic(client, "crc")
     batch = bytearray(_batch())
     batch[-1] ^= 0xFF
     assert _produce(client, "crc", bytes(batch)).error_code == 2
@@ -99,7 +88,7 @@ def test_bad_crc_is_corrupt_message(client) -> None:
 
 def test_magic_1_is_an_invalid_record(client) -> None:
     # Kafka's ProduceRequest.validateRecords: a produce (v3+) carries magic 2 batches only, else INVALID_RECORD
-    _create_topic(client, "magic")
+    create_topic(client, "magic")
     batch = bytearray(_batch())
     batch[16] = 1
     assert _produce(client, "magic", bytes(batch)).error_code == 87
@@ -107,7 +96,7 @@ def test_magic_1_is_an_invalid_record(client) -> None:
 
 def test_two_batches_in_one_partition_are_an_invalid_record(client) -> None:
     # Kafka's ProduceRequest.validateRecords: exactly one batch per partition
-    _create_topic(client, "two-batches")
+    create_topic(client, "two-batches")
     assert _produce(client, "two-batches", _batch() + _batch()).error_code == 87
 
 
@@ -124,7 +113,7 @@ def test_unknown_topic(client) -> None:
 
 
 def test_idempotent_sequence_rules(client) -> None:
-    _create_topic(client, "seq")
+    create_topic(client, "seq")
     pid = _pid(client)
     first = _produce(client, "seq", _batch(pid, 0, 0, n=3))
     assert (first.error_code, first.base_offset) == (0, 0)
@@ -147,7 +136,7 @@ def test_idempotent_sequence_rules(client) -> None:
 
 
 def test_fetch_long_poll_waits_for_data(client, pykraft_node) -> None:
-    _create_topic(client, "poll")
+    create_topic(client, "poll")
     fetch = fetch_request("poll", max_wait_ms=300, min_bytes=1)
     started = time.monotonic()
     resp = client.request(fetch, FetchResponse, 11)
