@@ -18,8 +18,8 @@ from pykraft.io.kafka_connection import BrokerConnectionError
 from pykraft.testing import free_port, node_properties, running_node
 from tests.interop.dropping_proxy import DroppingProxy
 from tests.interop.test_confluent import consume_all
-from tests.protocol.test_raw_requests import _batch, _create_topic, _pid, _produce
-from tests.raw_client import RawClient
+from tests.protocol.test_raw_requests import _batch, _pid, _produce
+from tests.raw_client import RawClient, create_topic
 
 pytestmark = pytest.mark.slow
 
@@ -42,7 +42,7 @@ def _run_with_proxy(seed: int, produce_all) -> DroppingProxy:
         with running_node(client_port=broker_port, overrides=overrides) as node:
             bootstrap = f"127.0.0.1:{proxy.port}"
             with RawClient(f"127.0.0.1:{broker_port}") as client:
-                _create_topic(client, "faults")
+                create_topic(client, "faults")
             produce_all(bootstrap)
             _check_log(node, bootstrap, "faults")
     return proxy
@@ -137,7 +137,7 @@ def test_kill_9_keeps_producer_state(tmp_path) -> None:
     proc = start()
     try:
         with RawClient(bootstrap) as client:
-            _create_topic(client, "crash")
+            create_topic(client, "crash")
             pid = _pid(client)
             for i in range(10):
                 assert _produce(client, "crash", _batch(pid, 0, 3 * i, n=3)).base_offset == 3 * i

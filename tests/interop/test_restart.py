@@ -164,11 +164,12 @@ def test_kill_9_during_produce_keeps_every_acknowledged_message(tmp_path) -> Non
 
 
 def test_producer_state_is_rebuilt_on_restart(tmp_path) -> None:
-    from tests.protocol.test_raw_requests import _batch, _create_topic, _pid, _produce
+    from tests.protocol.test_raw_requests import _batch, _pid, _produce
+    from tests.raw_client import create_topic
 
     data_dir = str(tmp_path / "data")
     with running_node(data_dir) as node, RawClient(node.bootstrap_servers) as client:
-        _create_topic(client, "dup")
+        create_topic(client, "dup")
         pid = _pid(client)
         assert _produce(client, "dup", _batch(pid, 0, 0, n=4)).base_offset == 0
         assert _produce(client, "dup", _batch(pid, 0, 4, n=2)).base_offset == 4

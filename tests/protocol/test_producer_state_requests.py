@@ -19,8 +19,8 @@ from kafka.protocol.admin import (
 
 from pykraft.protocol.records import INT32_MAX
 from pykraft.testing import running_node
-from tests.protocol.test_raw_requests import _batch, _create_topic, _pid, _produce
-from tests.raw_client import RawClient
+from tests.protocol.test_raw_requests import _batch, _pid, _produce
+from tests.raw_client import RawClient, create_topic
 
 NONE, OUT_OF_ORDER, DUPLICATE, INVALID_EPOCH = 0, 45, 46, 47
 
@@ -59,7 +59,7 @@ def delete_records_to_high_watermark(client: RawClient, topic: str) -> int:
 
 
 def test_kip758_rules_by_default(client) -> None:
-    _create_topic(client, "w")
+    create_topic(client, "w")
     pid = _pid(client)
     assert produce(client, "w", pid, 0, 0, n=3) == (NONE, 0)  # in order
     assert produce(client, "w", pid, 0, 3, n=3) == (NONE, 3)
@@ -88,7 +88,7 @@ def test_classic_mode_with_five_retained_batches() -> None:
         running_node(overrides={"producer.state.retained.batches": "5"}) as node,
         RawClient(node.bootstrap_servers) as client,
     ):
-        _create_topic(client, "c")
+        create_topic(client, "c")
         pid = _pid(client)
         for i in range(7):
             assert produce(client, "c", pid, 0, 2 * i, n=2) == (NONE, 2 * i)
@@ -102,7 +102,7 @@ def test_classic_mode_with_five_retained_batches() -> None:
 
 
 def test_delete_records_to_high_watermark_keeps_producer_state(client) -> None:
-    _create_topic(client, "d")
+    create_topic(client, "d")
     pid = _pid(client)
     assert produce(client, "d", pid, 0, 0, n=4) == (NONE, 0)
     assert delete_records_to_high_watermark(client, "d") == 4
@@ -120,7 +120,7 @@ def test_after_expiration_any_sequence_is_accepted() -> None:
         "log.retention.check.interval.ms": "50",
     }
     with running_node(overrides=overrides) as node, RawClient(node.bootstrap_servers) as client:
-        _create_topic(client, "e")
+        create_topic(client, "e")
         pid = _pid(client)
         assert produce(client, "e", pid, 0, 0, n=2) == (NONE, 0)
         deadline = time.monotonic() + 10
@@ -140,7 +140,7 @@ def test_describe_producers_unknown_partition(client) -> None:
 
 @pytest.mark.parametrize("version", [1, 2, 3, 4])
 def test_describe_configs_advertises_the_duplicate_window(client, pykraft_node, version: int) -> None:
-    _create_topic(client, f"cfg{version}")
+    create_topic(client, f"cfg{version}")
     Resource = DescribeConfigsRequest.DescribeConfigsResource
     request = DescribeConfigsRequest(
         resources=[
@@ -183,7 +183,7 @@ def test_describe_configs_advertises_the_duplicate_window(client, pykraft_node, 
 def test_cli_producers_prints_active_producers(client, pykraft_node, capsys) -> None:
     from pykraft.cli import main
 
-    _create_topic(client, "cli")
+    create_topic(client, "cli")
     pid = _pid(client)
     assert produce(client, "cli", pid, 0, 0, n=3) == (NONE, 0)
     assert main(["producers", "--bootstrap-server", pykraft_node.bootstrap_servers, "--topic", "cli"]) == 0
