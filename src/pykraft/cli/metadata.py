@@ -434,7 +434,12 @@ def quorum_status_lines(response: Any, cluster_id: str) -> list[str]:
     prints it: the lag is the leader's end offset less the lowest voter's; its time is the leader's last
     caught-up time less that voter's (0 when the leader is the lowest, -1 when either is unknown)."""
     partition = response.topics[0].partitions[0]
-    leader = next(v for v in partition.current_voters if v.replica_id == partition.leader_id)
+    # A leader that removed itself (KIP-853) leads as an observer until the removal commits; Kafka's
+    # tool throws there, this one reports it from the observers.
+    states = [*partition.current_voters, *partition.observers]
+    leader = next((v for v in states if v.replica_id == partition.leader_id), None)
+    if leader is None or not partition.current_voters:
+        raise QuorumToolError(f"DescribeQuorum names leader {partition.leader_id} but not its state")
     lowest = min(partition.current_voters, key=lambda v: v.log_end_offset)  # the first of equals
     if lowest is leader:
         max_lag_time_ms = 0
@@ -575,7 +580,11 @@ def _metadata_quorum(args: argparse.Namespace) -> int:
                     row[i] = _ms_ago(now_ms, int(row[i]))
         print_table(header, rows)
         return 0
-    for line in quorum_status_lines(response, cluster_id):
+    try:
+        lines = quorum_status_lines(response, cluster_id)
+    except QuorumToolError as exc:
+        raise ToolError(f"{flag} {address}: {exc}") from None
+    for line in lines:
         print(line)
     return 0
 
