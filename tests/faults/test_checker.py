@@ -115,6 +115,21 @@ def test_transactions_are_all_or_nothing_and_aborted_ones_invisible() -> None:
     }
 
 
+def test_a_transform_loop_writing_an_aborted_transactions_values_again_is_not_an_anomaly() -> None:
+    # Seed 42: T0's records went to a stale leader and were truncated; after the abort the loop re-read
+    # its input and T1 wrote the same values, committed. One copy each in the log is right; two are not.
+    sends = [Send("ctp", "t", v, i, False, 0, -1, txn=name) for i, (v, name) in enumerate(
+        [("x1", "T0"), ("x2", "T0"), ("x1", "T1"), ("x2", "T1"), ("x3", "T1")]
+    )]  # fmt: skip
+    txns = [Txn("T0", "ctp", "abort", 1.0), Txn("T1", "ctp", "commit", 2.0)]
+    assert check(History(sends=list(sends), txns=list(txns), final=_log("x1", "x2", "x3"))).ok
+    assert _found(History(sends=list(sends), txns=list(txns), final=_log("x1", "x2", "x1", "x2", "x3"))) == {
+        "DUPLICATE": 2,
+        "REORDER": 1,  # x1 (T1's first) is also found after x2
+    }
+    assert _found(History(sends=list(sends), txns=list(txns), final=_log("x2", "x1", "x3"))) == {"REORDER": 1}
+
+
 def test_an_offset_fetch_below_an_acknowledged_or_answered_offset_is_backwards() -> None:
     commits = [OffsetCommit("g", "t", 0, 5, True, 1.0, 1.1), OffsetCommit("g", "t", 0, 9, False, 2.0, 2.5)]
     fine = [
