@@ -33,7 +33,12 @@ from pykraft.broker.replica_manager import Partition, ReplicaManager
 from pykraft.coordinator.offsets_records import OFFSETS_TOPIC
 from pykraft.coordinator.txn_records import TRANSACTION_STATE_TOPIC
 from pykraft.core.errors import ErrorCode
-from pykraft.protocol.messages import SplicedResponse, UnregisterBrokerResponse, array_entry_encoder
+from pykraft.protocol.messages import (
+    AUTHORIZED_OPERATIONS_OMITTED,
+    SplicedResponse,
+    UnregisterBrokerResponse,
+    array_entry_encoder,
+)
 from pykraft.security.acls import (
     CLUSTER_RESOURCE_NAME,
     AclOperation,
@@ -47,8 +52,6 @@ from pykraft.security.acls import (
 # KIP-919's EndpointType (clients/.../admin/EndpointType.java).
 ENDPOINT_TYPE_BROKER = 1
 ENDPOINT_TYPE_CONTROLLER = 2
-# The schemas' default for an authorized-operations field nobody asked for (Integer.MIN_VALUE).
-AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
 # Kafka's max.request.partition.size.limit (ServerConfigs, default 2000): DescribeTopicPartitions never
 # answers more partitions than this, whatever ResponsePartitionLimit asks.
 MAX_REQUEST_PARTITION_SIZE_LIMIT = 2000

@@ -29,7 +29,12 @@ from pykraft.coordinator.offsets_records import OFFSETS_TOPIC, partition_for
 from pykraft.coordinator.txn_records import TRANSACTION_STATE_TOPIC
 from pykraft.core.errors import ErrorCode
 from pykraft.protocol.fetch import FetchPartitionResponse, FetchResponseData, FetchTopicResponse
-from pykraft.protocol.messages import SplicedResponse, array_entry_encoder
+from pykraft.protocol.messages import AUTHORIZED_OPERATIONS_OMITTED, SplicedResponse
+from pykraft.protocol.metadata_topic import (
+    METADATA_FIRST_FLEXIBLE_VERSION,
+    MetadataPartition,
+    encode_metadata_topic,
+)
 from pykraft.protocol.produce import ProducePartitionResult, ProduceRequestData, ProduceTopicResult
 from pykraft.protocol.records import InvalidBatchError, check_produce_records
 from pykraft.security.acls import AclOperation, ResourceType, allowed, allowed_on_cluster
@@ -40,8 +45,6 @@ EARLIEST_TIMESTAMP = -2
 MAX_TIMESTAMP = -3
 EARLIEST_LOCAL_TIMESTAMP = -4
 LATEST_TIERED_TIMESTAMP = -5
-# Authorized-operations sentinel for "not requested" (Int.MIN).
-AUTHORIZED_OPERATIONS_OMITTED = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -166,28 +169,24 @@ def led_partition(ctx: BrokerContext, topic: str, partition_index: int) -> tuple
 # --- Metadata ---------------------------------------------------------------------------------
 
 
-# Metadata v9+ is flexible (compact arrays, tagged fields).
-METADATA_FLEXIBLE_VERSION = 9
 # Encoded topic entries kept, at most about this many times the topics (several versions and listeners).
 ENCODED_TOPICS_SLACK = 8
-_metadata_topic_bytes = {
-    flexible: array_entry_encoder(MetadataResponse.MetadataResponseTopic, flexible)
-    for flexible in (False, True)
-}
 
 
 def _metadata_tail_bytes(version: int) -> int:
     """What MetadataResponse encodes after its topics: cluster_authorized_operations (v8-v10), then the
     tagged fields (v9+)."""
-    return (4 if 8 <= version <= 10 else 0) + (1 if version >= METADATA_FLEXIBLE_VERSION else 0)
+    return (4 if 8 <= version <= 10 else 0) + (1 if version >= METADATA_FIRST_FLEXIBLE_VERSION else 0)
 
 
-def _metadata_topic(name: str, view: TopicView, live: frozenset[int], live_elsewhere: frozenset[int]) -> Any:
+def _encode_metadata_topic(
+    version: int, name: str, view: TopicView, live: frozenset[int], live_elsewhere: frozenset[int]
+) -> bytes:
     # A partition whose leader is not a live (registered, unfenced) broker is unavailable: Kafka's
     # KRaftMetadataCache answers LEADER_NOT_AVAILABLE with leader -1 until one is elected, and
     # LISTENER_NOT_FOUND when the leader is live but has no endpoint on the client's listener.
-    partitions = [
-        MetadataResponse.MetadataResponseTopic.MetadataResponsePartition(
+    partitions = (
+        MetadataPartition(
             error_code=ErrorCode.NONE
             if p.leader_id in live
             else ErrorCode.LISTENER_NOT_FOUND
@@ -196,13 +195,13 @@ def _metadata_topic(name: str, view: TopicView, live: frozenset[int], live_elsew
             partition_index=p.partition_index,
             leader_id=p.leader_id if p.leader_id in live else -1,
             leader_epoch=p.leader_epoch,
-            replica_nodes=list(p.replicas),
-            isr_nodes=list(p.isr),
-            offline_replicas=[],
+            replica_nodes=p.replicas,
+            isr_nodes=p.isr,
         )
         for p in view.partitions
-    ]
-    return MetadataResponse.MetadataResponseTopic(
+    )
+    return encode_metadata_topic(
+        version,
         error_code=ErrorCode.NONE,
         name=name,
         topic_id=view.topic_id,
@@ -210,17 +209,6 @@ def _metadata_topic(name: str, view: TopicView, live: frozenset[int], live_elsew
         partitions=partitions,
         authorized_operations=AUTHORIZED_OPERATIONS_OMITTED,
     )
-
-
-def _encode_metadata_topic(
-    encode: Callable[[Any, int], bytes],
-    version: int,
-    name: str,
-    view: TopicView,
-    live: frozenset[int],
-    live_elsewhere: frozenset[int],
-) -> bytes:
-    return encode(_metadata_topic(name, view, live, live_elsewhere), version)
 
 
 def handle_metadata(request: Any, version: int, ctx: BrokerContext) -> SplicedResponse:
@@ -233,8 +221,7 @@ def handle_metadata(request: Any, version: int, ctx: BrokerContext) -> SplicedRe
     ]
     live = frozenset(b.node_id for b in cluster.brokers)
     live_elsewhere = frozenset(b.node_id for brokers, _ in cluster.listeners.values() for b in brokers) - live
-    flexible = version >= METADATA_FLEXIBLE_VERSION
-    encode_topic = _metadata_topic_bytes[flexible]
+    flexible = version >= METADATA_FIRST_FLEXIBLE_VERSION
     asked_ids = [
         t.topic_id
         for t in request.topics or []
@@ -252,15 +239,17 @@ def handle_metadata(request: Any, version: int, ctx: BrokerContext) -> SplicedRe
     topics: list[bytes] = []
 
     def failed(error: ErrorCode, name: str | None, topic_id: uuid.UUID) -> None:
-        topic = MetadataResponse.MetadataResponseTopic(
-            error_code=error,
-            name=name,
-            topic_id=topic_id,
-            is_internal=False,
-            partitions=[],
-            authorized_operations=AUTHORIZED_OPERATIONS_OMITTED,
+        topics.append(
+            encode_metadata_topic(
+                version,
+                error_code=error,
+                name=name,
+                topic_id=topic_id,
+                is_internal=False,
+                partitions=(),
+                authorized_operations=AUTHORIZED_OPERATIONS_OMITTED,
+            )
         )
-        topics.append(encode_topic(topic, version))
 
     if asked_ids:
         # Topics asked for by id (KIP-516; librdkafka does so for the topic ids of a KIP-848 assignment,
@@ -296,9 +285,7 @@ def handle_metadata(request: Any, version: int, ctx: BrokerContext) -> SplicedRe
                     error = ErrorCode.INVALID_TOPIC_EXCEPTION
             failed(error, name, uuid.UUID(int=0))
             continue
-        encode = functools.partial(
-            _encode_metadata_topic, encode_topic, version, name, view, live, live_elsewhere
-        )
+        encode = functools.partial(_encode_metadata_topic, version, name, view, live, live_elsewhere)
         topics.append(cache.get(brokers_key, name, version, view, encode))
     if len(cache) > ENCODED_TOPICS_SLACK * len(cluster.topics) + 64:
         cache.forget_except(cluster.topics.__contains__)

@@ -10,10 +10,12 @@ from pykraft.coordinator.consumer_group import HeartbeatRequest, HeartbeatResult
 from pykraft.coordinator.group_api import authorized_group_operations
 from pykraft.coordinator.group_coordinator import GroupCoordinator
 from pykraft.core.errors import ErrorCode
-from pykraft.protocol.messages import ConsumerGroupDescribeResponse, ConsumerGroupHeartbeatResponse
+from pykraft.protocol.messages import (
+    AUTHORIZED_OPERATIONS_OMITTED,
+    ConsumerGroupDescribeResponse,
+    ConsumerGroupHeartbeatResponse,
+)
 from pykraft.security.acls import to_32_bit_field
-
-AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
 
 
 def heartbeat_request(request: Any, version: int, client_id: str, client_host: str) -> HeartbeatRequest:

@@ -7,11 +7,14 @@ from __future__ import annotations
 from typing import Any
 
 from pykraft.coordinator.consumer_group import Partitions
-from pykraft.coordinator.consumer_group_api import AUTHORIZED_OPERATIONS_OMITTED
 from pykraft.coordinator.group_coordinator import GroupCoordinator
 from pykraft.coordinator.share_group import ShareHeartbeatRequest, ShareHeartbeatResult
 from pykraft.core.errors import ErrorCode
-from pykraft.protocol.messages import ShareGroupDescribeResponse, ShareGroupHeartbeatResponse
+from pykraft.protocol.messages import (
+    AUTHORIZED_OPERATIONS_OMITTED,
+    ShareGroupDescribeResponse,
+    ShareGroupHeartbeatResponse,
+)
 
 
 def heartbeat_request(request: Any, client_id: str, client_host: str) -> ShareHeartbeatRequest:

@@ -576,6 +576,10 @@ def _first_forbidden_null(obj: Any, plan: _NullPlan) -> str | None:
     return None
 
 
+# The schemas' default for an authorized-operations field nobody asked for (Integer.MIN_VALUE).
+AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
+
+
 # --- responses ------------------------------------------------------------------------------------------
 
 
