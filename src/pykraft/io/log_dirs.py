@@ -71,15 +71,21 @@ def _fsync_dir(path: str) -> None:
 JOB_CHUNKS_PER_THREAD = 8
 
 
-def _run_on(pool: ThreadPoolExecutor, threads: int, jobs: list[Callable[[], None]]) -> list[OSError | None]:
+def _run_on(
+    pool: ThreadPoolExecutor,
+    threads: int,
+    jobs: list[Callable[[], None]],
+    in_line: list[Callable[[], None]] | None = None,
+) -> list[OSError | None]:
     """``ReplicaManager.close_all``'s ``JobRunner`` on ``pool`` of ``threads``: the jobs in chunks,
-    each chunk in order on one thread, the chunks at once."""
+    each chunk in order on one thread, the chunks at once; ``in_line`` on this thread meanwhile."""
     size = max(1, -(-len(jobs) // (threads * JOB_CHUNKS_PER_THREAD)))
     futures = [pool.submit(run_in_order, jobs[i : i + size]) for i in range(0, len(jobs), size)]
+    in_line_errors = run_in_order(in_line or [])
     errors: list[OSError | None] = []
     for future in futures:
         errors.extend(future.result())
-    return errors
+    return errors + in_line_errors
 
 
 def _write_file(log_dir: str, name: str, data: bytes) -> None:
@@ -201,7 +207,7 @@ class FileLogOpener:
         threads = threads_per_dir * len(self.log_dirs)
         with ThreadPoolExecutor(threads, thread_name_prefix="log-close") as pool:
             try:
-                closed = replicas.close_all(lambda jobs: _run_on(pool, threads, jobs))
+                closed = replicas.close_all(functools.partial(_run_on, pool, threads))
             finally:
                 partition_dirs = sorted(self._dir_syncs.take())
             errors = _run_on(pool, threads, [functools.partial(_fsync_dir, path) for path in partition_dirs])
