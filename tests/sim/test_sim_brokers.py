@@ -7,22 +7,15 @@ run (default 1000)."""
 
 from __future__ import annotations
 
-import os
-
 import pytest
 
 from .broker_sim import run_broker_seed
+from .seeds import seeds
 
 SEED_COUNT_DEFAULT = 1000
 
 
-def _seeds() -> list[int]:
-    if "SEED" in os.environ:
-        return [int(os.environ["SEED"])]
-    return list(range(int(os.environ.get("SIM_BROKER_SEEDS", SEED_COUNT_DEFAULT))))
-
-
-@pytest.mark.parametrize("seed", _seeds())
+@pytest.mark.parametrize("seed", seeds("SIM_BROKER_SEEDS", SEED_COUNT_DEFAULT))
 def test_brokers__faults__no_producer_id_twice_and_healed_brokers_serve(seed: int) -> None:
     world = run_broker_seed(seed)
     assert world.handed_out, f"SEED={seed}: no producer ever got an id"

@@ -6,23 +6,17 @@ many run (CI: 20, the issue's twenty runs of the scenario)."""
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Iterator
 
 import pytest
 
 from tests.sim.coordinator_sim import World
+from tests.sim.seeds import seeds
 
 SEED_COUNT_DEFAULT = 20
 
 
-def _seeds() -> list[int]:
-    if "SEED" in os.environ:
-        return [int(os.environ["SEED"])]
-    return list(range(int(os.environ.get("SIM_COORDINATOR_SEEDS", SEED_COUNT_DEFAULT))))
-
-
-@pytest.mark.parametrize("seed", _seeds())
+@pytest.mark.parametrize("seed", seeds("SIM_COORDINATOR_SEEDS", SEED_COUNT_DEFAULT))
 def test_paused_coordinators__offset_fetch_answers_only_acknowledged_current_offsets(seed: int) -> None:
     world = World(seed).run()
     assert not world.violations, world.violations[:5]

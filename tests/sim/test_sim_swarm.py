@@ -6,23 +6,15 @@
 
 from __future__ import annotations
 
-import os
-
 import pytest
 
 from .harness import replay_hint, run_seed
+from .seeds import seeds
 
 SEED_COUNT_DEFAULT = 1000
 
 
-def _seeds() -> list[int]:
-    if "SEED" in os.environ:
-        return [int(os.environ["SEED"])]
-    start = int(os.environ.get("SIM_SEED_START", "0"))
-    return list(range(start, start + int(os.environ.get("SIM_SEEDS", SEED_COUNT_DEFAULT))))
-
-
-@pytest.mark.parametrize("seed", _seeds())
+@pytest.mark.parametrize("seed", seeds("SIM_SEEDS", SEED_COUNT_DEFAULT, "SIM_SEED_START"))
 def test_swarm__random_faults__invariants_hold_and_healed_cluster_converges(seed: int) -> None:
     with replay_hint(seed, "pytest tests/sim/test_sim_swarm.py"):
         run_seed(seed)
