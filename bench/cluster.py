@@ -37,6 +37,7 @@ from pathlib import Path
 from kafka.protocol.metadata import MetadataRequest, MetadataResponse
 from kafka.protocol.producer import InitProducerIdRequest, InitProducerIdResponse
 
+from bench.results_file import write_results
 from pykraft.core.errors import ErrorCode
 from pykraft.io.kafka_connection import BrokerConnection, BrokerConnectionError
 from pykraft.testing import ProcessCluster, running_cluster
@@ -591,7 +592,7 @@ def main() -> None:
     table = render(run, fences, args)
     print(table)
     RESULTS.mkdir(exist_ok=True)
-    (RESULTS / "cluster.md").write_text(table)
+    write_results(RESULTS / "cluster.md", table)
 
 
 if __name__ == "__main__":

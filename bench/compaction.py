@@ -20,6 +20,7 @@ import time
 import tracemalloc
 from pathlib import Path
 
+from bench.results_file import write_results
 from pykraft.io.file_store import FileSegmentStore
 from pykraft.log.cleaner import CleanerConfig, CleanerStats, clean
 from pykraft.log.partition_log import LogConfig, PartitionLog
@@ -139,7 +140,7 @@ def main() -> int:
     ]
     text = "\n".join(lines)
     print(text)
-    Path(args.out).write_text(text)
+    write_results(args.out, text)
     return 0
 
 

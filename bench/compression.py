@@ -28,6 +28,7 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from bench.__main__ import pykraft_peer
+from bench.results_file import write_results
 from pykraft.broker.replica_manager import ReplicaManager, topic_log_config
 from pykraft.io.log_dirs import FileLogOpener
 from pykraft.log.partition_log import LogConfig
@@ -248,7 +249,7 @@ def main() -> int:
     lines.append("")
     text = "\n".join(lines)
     print(text)
-    Path(args.out).write_text(text)
+    write_results(args.out, text)
     return 0
 
 

@@ -36,6 +36,7 @@ from confluent_kafka import Consumer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from bench.__main__ import Peer, pykraft_peer
+from bench.results_file import write_results
 
 RESULTS = Path(__file__).resolve().parent / "results"
 PROTOCOLS = ("consumer", "classic eager", "classic cooperative")
@@ -183,7 +184,7 @@ def main() -> int:
     text = render(results, args)
     print(text)
     RESULTS.mkdir(exist_ok=True)
-    (RESULTS / "consumer_groups.md").write_text(text)
+    write_results(RESULTS / "consumer_groups.md", text)
     return 0
 
 

@@ -18,6 +18,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from bench.results_file import write_results
 from pykraft.testing import process_cluster
 
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -100,7 +101,7 @@ def main() -> None:
     table = render(run(args.kills), run(args.stops, graceful=True))
     print(table)
     RESULTS.mkdir(exist_ok=True)
-    (RESULTS / "election.md").write_text(table)
+    write_results(RESULTS / "election.md", table)
 
 
 if __name__ == "__main__":

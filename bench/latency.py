@@ -51,6 +51,7 @@ from bench.cluster import _pct
 from bench.kafka_peer import kafka_peer, running_kafka_cluster
 from bench.peers import tansu_binary
 from bench.replication import _create as create_replicated_topic
+from bench.results_file import write_results
 from pykraft.testing import running_cluster
 
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -315,7 +316,7 @@ def main() -> int:
     table = render(results, loads, args)
     print(table)
     if args.output != "-":
-        Path(args.output).write_text(table)
+        write_results(args.output, table)
     return 0
 
 

@@ -30,6 +30,7 @@ from pathlib import Path
 import confluent_kafka
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from bench.results_file import write_results
 from pykraft.cli import main as cli
 from pykraft.testing import ProcessCluster, running_cluster
 
@@ -201,7 +202,7 @@ def main() -> None:
     table = render(args.size_mb, fill_mb_s, move_s, throttled, args.measure_s, [first, second, third])
     print(table)
     RESULTS.mkdir(exist_ok=True)
-    (RESULTS / "reassignment.md").write_text(table)
+    write_results(RESULTS / "reassignment.md", table)
 
 
 if __name__ == "__main__":

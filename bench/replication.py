@@ -29,6 +29,7 @@ from pathlib import Path
 import confluent_kafka
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from bench.results_file import write_results
 from pykraft.testing import ProcessCluster, running_cluster
 
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -252,7 +253,7 @@ def main() -> None:
     table = render(rows, kills, args.megabytes, loads)
     print(table)
     RESULTS.mkdir(exist_ok=True)
-    (RESULTS / "replication.md").write_text(table)
+    write_results(RESULTS / "replication.md", table)
 
 
 if __name__ == "__main__":

@@ -37,6 +37,7 @@ import confluent_kafka
 
 from bench.__main__ import Peer, consume, produce
 from bench.peers import MALLOC_ENV
+from bench.results_file import write_results
 from pykraft.testing import free_port
 
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -309,7 +310,7 @@ def main() -> int:
     text = table(results, tls, args)
     print(text)
     if not args.quick:
-        Path(args.out).write_text(text)
+        write_results(args.out, text)
     return 0
 
 

@@ -55,6 +55,7 @@ from confluent_kafka.admin import (
 )
 
 from bench.__main__ import Peer, pykraft_peer
+from bench.results_file import write_results
 
 RESULTS = Path(__file__).resolve().parent / "results"
 KINDS = ("share group", "consumer group")
@@ -536,7 +537,7 @@ def main() -> int:
     print(text)
     if set(args.parts.split(",")) == set(PARTS):  # the results file holds tables of one run only
         RESULTS.mkdir(exist_ok=True)
-        (RESULTS / "share_groups.md").write_text(text)
+        write_results(RESULTS / "share_groups.md", text)
     return 0
 
 

@@ -33,6 +33,7 @@ from kafka.protocol.producer import InitProducerIdRequest, InitProducerIdRespons
 from bench.__main__ import Peer, create_topic, null_peer, pykraft_peer, tansu_peer
 from bench.kafka_peer import kafka_peer
 from bench.peers import tansu_binary
+from bench.results_file import write_results
 from pykraft.io.kafka_connection import BrokerConnection
 
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -228,7 +229,7 @@ def main() -> int:
     text = table(run(args), args)
     print(text)
     if not args.quick:
-        Path(args.out).write_text(text)
+        write_results(args.out, text)
     return 0
 
 
