@@ -68,11 +68,15 @@ class ReplicaFetchers:
         self._changed: dict[int, asyncio.Event] = {}
         # The follower replication throttle; the node updates it from each image.
         self.quota = follower_quota()
+        # After close() nothing fetches again: an update then would append to logs being closed.
+        self._closed = False
 
     def update(
         self, followed: dict[int, set[tuple[str, int]]], addresses: dict[int, tuple[str, int]]
     ) -> None:
         """The partitions to follow, by leader, and the leaders' addresses, from a new image."""
+        if self._closed:
+            return
         for leader_id, address in addresses.items():
             self.client.channels.set_address(leader_id, address)
         for leader_id in list(self._tasks):
@@ -90,6 +94,7 @@ class ReplicaFetchers:
                 )
 
     async def close(self) -> None:
+        self._closed = True
         tasks = list(self._tasks.values())
         self._tasks.clear()
         for task in tasks:
