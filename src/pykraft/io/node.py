@@ -43,6 +43,7 @@ from pykraft.core.topic_configs import topic_names_of_broker_configs
 from pykraft.io.controller_link import ControllerLink
 from pykraft.io.descriptor_cache import DescriptorCache, default_capacity
 from pykraft.io.group_service import CURRENT_CLIENT, GroupService
+from pykraft.io.heap import collection_paused
 from pykraft.io.listeners import REQUEST_LISTENER, ListenerError, Listeners, listener_context
 from pykraft.io.log_dirs import FileLogOpener
 from pykraft.io.meta_properties_files import prepare_log_dirs
@@ -404,7 +405,8 @@ class Node:
         )
         self.shares = ShareService(config, self.ctx, self.share_state, self._wait_for_data, self._notify_data)
         self.groups.on_share_member_departed = self.shares.member_departed
-        self._on_image()
+        with collection_paused():  # every hosted partition opens here (issue 29)
+            self._on_image()
         self._request_handlers = self._build_request_handlers()
         # The combined node registers before it listens, so its first client finds it in Metadata.
         registered = self.listeners.advertised_endpoints()
