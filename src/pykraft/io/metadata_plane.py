@@ -10,15 +10,13 @@ them — so a CreateTopics response is only sent once the topic is visible to Me
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import dataclasses
-import gc
 import logging
 import os
 import random
 import time
 import uuid
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from kafka.protocol.admin import (
@@ -55,6 +53,7 @@ from pykraft.core.config import NodeConfig
 from pykraft.core.errors import ErrorCode, RemoteProtocolError
 from pykraft.core.group_configs import group_coordinator_settings
 from pykraft.io.file_store import FileSegmentStore
+from pykraft.io.heap import collection_paused
 from pykraft.io.meta_properties_files import ClusterIdConflictError, ClusterIdPublisher
 from pykraft.io.quorum_peers import (
     Address,
@@ -135,20 +134,6 @@ class MetadataStartError(RuntimeError):
 class NotControllerError(Exception):
     """A controller write that cannot complete here: this node stopped (or is not the active
     controller). Retriable: the caller answers NOT_CONTROLLER (41) and the client retries elsewhere."""
-
-
-@contextlib.contextmanager
-def _gc_paused() -> Iterator[None]:
-    """No cyclic GC while the metadata log loads: the image and the controller only grow (nothing to
-    collect), and each full collection walks all of them again; bench/metadata_restart.py measured the
-    collector at half of a 1M-record restart. Restored as it was (nested or concurrent loads are fine)."""
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            gc.enable()
 
 
 def now_ms() -> int:
@@ -347,7 +332,7 @@ class MetadataPlane:
             # A voter of a larger quorum serves raft requests from now on; it becomes the active
             # controller if and when it is elected (the driver activates it then).
             return
-        with _gc_paused():
+        with collection_paused(freeze=False):
             await self._wait_until_active()
         assert self._activation is not None
         await self._activation
