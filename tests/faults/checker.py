@@ -14,6 +14,7 @@ Anomaly classes, each a list of one-line findings naming the offending values:
 - TXN_ATOMICITY: a transaction is partly visible.
 - FATAL_CLIENT_ERROR: a producer was told to give up where Kafka answers an abortable or
   retriable error (the campaign runs no zombies, so nothing here should fence a producer for good).
+  One case Kafka answers the same way is listed apart (``abort_refused``), see :data:`ABORT_REFUSED`.
 - OFFSET_BACKWARDS: an OffsetFetch, from any broker, answered an offset below one acknowledged (or
   already answered) before it was sent.
 - CONSUMER_SKIP: a group's committed offset is past a record no member of the group consumed.
@@ -45,6 +46,17 @@ ANOMALIES = (
     "REPLICA_DIVERGENCE",
 )
 
+# librdkafka sends EndTxn(abort) whenever an AddPartitionsToTxn of the transaction went unanswered
+# (rd_kafka_txn_handle_AddPartitionsToTxn counts it in txn_req_cnt "as if received": the coordinator
+# was stopped, paused or moved). If the coordinator never had the transaction Ongoing, it is still
+# Empty, or the producer's previous transaction is PrepareCommit/CompleteCommit, and Kafka's
+# TransactionCoordinator.endTransaction answers an abort there INVALID_TXN_STATE for client
+# transaction version 1 (EndTxn below v5; librdkafka 2.16 sends v0-1, its issue #4849): the coordinator
+# cannot tell it from an abort after a commit whose answer was lost, so refusing is the only safe answer.
+# Only KIP-890's transactions V2 (an epoch bump per transaction) tells them apart. Such a transaction
+# must have nothing visible (it never reached a partition); one with a visible value stays an anomaly.
+ABORT_REFUSED = "abort: INVALID_TXN_STATE"
+
 
 @dataclass
 class CheckResult:
@@ -54,6 +66,8 @@ class CheckResult:
     aborted_txns: int = 0
     # Values librdkafka wrote twice by re-sending them under a new producer epoch (not anomalies).
     resent_across_bump: list[str] = field(default_factory=list)
+    # Aborts refused with INVALID_TXN_STATE as Kafka's coordinator refuses them (not anomalies).
+    abort_refused: list[str] = field(default_factory=list)
     # fault kind -> the longest time (s) without any acknowledgment in a gap that overlaps such a fault
     unavailable_s: dict[str, float] = field(default_factory=dict)
 
@@ -240,7 +254,11 @@ def _check_transactions(
         values = values_by_txn.get(txn.name, [])
         visible = [v for v in values if v in where]
         if txn.fatal:
-            result.anomalies["FATAL_CLIENT_ERROR"].append(f"{txn.producer} {txn.name}: {txn.error}")
+            finding = f"{txn.producer} {txn.name}: {txn.error}"
+            if ABORT_REFUSED in txn.error and not visible:
+                result.abort_refused.append(finding)
+            else:
+                result.anomalies["FATAL_CLIENT_ERROR"].append(finding)
         if txn.outcome == "commit":
             result.committed_txns += 1
             missing = [v for v in values if v not in where]

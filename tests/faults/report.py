@@ -27,6 +27,10 @@ def render(result: CampaignResult) -> str:
             f"- re-sent by librdkafka across an epoch bump (not an anomaly): {line}"
             for line in check.resent_across_bump
         ),
+        *(
+            f"- abort refused with INVALID_TXN_STATE as Kafka refuses it (not an anomaly): {line}"
+            for line in check.abort_refused
+        ),
         "",
         "| anomaly | count |",
         "| --- | ---: |",

@@ -115,6 +115,21 @@ def test_transactions_are_all_or_nothing_and_aborted_ones_invisible() -> None:
     }
 
 
+def test_an_abort_refused_as_kafka_refuses_it_is_listed_apart_while_nothing_of_it_is_visible() -> None:
+    # Seed 61: T828's AddPartitionsToTxn went to a stopping coordinator and was never answered; the next
+    # coordinator had T826 committing, and answered the EndTxn(abort) INVALID_TXN_STATE, as Kafka does.
+    sends = [Send("tx", "t", v, i, False, 0, -1, txn=name) for i, (v, name) in enumerate(
+        [("c1", "T826"), ("r1", "T828"), ("r2", "T828")]
+    )]  # fmt: skip
+    refused = "abort: INVALID_TXN_STATE: Failed to end transaction"
+    txns = [Txn("T826", "tx", "commit", 1.0), Txn("T828", "tx", "unknown", 2.0, refused, fatal=True)]
+    result = check(History(sends=list(sends), txns=list(txns), final=_log("c1")))
+    assert result.ok and result.abort_refused == [f"tx T828: {refused}"]
+    # Had the refused transaction reached a partition, the refusal is not Kafka's "never began" case.
+    found = _found(History(sends=list(sends), txns=list(txns), final=_log("c1", "r1", "r2")))
+    assert found == {"FATAL_CLIENT_ERROR": 1}
+
+
 def test_a_transform_loop_writing_an_aborted_transactions_values_again_is_not_an_anomaly() -> None:
     # Seed 42: T0's records went to a stale leader and were truncated; after the abort the loop re-read
     # its input and T1 wrote the same values, committed. One copy each in the log is right; two are not.
