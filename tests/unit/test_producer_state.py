@@ -759,6 +759,40 @@ def test_kip758__state_loaded_from_a_snapshot__window_still_applies() -> None:
     assert after.code(header(base_sequence=12)) == OK
 
 
+def test_kip758__a_transactional_window_ends_at_its_open_transaction() -> None:
+    # Fault campaign seed 71: a transaction's batch (sequences 250..259) was written, but librdkafka
+    # never learned it (the connection was destroyed) and aborted the transaction. In the same epoch it
+    # then sent sequences 250..251 again with the next transaction's records. The window answered 46,
+    # librdkafka took them as written, and a committed transaction lacked them. Kafka answers 45.
+    log = kip758()
+    txn = {"is_transactional": True}
+    assert log.code(header(base_sequence=240, record_count=10, **txn)) == OK  # T37: 240..249, open
+    log.manager.replay(header(is_control=True, base_offset=log.log_end_offset), now_ms=0)  # committed
+    log.log_end_offset += 1
+    assert log.code(header(base_sequence=250, record_count=10, **txn)) == OK  # T38: 250..259
+    log.manager.replay(header(is_control=True, base_offset=log.log_end_offset), now_ms=0)  # aborted
+    log.log_end_offset += 1
+    assert log.code(header(base_sequence=250, record_count=2, **txn)) == OUT_OF_ORDER
+    assert log.code(header(base_sequence=245, record_count=2, **txn)) == OUT_OF_ORDER
+    # An exact retry of the latest batch keeps its original offsets, as Kafka's findDuplicateBatch.
+    duplicate = log.manager.check_append([header(base_sequence=250, record_count=10, **txn)]).duplicate
+    assert duplicate is not None and duplicate.first_offset == 11
+    # Inside an open transaction the window covers its own earlier batches, and only those.
+    assert log.code(header(base_sequence=260, record_count=3, **txn)) == OK  # T39: 260..262
+    assert log.code(header(base_sequence=263, record_count=3, **txn)) == OK  # 263..265
+    assert log.code(header(base_sequence=260, record_count=2, **txn)) == DUPLICATE
+    assert log.code(header(base_sequence=258, record_count=4, **txn)) == OUT_OF_ORDER
+    # After a restart the open transaction's first sequence is unknown: exact retries only.
+    reloaded = ProducerStateManager()
+    reloaded.load_snapshot(log.manager.snapshot_entries(), log.manager.map_end_offset, now_ms=0)
+    assert reloaded.check_append([header(base_sequence=263, record_count=3, **txn)]).duplicate is not None
+    after = reloaded.check_append([header(base_sequence=260, record_count=2, **txn)])
+    assert after.error_code == OUT_OF_ORDER
+    # A non-transactional producer keeps the whole window.
+    assert log.code(header(producer_id=7, base_sequence=0, record_count=10)) == OK
+    assert log.code(header(producer_id=7, base_sequence=2, record_count=2)) == DUPLICATE
+
+
 def test_classic_mode__never_answers_duplicate_sequence_number() -> None:
     log = new_log(retained_batches=CLASSIC)
     for seq in range(10):

@@ -17,6 +17,11 @@ Two modes, chosen by ``retained_batches`` (``producer.state.retained.batches``):
   all lie within the window at or before the latest appended sequence (wrapping Int.MAX -> 0) was
   appended already and gets DUPLICATE_SEQUENCE_NUMBER (46), which clients treat as success with offset
   -1; anything else that is not next in sequence gets OUT_OF_ORDER_SEQUENCE_NUMBER (45).
+  A transactional batch's window ends at its producer's open transaction: only that transaction's
+  batches can be in flight, and once a transaction ends librdkafka may send its sequence numbers again
+  with other records (it does after an abort whose batches' fate it never learned). Such a batch is a
+  duplicate only if it is an exact retry of the latest batch, as in Kafka; otherwise it gets 45, as
+  Kafka answers it, never 46, which the client would take as written (fault campaign seed 71).
 * ``retained_batches=N>1`` (5 = Kafka's classic mode, exactly): keep the last N batches; a retry of
   one of them gets its original offsets; there is no window, so a retry of anything older (or a partial
   overlap) gets 45. The broker never answers 46 in this mode, as Kafka never does.
@@ -260,6 +265,9 @@ class ProducerStateManager:
         # --- rare fields, by producer id ---
         # (coordinator_epoch, current_txn_first_offset or -1), only when not (-1, -1).
         self._txn: dict[int, tuple[int, int]] = {}
+        # The first sequence of the open transaction, when this manager saw it begin (not in snapshots:
+        # after a restart only an exact retry of the latest batch is a duplicate, as in Kafka).
+        self._txn_first_seq: dict[int, int] = {}
         # Kafka's lastTimestamp when it is not the last batch's (a marker came after it).
         self._marker_timestamp_ms: dict[int, int] = {}
         # A lower bound on every row's last_write_ms: remove_expired returns at once below it.
@@ -314,6 +322,7 @@ class ProducerStateManager:
         row = self._table[slot]
         assert row != _EMPTY_SLOT, producer_id
         self._txn.pop(producer_id, None)
+        self._txn_first_seq.pop(producer_id, None)
         self._marker_timestamp_ms.pop(producer_id, None)
         # Backward-shift deletion keeps every probe chain unbroken without tombstones.
         table, pids = self._table, self._pid
@@ -467,8 +476,15 @@ class ProducerStateManager:
         if self.duplicate_window:
             latest_seq = self._last_seq[base + count - 1]
             behind_first = sequences_behind(latest_seq, first_seq)
+            window = self.duplicate_window
+            if header.is_transactional:
+                # Only the open transaction's own batches can be retried (module docstring).
+                txn_first_seq = self._txn_first_seq.get(header.producer_id)
+                if txn_first_seq is None:
+                    return None
+                window = min(window, sequences_behind(latest_seq, txn_first_seq) + 1)
             # behind_last <= behind_first: the batch does not run past the latest sequence (or wrap).
-            if sequences_behind(latest_seq, last_seq) <= behind_first < self.duplicate_window:
+            if sequences_behind(latest_seq, last_seq) <= behind_first < window:
                 return AppendCheck(
                     ErrorCode.DUPLICATE_SEQUENCE_NUMBER,
                     f"sequences {first_seq}..{last_seq} of producer {header.producer_id} were appended "
@@ -539,6 +555,7 @@ class ProducerStateManager:
             # Kafka caches the first offset of each transaction for the last stable offset.
             coordinator_epoch = self._txn.get(producer_id, (NO_COORDINATOR_EPOCH, NO_OFFSET))[0]
             self._txn[producer_id] = (coordinator_epoch, header.base_offset)
+            self._txn_first_seq[producer_id] = header.base_sequence
 
     def _apply_end_txn_marker(self, producer_id: int, header: BatchHeader) -> None:
         """The entry half of ProducerAppendInfo.appendEndTxnMarker: the epoch (already updated, clearing
@@ -547,6 +564,7 @@ class ProducerStateManager:
         transaction coordinator work reads it."""
         assert header.record_count > 0
         coordinator_epoch = self._txn.pop(producer_id, (NO_COORDINATOR_EPOCH, NO_OFFSET))[0]
+        self._txn_first_seq.pop(producer_id, None)
         if coordinator_epoch != NO_COORDINATOR_EPOCH:
             self._txn[producer_id] = (coordinator_epoch, NO_OFFSET)
         self._marker_timestamp_ms[producer_id] = header.max_timestamp
