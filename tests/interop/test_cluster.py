@@ -665,7 +665,11 @@ def test_a_restarted_broker_answers_nothing_before_it_has_caught_up_with_the_met
     answering from it told clients their topics were gone (issue 32's campaign, seed 13: after every
     node was killed at once, consumers saw "partition count changed from 3 to 0" and a broker asked for
     __consumer_offsets with replication factor 1). Its first Metadata answer comes after the
-    controllers return, and lists the topic whole."""
+    controllers return, and lists the topic whole, and the broker itself: it answers only once the
+    controller has unfenced it (initialUnfenceFuture) and its own image says so too. Answered in
+    between, after a full-cluster restart, the Metadata named no broker at all and librdkafka dropped
+    every broker it knew (issue 32's campaign, seed 63: a KIP-848 consumer's synchronous commit never
+    returned)."""
     from confluent_kafka.admin import AdminClient, NewTopic
 
     topic, victim, partitions = "caught-up", BROKERS[0], 3
@@ -707,6 +711,7 @@ def test_a_restarted_broker_answers_nothing_before_it_has_caught_up_with_the_met
     assert not errors and answers, errors
     (answered,) = answers[0].topics
     assert (answered.error_code, len(answered.partitions)) == (ErrorCode.NONE, partitions)
+    assert victim in {b.node_id for b in answers[0].brokers}, answers[0].brokers
     cluster.wait_for_leader()
     cluster.wait_for_brokers(expected=set(BROKERS))
 

@@ -117,3 +117,20 @@ def test_a_broker_that_never_registered_shuts_down_at_once() -> None:
     lifecycle = _lifecycle()
     lifecycle.begin_controlled_shutdown(0)
     assert lifecycle.state is BrokerState.SHUT_DOWN
+
+
+def test_serves_requests_once_unfenced_and_listed_unfenced_in_its_own_image() -> None:
+    """Kafka serves once the controller has unfenced the broker (initialUnfenceFuture); the controller
+    answers that heartbeat before the unfencing record reaches the broker's image, and requests that
+    waited for the moment were answered from an image without the broker: after a full-cluster restart
+    their Metadata named no broker at all, and librdkafka dropped every broker it knew (issue 32, seed
+    63: a KIP-848 consumer's synchronous commit never returned)."""
+    lifecycle = _registered(epoch=12)
+    assert not lifecycle.serves_requests(listed_unfenced=True)  # registered, fenced
+    assert lifecycle.poll(0, 1, "cid", 12) is not None
+    lifecycle.on_heartbeat_response(0, is_caught_up=True, is_fenced=True, should_shut_down=False, now_ms=0)
+    assert not lifecycle.serves_requests(listed_unfenced=True)  # caught up, still fenced
+    assert lifecycle.poll(RECOVERY_HEARTBEAT_INTERVAL_MS, 1, "cid", 12) is not None
+    lifecycle.on_heartbeat_response(0, is_caught_up=True, is_fenced=False, should_shut_down=False, now_ms=50)
+    assert not lifecycle.serves_requests(listed_unfenced=False)  # unfenced; the image does not say so yet
+    assert lifecycle.serves_requests(listed_unfenced=True)

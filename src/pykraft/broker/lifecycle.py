@@ -124,6 +124,16 @@ class BrokerLifecycle:
     def next_deadline_ms(self) -> int:
         return self._next_send_ms
 
+    def serves_requests(self, *, listed_unfenced: bool) -> bool:
+        """Whether the broker may answer clients yet. Kafka's BrokerServer enables request processing
+        once the controller has unfenced this incarnation (BrokerLifecycleManager.initialUnfenceFuture,
+        which follows initialCatchUpFuture). ``listed_unfenced``: the broker's own metadata image lists
+        it unfenced as well. The controller answers the unfencing heartbeat before that record reaches
+        the broker's image, and the requests that waited for this moment would be answered in between:
+        after a full-cluster restart, with the other brokers still fenced, a Metadata answer then names
+        no broker at all, and librdkafka (2.10 on) drops every broker it knew (issue 32, seed 63)."""
+        return self.state is BrokerState.RUNNING and not self.is_fenced and listed_unfenced
+
     def begin_controlled_shutdown(self, now_ms: int) -> None:
         """Ask the controller to move leadership away before the process stops (want_shut_down). A
         broker that never registered has nothing to hand over."""

@@ -210,9 +210,11 @@ class Node:
         self._images_stopped = False
         self._request_handlers: dict[int, RequestHandler] = {}
         # Kafka's BrokerServer enables request processing only once the controller says the broker has
-        # caught up with the metadata log (BrokerLifecycleManager.initialCatchUpFuture): until then its
-        # image may be empty or stale (a restart learns the log's high watermark only from the leader),
-        # and answering from it tells clients their topics are gone. Set once, never cleared.
+        # caught up with the metadata log and has unfenced it (BrokerLifecycleManager.initialCatchUpFuture,
+        # initialUnfenceFuture): until then its image may be empty or stale (a restart learns the log's
+        # high watermark only from the leader), and answering from it tells clients their topics are
+        # gone. Here also only once its own image lists it unfenced (BrokerLifecycle.serves_requests).
+        # Set once, never cleared.
         self._initial_catch_up = asyncio.Event()
         # A broker process's session with the active controller (None on a node with a controller).
         self.link: ControllerLink | None = None
@@ -510,9 +512,6 @@ class Node:
             self._fail(lifecycle.fatal_error)
             return
         serving = lifecycle.state is BrokerState.RUNNING and not lifecycle.is_fenced
-        if not self._initial_catch_up.is_set() and (lifecycle.is_caught_up or serving):
-            log.info("broker %d caught up with the metadata log: processing requests", self.config.node_id)
-            self._initial_catch_up.set()
         if self.ctx is not None and self.ctx.fenced == serving:
             self._on_image()  # this broker joins (or leaves) the brokers its own Metadata lists
         if lifecycle.broker_epoch != self.producer_ids.broker_epoch:
@@ -769,6 +768,11 @@ class Node:
             self.ctx.fenced = lifecycle.state is not BrokerState.RUNNING or lifecycle.is_fenced
             if self.ctx.fenced:
                 view = view.fence(node_id)
+            elif not self._initial_catch_up.is_set() and lifecycle.serves_requests(
+                listed_unfenced=any(b.node_id == node_id for b in view.brokers)
+            ):
+                log.info("broker %d caught up with the metadata log: processing requests", node_id)
+                self._initial_catch_up.set()
         self.ctx.cluster = view
         self.quotas.on_image(self.metadata.image.client_quotas.entities)
         self._update_replication_quotas()
