@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from pykraft.broker.replica_manager import ReplicaManager
+from pykraft.broker.replica_manager import Partition, ReplicaManager
 from pykraft.core.errors import ErrorCode
 from pykraft.io.descriptor_cache import DescriptorCache
 from pykraft.io.log_dirs import FileLogOpener
@@ -36,6 +36,13 @@ def test_byte_layouts_are_kafkas() -> None:
     for bad in (b"1\n0\n", b"0\n2\nt 0 1\n", b"0\n1\nt x 1\n", b"0\n1\nt 0\n"):
         with pytest.raises(ValueError, match="replication-offset-checkpoint"):
             decode_offset_checkpoint(bad, "replication-offset-checkpoint")
+
+
+CHECKPOINT_FILES = (
+    "recovery-point-offset-checkpoint",
+    "replication-offset-checkpoint",
+    "log-start-offset-checkpoint",
+)
 
 
 def _batch(value: bytes) -> bytearray:
@@ -115,6 +122,72 @@ def test_a_clean_restart_reads_no_segment_data_and_serves_the_high_watermark(tmp
     assert part.log.high_watermark == 3 and part.epochs.entries == [(2, 0)]
     replicas.close_all()
     assert os.path.exists(tmp_path / "t-0" / LEADER_EPOCH_CHECKPOINT)
+
+
+def _lead(replicas: ReplicaManager, part: Partition) -> None:
+    replicas.apply_partition(
+        part, leader_id=1, leader_epoch=0, partition_epoch=0, replicas=(1,), isr=(1,), now_ms=0
+    )
+
+
+def test_a_clean_restart_opens_single_replica_logs_when_first_used(tmp_path: Path) -> None:
+    """After a clean stop a single-replica log is hosted and led from its dir's checkpoint files alone
+    (no partition dir is even listed), opened when a request first uses it or when the shell's
+    background pass gets to it; the timers that walk every partition leave it be, and a stop while it
+    is still unopened checkpoints it as it was, so the next start is as clean."""
+    replicas, opener = _replicas(tmp_path)
+    for p in range(6):
+        part = replicas.ensure_partition("t", p, 0, broker_id=1)
+        for i in range(p):
+            batch = build_batch([Record(None, b"%d" % i)], timestamp_ms=1000, producer_id=7, base_sequence=i)
+            assert replicas.append(part, memoryview(bytearray(batch)), 1).error_code == ErrorCode.NONE
+    assert replicas.delete_records(replicas.partitions[("t", 5)], 2) == (ErrorCode.NONE, 2)
+    opener.write_clean_shutdown(replicas.close_all())
+    checkpoints = {
+        name: decode_offset_checkpoint((tmp_path / name).read_bytes(), name) for name in CHECKPOINT_FILES
+    }
+
+    replicas, opener = _replicas(tmp_path)
+    listed: list[str] = []
+    real_listdir = os.listdir
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(os, "listdir", lambda path: listed.append(str(path)) or real_listdir(path))
+        parts = [replicas.ensure_partition("t", p, 0, broker_id=1) for p in range(6)]
+        for part in parts:
+            replicas.apply_log_config(part, LogConfig(retention_ms=1))
+            _lead(replicas, part)
+        replicas.apply_retention(10_000)
+        replicas.expire_producers(10_000_000)
+        assert replicas.next_cleaning(0) is None
+        replicas.flush_all()
+    assert listed == [] and all(part.deferred is not None for part in parts)
+    assert [(part.log_end_offset, part.log_start_offset) for part in parts] == [
+        (p, 2 if p == 5 else 0) for p in range(6)
+    ]
+    assert parts[4].replication.is_leader and parts[4].epochs.entries == [(0, 4)]
+
+    # A request opens it: its producer state and the topic's configs as the image gave them.
+    assert replicas.get("t", 4) is parts[4] and parts[4].deferred is None and parts[4].log.opened_clean
+    assert parts[4].log.config.retention_ms == 1
+    assert [entry.producer_id for entry in parts[4].producer_state.active_producers()] == [7]
+    result = replicas.read(parts[4], 0, 1 << 20, min_one_batch=True)
+    assert result.error_code == ErrorCode.NONE and result.high_watermark == 4
+    assert replicas.open_deferred(2) == 3  # the background pass, two at a time
+    assert [part.deferred is None for part in parts] == [True, True, False, False, True, False]
+
+    # Stopped with three still unopened: the checkpoints say what they said, and so does the next start.
+    opener.write_clean_shutdown(replicas.close_all())
+    assert {
+        name: decode_offset_checkpoint((tmp_path / name).read_bytes(), name) for name in CHECKPOINT_FILES
+    } == checkpoints
+    replicas, opener = _replicas(tmp_path)
+    parts = [replicas.ensure_partition("t", p, 0, broker_id=1) for p in range(6)]
+    assert all(part.deferred is not None for part in parts)
+    assert replicas.open_deferred(100) == 0
+    assert [part.log.log_end_offset for part in parts] == list(range(6)) and parts[
+        5
+    ].log.log_start_offset == 2
+    assert opener.descriptors.segment_bytes_read == 0
 
 
 def test_a_stop_costs_what_the_written_partitions_cost(tmp_path: Path) -> None:

@@ -181,6 +181,9 @@ class MemoryOpener:
         self.stores.pop((topic, partition), None)
         self.dir_of.pop((topic, partition), None)
 
+    def clean_log_bounds(self, topic: str, partition: int) -> tuple[int, int] | None:
+        return None  # these stores keep no clean-shutdown checkpoints: every log opens at once
+
 
 def replicas(opener: MemoryOpener, **kwargs: int) -> ReplicaManager:
     # Tiny segments: every batch of 3 records (~80 bytes) rolls after two of them.

@@ -351,9 +351,12 @@ def handle_describe_log_dirs(
         wanted = {(t.topic, p) for t in request.topics for p in t.partitions}
     # log dir -> topic -> partitions, in topic and partition order.
     by_dir: dict[str, dict[str, list[Any]]] = {}
-    for (topic, index), part in sorted(replicas.partitions.items()):
+    for topic, index in sorted(replicas.partitions):
         if wanted is not None and (topic, index) not in wanted:
             continue
+        part = replicas.get(topic, index)  # opens a log a restart deferred
+        if part is None:
+            continue  # it could not be opened: its dir is offline now
         by_dir.setdefault(part.log_dir, {}).setdefault(topic, []).append(
             DescribeLogDirsResponse.DescribeLogDirsResult.DescribeLogDirsTopic.DescribeLogDirsPartition(
                 partition_index=index,

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import itertools
 from collections.abc import Callable, Collection, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -91,20 +92,48 @@ class LogOpener(Protocol):
         """Delete the partition's log, in whichever dir it is."""
         ...
 
+    def clean_log_bounds(self, topic: str, partition: int) -> tuple[int, int] | None:
+        """(log end offset, log start offset) of a log the last stop closed cleanly, from its dir's
+        checkpoint files, without opening it (DeferredLog); None when it was not, or is not known."""
+        ...
+
+
+@dataclass(slots=True)
+class DeferredLog:
+    """A partition's log as a clean stop left it, not opened yet (issue 29): after a clean stop a
+    restarted node hosts every partition at once but opens a log's files only when it is first used,
+    or in the background once the node serves (``ReplicaManager.open_deferred``), so the first answer
+    does not wait for 100,000 partition dirs to be listed. Until then the dir's checkpoint files say
+    all the image needs: where the log ends (recovery-point-offset-checkpoint, which after a clean stop
+    is the log end) and starts (log-start-offset-checkpoint). Only a single-replica log is deferred:
+    its high watermark is its log end, and its leader epochs start empty."""
+
+    log_end_offset: int
+    log_start_offset: int
+    # The topic's configs as the images since gave them (the log takes them when opened).
+    config: LogConfig
+    # Opens it (``ReplicaManager._open_deferred``); raises KafkaError as ``ensure_partition`` does.
+    open: Callable[[], None]
+    # When the image hosted it: its producer state is recovered as of then, as an open then would.
+    now_ms: int
+
 
 @dataclass(slots=True)
 class Partition:
     topic: str
     partition_index: int
-    log: PartitionLog
-    producer_state: ProducerStateManager
+    # The log, its producer state and transaction index: None while ``deferred``; reading ``log``,
+    # ``producer_state`` or ``transactions`` opens a deferred log first (any use is safe, and code
+    # that must not open one, such as the timers that walk every partition, checks ``deferred``).
+    opened_log: PartitionLog | None
+    opened_producer_state: ProducerStateManager | None
     # More than one replica: the high watermark waits for the ISR (issue 14); one replica: it is the
     # log end, as on a single node.
     replicated: bool = False
     replication: PartitionReplication = field(default_factory=lambda: PartitionReplication(-1))
     epochs: LeaderEpochCache = field(default_factory=LeaderEpochCache)
     # Aborted transactions and decided-but-unreplicated ones (the last stable offset), KIP-98.
-    transactions: TransactionIndex = field(default_factory=TransactionIndex)
+    opened_transactions: TransactionIndex | None = field(default_factory=TransactionIndex)
     # KIP-890 part 1: producer id -> the guard its coordinator verification was started with. A
     # producer's first transactional batch here is appended only with the guard still in place; a
     # marker (the transaction ended meanwhile) or that first append removes it.
@@ -115,6 +144,51 @@ class Partition:
     # The log dir (one of log.dirs, as the opener names it) this partition's log is in: a failed
     # write takes that dir offline, and with it every partition in it (Kafka's UnifiedLog.parentDir).
     log_dir: str = ""
+    # Set while the log is not opened yet (see DeferredLog).
+    deferred: DeferredLog | None = None
+
+    @property
+    def log(self) -> PartitionLog:
+        if self.opened_log is None:
+            self._open()
+        assert self.opened_log is not None
+        return self.opened_log
+
+    @property
+    def producer_state(self) -> ProducerStateManager:
+        if self.opened_producer_state is None:
+            self._open()
+        assert self.opened_producer_state is not None
+        return self.opened_producer_state
+
+    @producer_state.setter
+    def producer_state(self, state: ProducerStateManager) -> None:
+        self.opened_producer_state = state
+
+    @property
+    def transactions(self) -> TransactionIndex:
+        if self.opened_transactions is None:
+            self._open()
+        assert self.opened_transactions is not None
+        return self.opened_transactions
+
+    @transactions.setter
+    def transactions(self, transactions: TransactionIndex) -> None:
+        self.opened_transactions = transactions
+
+    def _open(self) -> None:
+        assert self.deferred is not None, f"{self.topic}-{self.partition_index} has no log"
+        self.deferred.open()
+
+    @property
+    def log_end_offset(self) -> int:
+        """The log end, without opening a deferred log."""
+        return self.deferred.log_end_offset if self.deferred is not None else self.log.log_end_offset
+
+    @property
+    def log_start_offset(self) -> int:
+        """The log start, without opening a deferred log."""
+        return self.deferred.log_start_offset if self.deferred is not None else self.log.log_start_offset
 
 
 @dataclass(frozen=True, slots=True)
@@ -275,6 +349,8 @@ class ReplicaManager:
         # Partitions that could not be opened (their dir is offline, or opening failed): partition ->
         # its log dir ("" when no dir was online). Kafka's HostedPartition.Offline.
         self._unopened: dict[TopicPartition, str] = {}
+        # Partitions whose log a clean restart has not opened yet (DeferredLog), in image order.
+        self._deferred: dict[TopicPartition, Partition] = {}
         # Log compaction: the cleaner's settings, what it has done, and per partition the delete
         # horizon its kept tombstones wait for (a pass is due then even with nothing dirty).
         self.cleaner_config = CleanerConfig()
@@ -306,29 +382,26 @@ class ReplicaManager:
                 f"{topic}-{partition_index}: log dir {self._unopened[key] or '(none online)'} is offline",
             )
         assert log_dir is not None
-        try:
-            log = self.opener.open_log(
-                log_dir,
-                topic,
-                partition_index,
-                self.topic_log_config(topic),
-                high_watermark_tracks_log_end=not replicated,
-            )
-        except DescriptorShortageError as exc:
-            # Out of file descriptors: not a dir failure; the next image opens it again (issue 29).
-            raise KafkaError(
-                ErrorCode.KAFKA_STORAGE_ERROR, f"{topic}-{partition_index}: {exc.strerror} (retriable)"
-            ) from None
-        except OSError as exc:
-            self._unopened[key] = log_dir
-            self._dir_failed(log_dir, f"{topic}-{partition_index}", exc)
-            raise KafkaError(
-                ErrorCode.KAFKA_STORAGE_ERROR, f"{topic}-{partition_index}: {exc.strerror or exc}"
-            ) from None
-        state = self._new_producer_state()
-        # The newest producer-state snapshot and transaction index, then the log after them (§2.6).
-        transactions, problems = recover(log, state, now_ms)
-        self.warnings.extend(f"{topic}-{partition_index}/{line}" for line in problems)
+        if not replicated:
+            clean = self.opener.clean_log_bounds(topic, partition_index)
+            if clean is not None:
+                part = Partition(
+                    topic,
+                    partition_index,
+                    None,
+                    None,
+                    replication=PartitionReplication(broker_id),
+                    opened_transactions=None,
+                    log_dir=log_dir,
+                )
+                part.deferred = DeferredLog(
+                    *clean, self.topic_log_config(topic), functools.partial(self._open_deferred, part), now_ms
+                )
+                self.partitions[key] = self._deferred[key] = part
+                return part
+        log, state, transactions = self._open_log(
+            key, log_dir, self.topic_log_config(topic), replicated, now_ms
+        )
         epochs = LeaderEpochCache()
         if replicated:
             epochs = self._load_epochs(log)
@@ -346,6 +419,70 @@ class ReplicaManager:
         self.partitions[key] = part
         return part
 
+    def _open_log(
+        self, key: TopicPartition, log_dir: str, config: LogConfig, replicated: bool, now_ms: int
+    ) -> tuple[PartitionLog, ProducerStateManager, TransactionIndex]:
+        """A partition's log opened (and recovered) in ``log_dir``, its producer state and transaction
+        index recovered with it; KafkaError(KAFKA_STORAGE_ERROR) when it cannot be."""
+        topic, partition_index = key
+        try:
+            log = self.opener.open_log(
+                log_dir, topic, partition_index, config, high_watermark_tracks_log_end=not replicated
+            )
+        except DescriptorShortageError as exc:
+            # Out of file descriptors: not a dir failure; the next image opens it again (issue 29).
+            raise KafkaError(
+                ErrorCode.KAFKA_STORAGE_ERROR, f"{topic}-{partition_index}: {exc.strerror} (retriable)"
+            ) from None
+        except OSError as exc:
+            self._unopened[key] = log_dir
+            self._dir_failed(log_dir, f"{topic}-{partition_index}", exc)
+            raise KafkaError(
+                ErrorCode.KAFKA_STORAGE_ERROR, f"{topic}-{partition_index}: {exc.strerror or exc}"
+            ) from None
+        state = self._new_producer_state()
+        # The newest producer-state snapshot and transaction index, then the log after them (§2.6).
+        transactions, problems = recover(log, state, now_ms)
+        self.warnings.extend(f"{topic}-{partition_index}/{line}" for line in problems)
+        return log, state, transactions
+
+    def _open_deferred(self, part: Partition) -> None:
+        """Open a log ``ensure_partition`` deferred. When it cannot be opened the partition is hosted
+        unopened (KAFKA_STORAGE_ERROR) as if the image had failed to open it, and KafkaError is raised;
+        a descriptor shortage leaves it deferred, to be opened again on its next use."""
+        deferred = part.deferred
+        assert deferred is not None
+        key = (part.topic, part.partition_index)
+        if self._is_offline(part):  # nothing is opened in an offline dir (it answers KAFKA_STORAGE_ERROR)
+            self._deferred.pop(key, None)
+            raise KafkaError(
+                ErrorCode.KAFKA_STORAGE_ERROR, f"{part.topic}-{part.partition_index}: log dir offline"
+            )
+        try:
+            log, state, transactions = self._open_log(
+                key, part.log_dir, deferred.config, False, deferred.now_ms
+            )
+        except KafkaError:
+            if key in self._unopened:
+                self.partitions.pop(key, None)
+                self._deferred.pop(key, None)
+            raise
+        part.opened_log, part.opened_producer_state, part.opened_transactions = log, state, transactions
+        part.deferred = None
+        self._deferred.pop(key, None)
+
+    def open_deferred(self, count: int) -> int:
+        """Open up to ``count`` of the logs a clean restart deferred (the shell calls this in slices
+        while the node serves, so every log is open soon after a start and retention, expiration and
+        the cleaner see it); returns how many are still deferred."""
+        for part in list(itertools.islice(self._deferred.values(), count)):
+            try:
+                self._open_deferred(part)
+            except KafkaError:
+                if part.deferred is not None:  # descriptors ran short: try it again at the next slice
+                    break
+        return len(self._deferred)
+
     def make_replicated(self, part: Partition) -> None:
         """A partition opened with one replica gains more (a reassignment raising its replication factor,
         KIP-455): its high watermark now waits for the ISR and its batches' leader epochs are tracked for
@@ -353,9 +490,10 @@ class ReplicaManager:
         this (an ISR of the leader alone moves the high watermark with every append)."""
         if part.replicated:
             return
+        log = part.log  # a deferred log is opened first (KafkaError when it cannot be: unchanged then)
         part.replicated = True
-        part.log.stop_tracking_log_end()
-        part.epochs = self._load_epochs(part.log)
+        log.stop_tracking_log_end()
+        part.epochs = self._load_epochs(log)
 
     @staticmethod
     def _load_epochs(log: PartitionLog) -> LeaderEpochCache:
@@ -394,12 +532,12 @@ class ReplicaManager:
             partition_epoch=partition_epoch,
             replicas=replicas,
             isr=isr,
-            log_end_offset=part.log.log_end_offset,
+            log_end_offset=part.log_end_offset,
             now_ms=now_ms,
         )
         if transition is Transition.BECAME_LEADER:
             # The new epoch starts at the log end (Kafka assigns it in the epoch cache at election).
-            part.epochs.assign(leader_epoch, part.log.log_end_offset)
+            part.epochs.assign(leader_epoch, part.log_end_offset)
         if part.replicated and part.replication.is_leader:
             self._advance_high_watermark(part)
         return transition
@@ -414,13 +552,17 @@ class ReplicaManager:
 
     def apply_log_config(self, part: Partition, config: LogConfig) -> None:
         """A topic's configs changed (a ConfigRecord): the next append, roll and retention run use them."""
-        if part.log.config != config:
+        if part.deferred is not None:
+            part.deferred.config = config
+        elif part.log.config != config:
             part.log.set_config(config)
 
     def remove_partition(self, topic: str, partition_index: int) -> None:
         self._cleaner_horizons.pop((topic, partition_index), None)
         self._unopened.pop((topic, partition_index), None)
         part = self.partitions.pop((topic, partition_index), None)
+        if self._deferred.pop((topic, partition_index), None) is not None:
+            part = None  # never opened: nothing to close
         if part is not None:
             if self._is_offline(part):
                 part.log.store.close()  # no flush or snapshot into an offline dir
@@ -440,7 +582,15 @@ class ReplicaManager:
         return key in self.partitions or key in self._unopened
 
     def get(self, topic: str, partition_index: int) -> Partition | None:
-        return self.partitions.get((topic, partition_index))
+        """The partition, its log opened (a deferred one now); None when not hosted or when its log
+        cannot be opened (``is_offline`` tells which)."""
+        part = self.partitions.get((topic, partition_index))
+        if part is not None and part.deferred is not None:
+            try:
+                part.deferred.open()
+            except KafkaError:
+                return None
+        return part
 
     # --- log dirs going offline -------------------------------------------------------------------
 
@@ -935,8 +1085,10 @@ class ReplicaManager:
     def apply_retention(self, now_ms: int) -> int:
         deleted = 0
         for part in self.partitions.values():
-            if self._is_offline(part):
-                continue  # nothing is deleted from an offline dir either (Kafka skips its logs)
+            if self._is_offline(part) or part.deferred is not None:
+                # Nothing is deleted from an offline dir either (Kafka skips its logs); a deferred log
+                # is opened in the background soon after a start, and the next run sees it.
+                continue
             try:
                 removed = part.log.apply_retention(now_ms)
                 if removed:
@@ -956,7 +1108,11 @@ class ReplicaManager:
         if self._next_expiration_check_ms is not None and now_ms < self._next_expiration_check_ms:
             return 0
         self._next_expiration_check_ms = now_ms + self.producer_id_expiration_check_interval_ms
-        return sum(len(part.producer_state.remove_expired(now_ms)) for part in self.partitions.values())
+        return sum(
+            len(part.producer_state.remove_expired(now_ms))
+            for part in self.partitions.values()
+            if part.deferred is None  # its producer state is not loaded yet
+        )
 
     # --- log compaction ---------------------------------------------------------------------------------
 
@@ -967,8 +1123,10 @@ class ReplicaManager:
         Partitions in an offline dir are not cleaned (Kafka's cleaner skips offline dirs)."""
         best: tuple[float, Partition, bool] | None = None
         for key, part in self.partitions.items():
+            if part.deferred is not None or self._is_offline(part):
+                continue
             log = part.log
-            if not log.config.cleanup_policy_compact or self._is_offline(part):
+            if not log.config.cleanup_policy_compact:
                 continue
             if log.recovery_point < log.active_segment_base_offset:
                 try:
@@ -1022,7 +1180,7 @@ class ReplicaManager:
 
     def flush_all(self) -> None:
         for part in self.partitions.values():
-            if self._is_offline(part):
+            if self._is_offline(part) or part.deferred is not None:
                 continue
             try:
                 part.log.flush()
@@ -1045,8 +1203,12 @@ class ReplicaManager:
         # it; at 100k partitions those are seconds that overlap the written logs' syncs).
         written: list[Partition] = []
         untouched: list[Partition] = []
+        deferred: list[Partition] = []
         for part in self.partitions.values():
-            if self._is_offline(part):
+            if part.deferred is not None:
+                if not self._is_offline(part):
+                    deferred.append(part)  # never opened: its files are as the last clean stop left them
+            elif self._is_offline(part):
                 part.log.store.close()  # an offline dir: no flush, no snapshot; recovery runs at start
             elif part.log.untouched_since_clean_open and not part.epochs.dirty:
                 untouched.append(part)
@@ -1067,7 +1229,14 @@ class ReplicaManager:
             state.recovery_points[key] = part.log.log_end_offset
             state.high_watermarks[key] = part.log.high_watermark
             state.log_start_offsets[key] = part.log.log_start_offset
+        for part in deferred:
+            assert part.deferred is not None
+            state = closed.setdefault(part.log_dir, CleanShutdown())
+            key = (part.topic, part.partition_index)
+            state.recovery_points[key] = state.high_watermarks[key] = part.deferred.log_end_offset
+            state.log_start_offsets[key] = part.deferred.log_start_offset
         self.partitions.clear()
+        self._deferred.clear()
         for log_dir in self._unopened.values():
             failed_dirs.add(log_dir)
         return {log_dir: state for log_dir, state in closed.items() if log_dir not in failed_dirs}

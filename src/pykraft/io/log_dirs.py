@@ -11,16 +11,19 @@ path, as Kafka's LogManager and DescribeLogDirs name it.
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import logging
 import os
 import shutil
+import time
 from collections.abc import Callable, Collection, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 
 from pykraft.broker.replica_manager import CleanShutdown, ReplicaManager, run_in_order
 from pykraft.io.descriptor_cache import DescriptorCache
 from pykraft.io.file_store import OPEN_SEGMENTS_MAX, DeferredDirSyncs, FileSegmentStore
+from pykraft.io.heap import collection_paused
 from pykraft.log.checkpoint_files import (
     CLEAN_SHUTDOWN_FILE,
     LOG_START_OFFSET_CHECKPOINT_FILE,
@@ -130,6 +133,9 @@ class FileLogOpener:
         # From the checkpoint files at the first open (issue 29): the log end of each partition closed
         # cleanly (its dir had .kafka_cleanshutdown), and each partition's last checkpointed high watermark.
         self._clean_log_ends: dict[tuple[str, int], int] = {}
+        # And the log start of each of those (log-start-offset-checkpoint), for logs opened when first
+        # used (the replica manager's DeferredLog).
+        self._clean_log_starts: dict[tuple[str, int], int] = {}
         self._high_watermarks: dict[tuple[str, int], int] = {}
         # Shared by every partition's store: a clean shutdown syncs each partition dir once.
         self._dir_syncs = DeferredDirSyncs()
@@ -194,6 +200,9 @@ class FileLogOpener:
             self._clean_log_ends.update(
                 _read_offset_checkpoint_file(log_dir, RECOVERY_POINT_OFFSET_CHECKPOINT)
             )
+            self._clean_log_starts.update(
+                _read_offset_checkpoint_file(log_dir, LOG_START_OFFSET_CHECKPOINT_FILE)
+            )
             os.unlink(marker)
             _fsync_dir(log_dir)
 
@@ -247,6 +256,7 @@ class FileLogOpener:
         # Counted before the files exist: a log that fails to open half-made is still in this dir.
         key = (topic, partition)
         self._place(key, log_dir)
+        self._clean_log_starts.pop(key, None)
         store = FileSegmentStore(
             os.path.join(log_dir, self._name(topic, partition)), self.descriptors, self._dir_syncs
         )
@@ -262,10 +272,52 @@ class FileLogOpener:
             store.close()
             raise
 
+    def clean_log_bounds(self, topic: str, partition: int) -> tuple[int, int] | None:
+        self._scan()
+        key = (topic, partition)
+        log_end_offset = self._clean_log_ends.get(key)
+        log_start_offset = self._clean_log_starts.get(key)
+        if log_end_offset is None or log_start_offset is None:
+            return None
+        return log_end_offset, log_start_offset
+
     def delete_log(self, topic: str, partition: int) -> None:
         self._unplace((topic, partition))
         self._clean_log_ends.pop((topic, partition), None)
+        self._clean_log_starts.pop((topic, partition), None)
         self._high_watermarks.pop((topic, partition), None)
         name = self._name(topic, partition)
         for log_dir in self.log_dirs:
             shutil.rmtree(os.path.join(log_dir, name), ignore_errors=True)
+
+
+# Opening the logs a clean restart deferred: slices of this long on the event loop, each a few logs at a
+# time, the loop handed back between slices (a request waits at most about one slice for them). When
+# descriptors run short the next try waits DEFERRED_OPEN_RETRY_S.
+DEFERRED_OPEN_SLICE_S = 0.01
+DEFERRED_OPEN_BATCH = 16
+DEFERRED_OPEN_RETRY_S = 1.0
+
+
+async def open_deferred_logs(replicas: ReplicaManager) -> None:
+    """Open every log a clean restart left deferred (the replica manager's DeferredLog) while the node
+    serves, so retention, producer expiration and the cleaner see them soon after a start; a request
+    for one opens it at once meanwhile (issue 29: 100,000 partitions serve in seconds, not after all
+    of them are opened as Kafka's LogManager.loadLogs does before its broker starts)."""
+    remaining = replicas.open_deferred(0)
+    started = time.monotonic()
+    opened = 0
+    while remaining:
+        before = remaining
+        deadline = time.monotonic() + DEFERRED_OPEN_SLICE_S
+        with collection_paused():  # as the first image's opens: what they build lives as long as the node
+            while remaining and time.monotonic() < deadline:
+                remaining = replicas.open_deferred(DEFERRED_OPEN_BATCH)
+        opened += before - remaining
+        if remaining and remaining == before:
+            log.warning("opening deferred logs: descriptors ran short; %d left, trying again", remaining)
+            await asyncio.sleep(DEFERRED_OPEN_RETRY_S)
+        else:
+            await asyncio.sleep(0)
+    if opened:
+        log.info("opened %d logs deferred at start in %.1f s", opened, time.monotonic() - started)

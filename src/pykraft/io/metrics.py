@@ -378,8 +378,9 @@ class NodeCollector(Collector):
         yield per_dir
         entries = state_bytes = 0
         for part in replicas.partitions.values():
-            entries += len(part.producer_state)
-            state_bytes += producer_state_bytes(part.producer_state)
+            if part.opened_producer_state is not None:  # a deferred log's state is not loaded yet
+                entries += len(part.opened_producer_state)
+                state_bytes += producer_state_bytes(part.opened_producer_state)
         yield _gauge("kafka_server_replicamanager_produceridcount", "Producer-state entries", entries)
         yield _gauge("pykraft_producerstate_memory_bytes", "Memory of the producer-state tables", state_bytes)
         # The log cleaner (issue 17): what its passes did since the node started.

@@ -45,7 +45,7 @@ from pykraft.io.descriptor_cache import DescriptorCache, default_capacity
 from pykraft.io.group_service import CURRENT_CLIENT, GroupService
 from pykraft.io.heap import collection_paused
 from pykraft.io.listeners import REQUEST_LISTENER, ListenerError, Listeners, listener_context
-from pykraft.io.log_dirs import FileLogOpener
+from pykraft.io.log_dirs import FileLogOpener, open_deferred_logs
 from pykraft.io.meta_properties_files import prepare_log_dirs
 from pykraft.io.metadata_plane import MetadataPlane, NotControllerError
 from pykraft.io.metrics import EventLoopMonitor, MetricsServer, node_registry
@@ -428,6 +428,7 @@ class Node:
             # Registered with the port actually bound; served from the first image on (a fenced broker
             # answers NOT_LEADER_OR_FOLLOWER and is absent from Metadata until the controller unfences it).
             self._spawn(link.run_session())
+        self._spawn(open_deferred_logs(self.replicas))
         self._spawn(self._housekeeping())
         if self.config.log_cleaner_enable:
             self._spawn(self._log_cleaner())
@@ -699,13 +700,13 @@ class Node:
                 part = self.replicas.ensure_partition(
                     *key, now, replicated=len(p.replicas) > 1, broker_id=node_id
                 )
+                if len(p.replicas) > 1:
+                    self.replicas.make_replicated(part)  # a reassignment gave it more replicas (opens it)
             except KafkaError:
                 # Its log dir is offline (it answers KAFKA_STORAGE_ERROR, led_partition) or descriptors
                 # ran short: the topic is applied again with the next image.
                 done.complete = False
                 continue
-            if len(p.replicas) > 1:
-                self.replicas.make_replicated(part)  # a reassignment gave it more replicas
             self.replicas.apply_log_config(part, log_config)
             transition = self.replicas.apply_partition(
                 part,
