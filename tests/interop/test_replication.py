@@ -23,8 +23,9 @@ from pykraft.coordinator.offsets_records import OFFSETS_TOPIC, partition_for
 from pykraft.coordinator.txn_records import TRANSACTION_STATE_TOPIC
 from pykraft.core.errors import ErrorCode
 from pykraft.protocol.records import decode_records, scan_batches
-from pykraft.testing import ProcessCluster
+from pykraft.testing import ProcessCluster, free_port
 from tests.interop.cluster_support import three_by_three, wait_until
+from tests.interop.test_metrics import _scrape, _value
 from tests.raw_client import RawClient, fetch_request
 
 OVERRIDES = {
@@ -39,11 +40,15 @@ OVERRIDES = {
     "log.cleaner.backoff.ms": "100",
 }
 BROKERS = (101, 102, 103)
+METRICS_PORTS = {broker: free_port() for broker in BROKERS}
 
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ProcessCluster]:
-    with three_by_three(tmp_path_factory, "replication", OVERRIDES) as running:
+    per_broker = {broker: {"metrics.port": str(port)} for broker, port in METRICS_PORTS.items()}
+    with three_by_three(
+        tmp_path_factory, "replication", OVERRIDES, per_broker_overrides=per_broker
+    ) as running:
         yield running
 
 
@@ -708,3 +713,44 @@ def test_a_long_poll_is_answered_when_an_acks_1_record_is_replicated(cluster: Pr
         response = FetchResponse.decode(consumer.receive_frame(), version=11, header=True)
     records = response.responses[0].partitions[0].records
     assert [r.value for r in decode_records(records)] == [b"one"]
+
+
+def test_an_idle_follower_fetch_names_no_partition(cluster: ProcessCluster) -> None:
+    """KIP-227 between brokers (issue 29 item 4): a caught-up follower's fetches go through its session
+    with the leader, so they name no partition and the leader answers none of an idle topic's. The
+    leaders' count of fetched partitions of the topic (BrokerTopicMetrics TotalFetchRequests) stops
+    growing; sessionless, every follower fetch answered all of its partitions, twice a second. Each
+    broker keeps a session for each of the other two."""
+    from confluent_kafka import Producer
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    topic, partitions = "idle-sessions", 30
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
+    admin.create_topics([NewTopic(topic, partitions, 3)])[topic].result(30)
+    producer = Producer({"bootstrap.servers": cluster.bootstrap_servers, "acks": "all"})
+    for partition in range(partitions):
+        producer.produce(topic, b"v%d" % partition, partition=partition)
+    assert producer.flush(30) == 0
+
+    def answered() -> float:
+        return sum(
+            _value(
+                _scrape(f"http://127.0.0.1:{port}/metrics"),
+                "kafka_server_brokertopicmetrics_totalfetchrequests_total",
+                topic=topic,
+            )
+            for port in METRICS_PORTS.values()
+        )
+
+    def idle_for_a_second() -> bool:
+        before = answered()
+        time.sleep(1.0)  # two of each follower's long polls (replica.fetch.wait.max.ms = 500)
+        return answered() == before
+
+    wait_until(idle_for_a_second, 30, f"no partition of {topic} answered to a follower for a second")
+    cached = 0.0
+    for port in METRICS_PORTS.values():
+        samples = _scrape(f"http://127.0.0.1:{port}/metrics")
+        assert _value(samples, "kafka_server_fetchsessioncache_numincrementalfetchsessions") >= 2
+        cached += _value(samples, "kafka_server_fetchsessioncache_numincrementalfetchpartitionscached")
+    assert cached >= 2 * partitions  # each partition is in the sessions of its two followers

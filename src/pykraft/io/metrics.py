@@ -352,6 +352,18 @@ class NodeCollector(Collector):
             "kafka_server_replicamanager_partitioncount", "Partitions hosted here", len(replicas.partitions)
         )
         yield _gauge("kafka_server_replicamanager_leadercount", "Partitions led here", leaders)
+        # Kafka's FetchSessionCache gauges: the KIP-227 sessions of the followers fetching from here.
+        sessions = node.fetch_sessions
+        yield _gauge(
+            "kafka_server_fetchsessioncache_numincrementalfetchsessions",
+            "Incremental fetch sessions (KIP-227) this broker keeps",
+            len(sessions),
+        )
+        yield _gauge(
+            "kafka_server_fetchsessioncache_numincrementalfetchpartitionscached",
+            "Partitions in those sessions",
+            sessions.partitions_cached,
+        )
         yield _gauge(
             "kafka_server_replicamanager_underreplicatedpartitions",
             "Partitions led here whose ISR is smaller than their replica set",

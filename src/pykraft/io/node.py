@@ -31,6 +31,7 @@ from pykraft.broker import (
     security_api,
 )
 from pykraft.broker.configs_api import handle_describe_configs
+from pykraft.broker.fetch_sessions import FetchSessionCache
 from pykraft.broker.lifecycle import BrokerState
 from pykraft.broker.producer_admin import handle_describe_producers
 from pykraft.broker.producer_id_manager import ProducerIdManager
@@ -71,7 +72,7 @@ from pykraft.metadata.image import (
     ConfigurationsImage,
 )
 from pykraft.protocol import compression, messages
-from pykraft.protocol.fetch import encode_fetch_response
+from pykraft.protocol.fetch import FetchResponseData, encode_fetch_response
 from pykraft.protocol.messages import ApiKey, RequestHeader
 from pykraft.protocol.produce import ProduceRequestData, decode_produce_request, encode_produce_response
 from pykraft.protocol.records import BATCH_HEADER_SIZE, read_batch_header
@@ -190,6 +191,8 @@ class Node:
         self.ctx: handlers.BrokerContext | None = None
         # Client quotas (KIP-546): rates per user/client-id, throttle times, muted connections.
         self.quotas = QuotaService(config)
+        # KIP-227 sessions of the followers fetching from this broker (issue 29).
+        self.fetch_sessions = FetchSessionCache()
         self.groups: GroupService | None = None
         self.shares: ShareService | None = None
         self.share_state: ShareStateService | None = None
@@ -1683,15 +1686,25 @@ class Node:
         assert ctx is not None
         deadline = time.monotonic() + max(request.max_wait_ms, 0) / 1000
         replica_id = request.replica_id if request.replica_id is not None else -1
+        session = None
+        served = request  # a follower's: its session's partitions filled in (KIP-227)
         if replica_id < 0:
             self.quotas.cap_fetch(request, conn, header.client_id)
+        elif header.api_version >= 7:
+            # A follower's session (KIP-227): an incremental fetch names only what changed; the
+            # session fills in the rest, and the answer leaves out what has nothing new.
+            session = self.fetch_sessions.context(request)
+            if session.request is None:
+                refused = FetchResponseData(0, session.error_code, 0, [])
+                return encode_fetch_response(header.correlation_id, header.api_version, refused)
+            served = session.request
         while True:
             if replica_id >= 0:
                 # A follower (issue 14): its log end moves the high watermark; it reads to the log end.
-                outcome, advanced = handlers.handle_replica_fetch(request, ctx, now_ms())
+                outcome, advanced = handlers.handle_replica_fetch(served, ctx, now_ms())
                 for moved in advanced:
                     self._on_high_watermark(moved)
-                for topic in request.topics:
+                for topic in served.topics:
                     for fp in topic.partitions:
                         fetched = ctx.replicas.get(topic.topic, fp.partition)
                         if fetched is not None and fetched.replicated:
@@ -1707,13 +1720,16 @@ class Node:
             ):
                 break
             await self._wait_for_data(remaining_s)
-        parts = encode_fetch_response(header.correlation_id, header.api_version, outcome.response)
+        response = (
+            outcome.response if session is None else self.fetch_sessions.answer(session, outcome.response)
+        )
+        parts = encode_fetch_response(header.correlation_id, header.api_version, response)
         if replica_id < 0:
             # Client quotas: a throttled consumer gets an empty answer (io/quota_service.py).
             throttled = self.quotas.fetch_response(header, conn, started, outcome.response, parts)
             if throttled is not None:
                 return throttled
-        ctx.topic_stats.record_fetch(outcome.response, replica_id >= 0, ctx.cluster.topics)
+        ctx.topic_stats.record_fetch(response, replica_id >= 0, ctx.cluster.topics)
         return parts
 
 

@@ -8,7 +8,8 @@ ReplicaManager: append the batches exactly as the leader stored them, truncate a
 leader's high watermark. The follower replication throttle (KIP-73, broker/replication_quota.py)
 leaves throttled partitions not in the ISR out of a Fetch while its rate is over the limit. Which partitions follow which leader comes from the metadata image
 (``update``); an error that means "your view is stale" (NOT_LEADER_OR_FOLLOWER, FENCED/UNKNOWN leader
-epoch) just waits for the next image.
+epoch) just waits for the next image. Each leader's fetches go through a KIP-227 session
+(broker/fetch_sessions.py): after the first, a fetch names only the partitions whose position moved.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from typing import Any
 
 from kafka.protocol.consumer import FetchRequest
 
+from pykraft.broker.fetch_sessions import FollowerFetch, FollowerFetchSession, PartitionFetch
 from pykraft.broker.replica_manager import Partition, ReplicaManager
 from pykraft.broker.replication_quota import follower_quota
 from pykraft.core.config import NodeConfig
@@ -108,6 +110,7 @@ class ReplicaFetchers:
         backoff_s = self.config.replica_fetch_backoff_ms / 1000
         changed = self._changed.setdefault(leader_id, asyncio.Event())
         node_id = self.config.node_id
+        session = FollowerFetchSession()
         while True:
             changed.clear()
             now = now_ms()
@@ -138,42 +141,66 @@ class ReplicaFetchers:
                 continue
             # The leadership each partition is fetched under: an answer is used only if it still holds.
             sent = {(p.topic, p.partition_index): (p, p.replication.leader_epoch) for p in parts}
+            fetch = session.build(
+                {
+                    (p.topic, p.partition_index): PartitionFetch(
+                        p.partition_index,
+                        p.replication.leader_epoch,
+                        p.log.log_end_offset,
+                        p.epochs.latest_epoch,
+                        p.log.log_start_offset,
+                        self.config.replica_fetch_max_bytes,
+                    )
+                    for p in parts
+                }
+            )
             try:
                 frame = await self.client.call_for_frame(
-                    leader_id, self._request(parts), REPLICA_FETCH_VERSION
+                    leader_id, self._request(fetch), REPLICA_FETCH_VERSION
                 )
                 response = decode_fetch_response(frame, REPLICA_FETCH_VERSION)
             except (PeerUnavailable, WireFormatError) as exc:
+                session.failed()
                 log.debug("fetching from broker %d: %s", leader_id, exc)
                 await wait_event(changed, backoff_s)
+                continue
+            session.answered(response.error_code, response.session_id)
+            if response.error_code != ErrorCode.NONE:
+                # The leader lost the session or saw an epoch out of turn: a full fetch at once.
+                log.debug("fetch session with broker %d: %s", leader_id, ErrorCode(response.error_code).name)
                 continue
             if not self._apply(leader_id, sent, response):
                 # Every partition answered with an error: wait for the next image (or the backoff).
                 await wait_event(changed, backoff_s)
 
-    def _request(self, parts: list[Partition]) -> Any:
+    def _request(self, fetch: FollowerFetch) -> Any:
         by_topic: dict[str, list[Any]] = {}
-        for part in parts:
-            by_topic.setdefault(part.topic, []).append(
+        for topic, p in fetch.partitions:
+            by_topic.setdefault(topic, []).append(
                 FetchRequest.FetchTopic.FetchPartition(
-                    partition=part.partition_index,
-                    current_leader_epoch=part.replication.leader_epoch,
-                    fetch_offset=part.log.log_end_offset,
-                    last_fetched_epoch=part.epochs.latest_epoch,
-                    log_start_offset=part.log.log_start_offset,
-                    partition_max_bytes=self.config.replica_fetch_max_bytes,
+                    partition=p.partition,
+                    current_leader_epoch=p.current_leader_epoch,
+                    fetch_offset=p.fetch_offset,
+                    last_fetched_epoch=p.last_fetched_epoch,
+                    log_start_offset=p.log_start_offset,
+                    partition_max_bytes=p.partition_max_bytes,
                 )
             )
+        forgotten: dict[str, list[int]] = {}
+        for topic, index in fetch.forgotten:
+            forgotten.setdefault(topic, []).append(index)
         return FetchRequest(
             replica_id=self.config.node_id,
             max_wait_ms=self.config.replica_fetch_wait_max_ms,
             min_bytes=1,
             max_bytes=REPLICA_FETCH_RESPONSE_MAX_BYTES,
             isolation_level=0,
-            session_id=0,
-            session_epoch=-1,
+            session_id=fetch.session_id,
+            session_epoch=fetch.session_epoch,
             topics=[FetchRequest.FetchTopic(topic=t, partitions=ps) for t, ps in sorted(by_topic.items())],
-            forgotten_topics_data=[],
+            forgotten_topics_data=[
+                FetchRequest.ForgottenTopic(topic=t, partitions=ps) for t, ps in sorted(forgotten.items())
+            ],
             rack_id="",
         )
 
@@ -183,8 +210,9 @@ class ReplicaFetchers:
         sent: dict[tuple[str, int], tuple[Partition, int]],
         response: FetchResponseData,
     ) -> bool:
-        """Each partition's answer into the ReplicaManager; True if any made progress or is fine."""
-        progressed = False
+        """Each partition's answer into the ReplicaManager; True if any made progress or is fine (an
+        incremental answer naming no partition: nothing changed on the leader)."""
+        progressed = not any(topic.partitions for topic in response.topics)
         now = now_ms()
         for topic in response.topics:
             for data in topic.partitions:
