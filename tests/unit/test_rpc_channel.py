@@ -175,13 +175,15 @@ def test_a_connect_that_hangs_is_given_up_so_the_next_request_connects_anew(
     (Kafka's connection setup timeout, KIP-601), so the next request tries again; before, the channel
     stayed "connecting" on the one hung attempt and every request to that peer only timed out."""
     attempts: list[tuple[str, int]] = []
-    open_connection = asyncio.open_connection
+    create_connection = asyncio.base_events.BaseEventLoop.create_connection
 
-    async def counting_open_connection(host: str, port: int, **kwargs: object) -> object:
+    async def counting_create_connection(
+        loop: asyncio.AbstractEventLoop, factory: object, host: str, port: int, **kwargs: object
+    ) -> object:
         attempts.append((host, port))
-        return await open_connection(host, port, **kwargs)  # type: ignore[arg-type]
+        return await create_connection(loop, factory, host, port, **kwargs)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(asyncio, "open_connection", counting_open_connection)
+    monkeypatch.setattr(asyncio.base_events.BaseEventLoop, "create_connection", counting_create_connection)
 
     async def main() -> None:
         listener = socket.socket()

@@ -632,7 +632,8 @@ class MetadataPlane:
             return
         try:
             request_type: Any = event.context
-            correlation_id, response = wire.decode_raft_response(request_type, event.frame)
+            # bytes: the records it decodes are kept (a large answer arrives as a bytearray).
+            correlation_id, response = wire.decode_raft_response(request_type, bytes(event.frame))
         except RemoteProtocolError as exc:
             log.warning("node %d sent a raft response that does not parse: %s", event.peer_id, exc)
             return

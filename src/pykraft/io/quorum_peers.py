@@ -126,7 +126,9 @@ async def highest_leader_epoch(
     for event in events:
         if isinstance(event, Answered):
             try:
-                _correlation_id, _error, description = wire.decode_describe_quorum_response(event.frame)
+                _correlation_id, _error, description = wire.decode_describe_quorum_response(
+                    bytes(event.frame)
+                )
             except RemoteProtocolError:
                 continue
             epoch = max(epoch, description.leader_epoch)

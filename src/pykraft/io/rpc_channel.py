@@ -13,6 +13,8 @@ Raft peers, the broker's link to the active controller, replica fetchers and the
 writer all use it. On an SSL or SASL listener (issue 16) a connection is TLS from the start and
 authenticates (SaslHandshake v1 + SaslAuthenticate, KIP-152) before the first request goes out, with the
 node's own credentials; a refused authentication is a failed connect (logged, backed off, retried).
+Answers are read with ``io.frame_reader.FrameReader``: a large one (a follower's replica Fetch answer)
+lands in its own buffer without a copy.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ from kafka.protocol.sasl import (
 )
 
 from pykraft.core.config import InterNodeSecurity, SslConfig
+from pykraft.io.frame_reader import Frame, FrameReader
 from pykraft.io.tls import client_context
 from pykraft.io.waiting import park
 from pykraft.protocol import messages
@@ -56,7 +59,7 @@ class Answered:
     peer_id: int
     correlation_id: int
     context: object
-    frame: bytes  # response header + body, without the size prefix
+    frame: Frame  # response header + body, without the size prefix
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,7 +95,7 @@ class AuthenticationFailed(Exception):
 
 
 async def authenticate(
-    reader: asyncio.StreamReader, writer: asyncio.StreamWriter, node: InterNodeSecurity, client_id: str
+    frames: FrameReader, transport: asyncio.Transport, node: InterNodeSecurity, client_id: str
 ) -> int:
     """SaslHandshake v1 then SaslAuthenticate v2 rounds (KIP-152) on a fresh connection; returns the
     session lifetime the peer granted (KIP-368, 0: no expiry)."""
@@ -102,11 +105,8 @@ async def authenticate(
         request.API_VERSION = version
         request.with_header(correlation_id=next(correlation_ids), client_id=client_id)
         frame = bytes(request.encode(header=True, framed=False))
-        writer.write(_SIZE.pack(len(frame)) + frame)
-        (size,) = _SIZE.unpack(await reader.readexactly(4))
-        if size < 4 or size > RESPONSE_MAX_BYTES:
-            raise AuthenticationFailed(f"a {size}-byte answer during authentication")
-        return response_class.decode(await reader.readexactly(size), version=version, header=True)
+        transport.write(_SIZE.pack(len(frame)) + frame)
+        return response_class.decode(await frames.read_frame(), version=version, header=True)
 
     handshake = await call(SaslHandshakeRequest(mechanism=node.sasl_mechanism), SaslHandshakeResponse, 1)
     if handshake.error_code:
@@ -170,7 +170,7 @@ class PeerChannel:
         self.reconnect_backoff_max_ms = reconnect_backoff_max_ms
         self._rng = rng or random.Random()
         self._in_flight: dict[int, _InFlight] = {}
-        self._writer: asyncio.StreamWriter | None = None
+        self._transport: asyncio.Transport | None = None
         self._task: asyncio.Task[None] | None = None
         self._connecting = False
         self._connect_failures = 0
@@ -179,7 +179,7 @@ class PeerChannel:
 
     @property
     def connected(self) -> bool:
-        return self._writer is not None
+        return self._transport is not None
 
     @property
     def in_flight(self) -> int:
@@ -197,9 +197,9 @@ class PeerChannel:
         entry = _InFlight(correlation_id, context, frame)
         entry.timer = loop.call_later(self.request_timeout_ms / 1000, self._on_timeout, correlation_id)
         self._in_flight[correlation_id] = entry
-        if self._rotate_at is not None and self._writer is not None and loop.time() >= self._rotate_at:
+        if self._rotate_at is not None and self._transport is not None and loop.time() >= self._rotate_at:
             self._retire_connection(loop)
-        if self._writer is not None:
+        if self._transport is not None:
             self._write(entry)
         elif not self._connecting:
             self._connecting = True
@@ -215,13 +215,13 @@ class PeerChannel:
         self._drop_connection("closed")
 
     def _retire_connection(self, loop: asyncio.AbstractEventLoop) -> None:
-        writer, self._writer, self._rotate_at = self._writer, None, None
+        transport, self._transport, self._rotate_at = self._transport, None, None
         task = self._task
         if task is not None:
             self._retired.add(task)
             task.add_done_callback(self._retired.discard)
-        if writer is not None:
-            loop.call_later(self.request_timeout_ms / 1000, writer.close)
+        if transport is not None:
+            loop.call_later(self.request_timeout_ms / 1000, transport.close)
 
     # --- internals ----------------------------------------------------------------------------------
 
@@ -229,8 +229,8 @@ class PeerChannel:
         self.on_event(Failed(self.peer_id, correlation_id, context, reason))
 
     def _write(self, entry: _InFlight) -> None:
-        assert self._writer is not None
-        self._writer.write(_SIZE.pack(len(entry.frame)) + entry.frame)
+        assert self._transport is not None
+        self._transport.write(_SIZE.pack(len(entry.frame)) + entry.frame)
         entry.sent = True
 
     def _on_timeout(self, correlation_id: int) -> None:
@@ -243,9 +243,9 @@ class PeerChannel:
             self._drop_connection("disconnected")
 
     def _drop_connection(self, reason: str) -> None:
-        writer, self._writer = self._writer, None
-        if writer is not None:
-            writer.transport.abort()
+        transport, self._transport = self._transport, None
+        if transport is not None:
+            transport.abort()
         failed = list(self._in_flight.values())
         self._in_flight.clear()
         for entry in failed:
@@ -265,26 +265,24 @@ class PeerChannel:
             # peer's full accept queue drops is retried by the kernel for minutes, and meanwhile this
             # channel, "connecting", would start no other attempt for any request.
             async with asyncio.timeout(self.request_timeout_ms / 1000):
-                if security is None or security.ssl_context is None:
-                    reader, writer = await asyncio.open_connection(*self.address, limit=1 << 20)
-                else:
-                    reader, writer = await asyncio.open_connection(
-                        *self.address,
-                        limit=1 << 20,
-                        ssl=security.ssl_context,
-                        server_hostname=self.address[0],
-                    )
+                ssl_context = security.ssl_context if security is not None else None
+                transport, frames = await loop.create_connection(
+                    lambda: FrameReader(RESPONSE_MAX_BYTES),
+                    *self.address,
+                    ssl=ssl_context,
+                    server_hostname=self.address[0] if ssl_context is not None else None,
+                )
                 lifetime_ms = 0
                 if security is not None and security.node.uses_sasl:
                     try:
-                        lifetime_ms = await authenticate(reader, writer, security.node, self.client_id)
+                        lifetime_ms = await authenticate(frames, transport, security.node, self.client_id)
                     except BaseException:
-                        writer.transport.abort()
+                        transport.abort()
                         raise
             if self._auth_failing:
                 self._auth_failing = False
                 log.info("peer %d at %s:%d: connected again", self.peer_id, *self.address)
-        except (TimeoutError, OSError, AuthenticationFailed, asyncio.IncompleteReadError) as exc:
+        except (TimeoutError, OSError, AuthenticationFailed) as exc:
             if isinstance(exc, AuthenticationFailed | ssl.SSLError) and not self._auth_failing:
                 # Once per failing spell, not once per retry: a wrong password or an untrusted
                 # certificate stays wrong until someone fixes it.
@@ -304,31 +302,30 @@ class PeerChannel:
             return
         self._connecting = False
         self._connect_failures = 0
-        self._writer = writer
+        self._transport = transport
         # Kafka's clients re-authenticate at 85-95% of the lifetime; this one moves to a new connection.
         self._rotate_at = loop.time() + lifetime_ms * 0.85 / 1000 if lifetime_ms > 0 else None
         for entry in list(self._in_flight.values()):
             if not entry.sent:
                 self._write(entry)
+        # Each answer is handled as its last byte arrives (in the loop's read callback).
+        frames.deliver_to(self._on_frame)
         try:
-            while True:
-                (size,) = _SIZE.unpack(await reader.readexactly(4))
-                if size < 4 or size > RESPONSE_MAX_BYTES:
-                    log.warning("peer %d sent a response frame of %d bytes; reconnecting", self.peer_id, size)
-                    break
-                frame = await reader.readexactly(size)
-                (correlation_id,) = _CORRELATION_ID.unpack_from(frame)
-                answered = self._in_flight.pop(correlation_id, None)
-                if answered is None:
-                    continue  # answered after its timeout: already failed
-                if answered.timer is not None:
-                    answered.timer.cancel()
-                self.on_event(Answered(self.peer_id, correlation_id, answered.context, frame))
-        except (asyncio.IncompleteReadError, ConnectionError, OSError):
-            pass
+            reason = await frames.closed
+            if reason and self._transport is transport:
+                log.warning("peer %d at %s:%d: %s; reconnecting", self.peer_id, *self.address, reason)
         finally:
-            if self._writer is writer:
+            if self._transport is transport:
                 self._drop_connection("disconnected")
+
+    def _on_frame(self, frame: Frame) -> None:
+        (correlation_id,) = _CORRELATION_ID.unpack_from(frame)
+        answered = self._in_flight.pop(correlation_id, None)
+        if answered is None:
+            return  # answered after its timeout: already failed
+        if answered.timer is not None:
+            answered.timer.cancel()
+        self.on_event(Answered(self.peer_id, correlation_id, answered.context, frame))
 
 
 class RpcChannels:
@@ -427,7 +424,7 @@ class RpcClient:
         response_class: Any = messages.response_class(request.API_KEY)
         return response_class.decode(frame, version=version, header=True)
 
-    async def call_for_frame(self, peer_id: int, request: Any, version: int) -> bytes:
+    async def call_for_frame(self, peer_id: int, request: Any, version: int) -> Frame:
         """``call``, answered with the response frame undecoded (after its size): for a caller with
         its own decoder (the replica fetcher's, which does not copy the records)."""
         correlation_id = next(self._correlation_ids) & 0x7FFFFFFF
