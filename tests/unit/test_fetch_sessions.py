@@ -18,6 +18,7 @@ from pykraft.broker.fetch_sessions import (
     next_epoch,
 )
 from pykraft.core.errors import ErrorCode
+from pykraft.io.replica_fetcher import REPLICA_FETCH_VERSION, replica_fetch_request
 from pykraft.protocol.fetch import FetchPartitionResponse, FetchResponseData, FetchTopicResponse
 
 REPLICA = 2
@@ -29,36 +30,8 @@ def _fetch(index: int, offset: int, epoch: int = 1) -> PartitionFetch:
 
 def _request(fetch: FollowerFetch, replica_id: int = REPLICA) -> FetchRequest:
     """The FetchRequest v12 a follower sends for ``fetch``, encoded and decoded as the leader sees it."""
-    by_topic: dict[str, list[FetchRequest.FetchTopic.FetchPartition]] = {}
-    for topic, p in fetch.partitions:
-        by_topic.setdefault(topic, []).append(
-            FetchRequest.FetchTopic.FetchPartition(
-                partition=p.partition,
-                current_leader_epoch=p.current_leader_epoch,
-                fetch_offset=p.fetch_offset,
-                last_fetched_epoch=p.last_fetched_epoch,
-                log_start_offset=p.log_start_offset,
-                partition_max_bytes=p.partition_max_bytes,
-            )
-        )
-    forgotten: dict[str, list[int]] = {}
-    for topic, index in fetch.forgotten:
-        forgotten.setdefault(topic, []).append(index)
-    request = FetchRequest(
-        replica_id=replica_id,
-        max_wait_ms=500,
-        min_bytes=1,
-        max_bytes=10 << 20,
-        isolation_level=0,
-        session_id=fetch.session_id,
-        session_epoch=fetch.session_epoch,
-        topics=[FetchRequest.FetchTopic(topic=t, partitions=ps) for t, ps in by_topic.items()],
-        forgotten_topics_data=[
-            FetchRequest.ForgottenTopic(topic=t, partitions=ps) for t, ps in forgotten.items()
-        ],
-        rack_id="",
-    )
-    return FetchRequest.decode(request.encode(version=12), version=12)
+    request = replica_fetch_request(fetch, replica_id, 500)
+    return FetchRequest.decode(request.encode(version=REPLICA_FETCH_VERSION), version=REPLICA_FETCH_VERSION)
 
 
 def _served(context: SessionContext) -> dict[tuple[str, int], PartitionFetch]:

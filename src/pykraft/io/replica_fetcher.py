@@ -156,7 +156,9 @@ class ReplicaFetchers:
             )
             try:
                 frame = await self.client.call_for_frame(
-                    leader_id, self._request(fetch), REPLICA_FETCH_VERSION
+                    leader_id,
+                    replica_fetch_request(fetch, node_id, self.config.replica_fetch_wait_max_ms),
+                    REPLICA_FETCH_VERSION,
                 )
                 response = decode_fetch_response(frame, REPLICA_FETCH_VERSION)
             except (PeerUnavailable, WireFormatError) as exc:
@@ -172,37 +174,6 @@ class ReplicaFetchers:
             if not self._apply(leader_id, sent, response):
                 # Every partition answered with an error: wait for the next image (or the backoff).
                 await wait_event(changed, backoff_s)
-
-    def _request(self, fetch: FollowerFetch) -> Any:
-        by_topic: dict[str, list[Any]] = {}
-        for topic, p in fetch.partitions:
-            by_topic.setdefault(topic, []).append(
-                FetchRequest.FetchTopic.FetchPartition(
-                    partition=p.partition,
-                    current_leader_epoch=p.current_leader_epoch,
-                    fetch_offset=p.fetch_offset,
-                    last_fetched_epoch=p.last_fetched_epoch,
-                    log_start_offset=p.log_start_offset,
-                    partition_max_bytes=p.partition_max_bytes,
-                )
-            )
-        forgotten: dict[str, list[int]] = {}
-        for topic, index in fetch.forgotten:
-            forgotten.setdefault(topic, []).append(index)
-        return FetchRequest(
-            replica_id=self.config.node_id,
-            max_wait_ms=self.config.replica_fetch_wait_max_ms,
-            min_bytes=1,
-            max_bytes=REPLICA_FETCH_RESPONSE_MAX_BYTES,
-            isolation_level=0,
-            session_id=fetch.session_id,
-            session_epoch=fetch.session_epoch,
-            topics=[FetchRequest.FetchTopic(topic=t, partitions=ps) for t, ps in sorted(by_topic.items())],
-            forgotten_topics_data=[
-                FetchRequest.ForgottenTopic(topic=t, partitions=ps) for t, ps in sorted(forgotten.items())
-            ],
-            rack_id="",
-        )
 
     def _apply(
         self,
@@ -280,4 +251,37 @@ class ReplicaFetchers:
         return progressed
 
 
-__all__ = ["ReplicaFetchers"]
+def replica_fetch_request(fetch: FollowerFetch, replica_id: int, max_wait_ms: int) -> Any:
+    """The FetchRequest (v12) of one follower fetch through its session (broker/fetch_sessions.py)."""
+    by_topic: dict[str, list[Any]] = {}
+    for topic, p in fetch.partitions:
+        by_topic.setdefault(topic, []).append(
+            FetchRequest.FetchTopic.FetchPartition(
+                partition=p.partition,
+                current_leader_epoch=p.current_leader_epoch,
+                fetch_offset=p.fetch_offset,
+                last_fetched_epoch=p.last_fetched_epoch,
+                log_start_offset=p.log_start_offset,
+                partition_max_bytes=p.partition_max_bytes,
+            )
+        )
+    forgotten: dict[str, list[int]] = {}
+    for topic, index in fetch.forgotten:
+        forgotten.setdefault(topic, []).append(index)
+    return FetchRequest(
+        replica_id=replica_id,
+        max_wait_ms=max_wait_ms,
+        min_bytes=1,
+        max_bytes=REPLICA_FETCH_RESPONSE_MAX_BYTES,
+        isolation_level=0,
+        session_id=fetch.session_id,
+        session_epoch=fetch.session_epoch,
+        topics=[FetchRequest.FetchTopic(topic=t, partitions=ps) for t, ps in sorted(by_topic.items())],
+        forgotten_topics_data=[
+            FetchRequest.ForgottenTopic(topic=t, partitions=ps) for t, ps in sorted(forgotten.items())
+        ],
+        rack_id="",
+    )
+
+
+__all__ = ["ReplicaFetchers", "replica_fetch_request"]
