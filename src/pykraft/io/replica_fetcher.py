@@ -181,9 +181,9 @@ class ReplicaFetchers:
         sent: dict[tuple[str, int], tuple[Partition, int]],
         response: FetchResponseData,
     ) -> bool:
-        """Each partition's answer into the ReplicaManager; True if any made progress or is fine (an
-        incremental answer naming no partition: nothing changed on the leader)."""
-        progressed = not any(topic.partitions for topic in response.topics)
+        """Each partition's answer into the ReplicaManager; True if any made progress or is fine (one an
+        incremental answer leaves out: nothing changed for it on the leader)."""
+        progressed = sum(len(topic.partitions) for topic in response.topics) < len(sent)
         now = now_ms()
         for topic in response.topics:
             for data in topic.partitions:
