@@ -190,6 +190,22 @@ def test_a_clean_restart_opens_single_replica_logs_when_first_used(tmp_path: Pat
     assert opener.descriptors.segment_bytes_read == 0
 
 
+def test_a_deferred_log_in_a_dir_gone_offline_is_never_opened(tmp_path: Path) -> None:
+    """Its dir failed before anything used it: requests get KAFKA_STORAGE_ERROR, nothing opens it, and
+    deleting its topic or stopping the node does not try to."""
+    replicas, opener = _replicas(tmp_path)
+    for p in range(2):
+        replicas.ensure_partition("t", p, 0, broker_id=1)
+    opener.write_clean_shutdown(replicas.close_all())
+    replicas, opener = _replicas(tmp_path)
+    parts = [replicas.ensure_partition("t", p, 0, broker_id=1) for p in range(2)]
+    replicas.offline_log_dirs[parts[0].log_dir] = "EIO"
+    assert replicas.get("t", 0) is None and replicas.is_offline("t", 0)
+    assert replicas.open_deferred(10) == 0 and all(part.deferred is not None for part in parts)
+    replicas.remove_partition("t", 0)
+    assert replicas.close_all() == {} and not replicas.hosts("t", 1)
+
+
 def test_a_stop_costs_what_the_written_partitions_cost(tmp_path: Path) -> None:
     """Flushing a log never written to syncs nothing, and a producer snapshot is written at close only
     where there is none at the log end already (Kafka's takeSnapshot rule)."""

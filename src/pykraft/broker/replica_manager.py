@@ -561,9 +561,8 @@ class ReplicaManager:
         self._cleaner_horizons.pop((topic, partition_index), None)
         self._unopened.pop((topic, partition_index), None)
         part = self.partitions.pop((topic, partition_index), None)
-        if self._deferred.pop((topic, partition_index), None) is not None:
-            part = None  # never opened: nothing to close
-        if part is not None:
+        self._deferred.pop((topic, partition_index), None)
+        if part is not None and part.deferred is None:  # a deferred log was never opened: nothing to close
             if self._is_offline(part):
                 part.log.store.close()  # no flush or snapshot into an offline dir
             else:
