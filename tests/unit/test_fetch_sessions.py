@@ -135,17 +135,23 @@ def test_a_final_epoch_fetch_is_sessionless_and_the_cache_keeps_the_most_recentl
     response = FetchResponseData(0, ErrorCode.NONE, 0, [])
     assert FetchSessionCache.answer(sessionless, response) is response
     ids = []
-    for _ in range(3):
-        context = cache.context(_request(FollowerFetch(0, 0, [("t", _fetch(0, 3))], [])))
+    for replica_id in (2, 3, 4):
+        fetch = FollowerFetch(0, 0, [("t", _fetch(0, 3))], [])
+        context = cache.context(_request(fetch, replica_id=replica_id))
         assert context.session is not None
         ids.append(context.session.session_id)
     assert len(set(ids)) == 3 and len(cache) == 2
     # The first session was the least recently used: it went to make room.
+    gone = cache.context(_request(FollowerFetch(ids[0], 1, [], []), replica_id=2))
+    assert gone.error_code == ErrorCode.FETCH_SESSION_ID_NOT_FOUND
     assert (
-        cache.context(_request(FollowerFetch(ids[0], 1, [], []))).error_code
-        == ErrorCode.FETCH_SESSION_ID_NOT_FOUND
+        cache.context(_request(FollowerFetch(ids[2], 1, [], []), replica_id=4)).error_code == ErrorCode.NONE
     )
-    assert cache.context(_request(FollowerFetch(ids[2], 1, [], []))).error_code == ErrorCode.NONE
+    # A broker's new session (it restarted) replaces its old one: no stale session holds a slot.
+    again = cache.context(_request(FollowerFetch(0, 0, [("t", _fetch(0, 3))], []), replica_id=4))
+    assert again.session is not None and len(cache) == 2
+    stale = cache.context(_request(FollowerFetch(ids[2], 2, [], []), replica_id=4))
+    assert stale.error_code == ErrorCode.FETCH_SESSION_ID_NOT_FOUND
     assert next_epoch(0x7FFFFFFF) == 1 and next_epoch(FINAL_EPOCH) == FINAL_EPOCH
 
 

@@ -176,6 +176,11 @@ class FetchSessionCache:
         return SessionContext(every, found, incremental=True)
 
     def _create(self, replica_id: int) -> FetchSession:
+        # A broker fetches from this one with a single fetcher (one session), so its new session
+        # replaces any older one: a follower that restarted leaves no stale session behind, each
+        # holding every partition it followed, until 1,000 more were made.
+        for stale in [sid for sid, session in self._sessions.items() if session.replica_id == replica_id]:
+            del self._sessions[stale]
         while len(self._sessions) >= self.slots:
             self._sessions.popitem(last=False)
         # Never the id just closed: a late fetch of the old session must not match the new one.
