@@ -19,7 +19,7 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from enum import Enum
 
-from pykraft.core.uuid import uuid_to_str
+from pykraft.core.uuid import random_uuid, uuid_to_str
 from pykraft.storage.meta_properties import (
     META_PROPERTIES_FILE,
     MetaProperties,
@@ -50,9 +50,13 @@ class VerificationFlag(Enum):
 
 
 def generate_directory_id(rng: random.Random, taken: Collection[uuid.UUID]) -> uuid.UUID:
-    """Kafka ``Copier.generateValidDirectoryId``: random, not reserved, not used by another dir."""
+    """Kafka ``Copier.generateValidDirectoryId``: random, not reserved, not used by another dir.
+
+    Drawn with ``random_uuid`` (Kafka ``Uuid.randomUuid``), so its text never starts with '-': the
+    id is typed on command lines (``kafka-metadata-quorum remove-controller -d ID``), where a
+    leading '-' reads as a flag."""
     while True:
-        candidate = uuid.UUID(int=rng.getrandbits(128))
+        candidate = random_uuid(rng)
         if not is_reserved_directory_id(candidate) and candidate not in taken:
             return candidate
 
