@@ -113,3 +113,64 @@ def test_frames_before_deliver_to_are_read_one_by_one_then_handed_over() -> None
             await reader.read_frame()
 
     asyncio.run(main())
+
+
+class _PausingTransport(_Transport):
+    """Records pause_reading/resume_reading as the selector transport would apply them."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls: list[str] = []
+
+    def pause_reading(self) -> None:
+        self.calls.append("pause")
+
+    def resume_reading(self) -> None:
+        self.calls.append("resume")
+
+    def is_closing(self) -> bool:
+        return False
+
+
+def test_a_listener_connection_pauses_reading_while_read_ahead_frames_wait_and_hands_out_bytearrays() -> None:
+    """A listener's connection (io/server.py): reading pauses once ``pause_at_bytes`` of complete
+    requests wait behind the one in progress (Kafka mutes the channel) and resumes when they are taken;
+    every frame, small ones from the scratch too, is a bytearray the produce path may rewrite."""
+
+    async def main() -> None:
+        reader = FrameReader(1 << 20, mutable=True, pause_at_bytes=100)
+        transport = _PausingTransport()
+        reader.connection_made(transport)
+        _feed(reader, _framed(b"\x00\x00\x00\x01" + b"a" * 60), 1 << 20)
+        assert transport.calls == []  # 64 bytes wait: under the mark
+        _feed(reader, _framed(b"\x00\x00\x00\x02" + b"b" * 60), 1 << 20)
+        assert transport.calls == ["pause"]  # 128 bytes wait
+        first = await reader.read_frame()
+        assert isinstance(first, bytearray) and first[:4] == b"\x00\x00\x00\x01"
+        assert transport.calls == ["pause", "resume"]  # 64 bytes wait again
+        second = await reader.read_frame()
+        assert isinstance(second, bytearray) and second[:4] == b"\x00\x00\x00\x02"
+        assert transport.calls == ["pause", "resume"]
+
+    asyncio.run(main())
+
+
+def test_drain_waits_for_resume_writing_and_fails_once_the_connection_is_lost() -> None:
+    async def main() -> None:
+        reader = FrameReader(1 << 20)
+        reader.connection_made(_Transport())
+        await reader.drain()  # not paused: returns at once
+        reader.pause_writing()
+        drained = asyncio.ensure_future(reader.drain())
+        await asyncio.sleep(0)
+        assert not drained.done()
+        reader.resume_writing()
+        await drained
+        reader.pause_writing()
+        lost = asyncio.ensure_future(reader.drain())
+        await asyncio.sleep(0)
+        reader.connection_lost(None)
+        with pytest.raises(ConnectionResetError):
+            await lost
+
+    asyncio.run(main())

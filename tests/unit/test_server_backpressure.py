@@ -1,14 +1,20 @@
 """Backpressure in the listener (issue 18): one request in progress per connection, answered in order;
 queued.max.requests bounds the requests in progress on the listener (a request over it waits, is
-counted and timed, is never refused); a request parked in a timed wait gives its slot back.
+counted and timed, is never refused); a request parked in a timed wait gives its slot back. And its
+framing (issue 29: frames read in place by io.frame_reader): large requests arrive whole and writable,
+a frame over socket.request.max.bytes drops only its connection, a client that half-closes after its
+requests still gets every answer.
 
 A KafkaServer on 127.0.0.1 with a scripted handler, driven by raw sockets in one event loop."""
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import struct
 from collections.abc import Awaitable, Callable, Sequence
+
+import pytest
 
 from pykraft.io.request_metrics import RequestMetrics
 from pykraft.io.server import ConnectionInfo, KafkaServer
@@ -33,8 +39,12 @@ def _run(test: Callable[[], Awaitable[None]]) -> None:
     asyncio.run(asyncio.wait_for(test(), 10))
 
 
-async def _server(script: Script, queued_max_requests: int) -> KafkaServer:
+async def _server(
+    script: Script, queued_max_requests: int, frames: list[bytearray] | None = None
+) -> KafkaServer:
     async def handler(frame: bytearray, conn: ConnectionInfo) -> Sequence[bytes]:
+        if frames is not None:
+            frames.append(frame)
         (correlation_id,) = struct.unpack_from(">i", frame, 4)
         await script(correlation_id)
         return [struct.pack(">ii", 4, correlation_id)]
@@ -142,6 +152,66 @@ def test_a_parked_request_gives_its_slot_back() -> None:
         assert server.requests_in_progress == 0
         writer0.close()
         writer1.close()
+        await server.stop()
+
+    _run(test)
+
+
+async def _no_wait(correlation_id: int) -> None:
+    return None
+
+
+def test_large_pipelined_requests_arrive_whole_and_writable() -> None:
+    async def test() -> None:
+        frames: list[bytearray] = []
+        server = await _server(_no_wait, queued_max_requests=500, frames=frames)
+        reader, writer = await asyncio.open_connection("127.0.0.1", server.port)
+        bodies = [struct.pack(">hhi", API_KEY, 0, i) + bytes([i]) * 700_000 for i in range(4)]
+        writer.write(b"".join(struct.pack(">i", len(body)) + body for body in bodies))
+        assert [await _answer(reader) for _ in range(4)] == [0, 1, 2, 3]
+        assert frames == bodies and all(isinstance(frame, bytearray) for frame in frames)
+        writer.close()
+        await server.stop()
+
+    _run(test)
+
+
+def test_a_frame_over_socket_request_max_bytes_drops_only_its_connection(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    async def test() -> None:
+        server = await _server(_no_wait, queued_max_requests=500)
+        good_reader, good_writer = await asyncio.open_connection("127.0.0.1", server.port)
+        bad_reader, bad_writer = await asyncio.open_connection("127.0.0.1", server.port)
+        bad_writer.write(struct.pack(">i", (1 << 20) + 1) + b"\x00" * 64)
+        assert await bad_reader.read() == b""  # closed without an answer
+        good_writer.write(_frame(7))
+        assert await _answer(good_reader) == 7
+        good_writer.close()
+        bad_writer.close()
+        await server.stop()
+
+    with caplog.at_level(logging.WARNING, logger="pykraft.server"):
+        _run(test)
+    assert any(
+        f"a frame of {(1 << 20) + 1} bytes" in r.getMessage()
+        and "socket.request.max.bytes=1048576" in r.getMessage()
+        for r in caplog.records
+    )
+
+
+def test_a_client_that_half_closes_after_its_requests_still_gets_every_answer() -> None:
+    async def test() -> None:
+        async def script(correlation_id: int) -> None:
+            await asyncio.sleep(0.01)  # answered after the end of the stream was read
+
+        server = await _server(script, queued_max_requests=500)
+        reader, writer = await asyncio.open_connection("127.0.0.1", server.port)
+        writer.write(b"".join(_frame(i) for i in range(3)))
+        writer.write_eof()
+        assert [await _answer(reader) for _ in range(3)] == [0, 1, 2]
+        assert await reader.read() == b""  # then the server closes its side
+        writer.close()
         await server.stop()
 
     _run(test)

@@ -14,7 +14,12 @@ and completes in as few reads as the socket allows. Kafka's NetworkReceive reads
 4-byte size, then a buffer of that size filled in place.
 
 Frames go to the callback given to ``deliver_to``; until then they queue for ``read_frame`` (a
-connection's setup, e.g. SASL, reads its answers one by one first).
+connection's setup, e.g. SASL, reads its answers one by one first). A listener's connection
+(io/server.py) only ever uses ``read_frame``: with ``pause_at_bytes`` set, reading pauses while that
+many bytes of complete frames wait to be handled (Kafka mutes a channel while its request is in
+progress), so a pipelining client waits in its socket buffers; ``mutable`` delivers every frame as a
+``bytearray`` (the produce path rewrites base offsets in place); and ``drain`` waits while the
+transport's write buffer is over its high-water mark.
 """
 
 from __future__ import annotations
@@ -40,10 +45,30 @@ class FrameReader(asyncio.BufferedProtocol):
     ``max_frame_bytes``; ``closed`` completes with why reading stopped (an empty string: the peer
     closed or the connection was lost)."""
 
-    def __init__(self, max_frame_bytes: int, scratch_bytes: int = SCRATCH_BYTES) -> None:
+    def __init__(
+        self,
+        max_frame_bytes: int,
+        scratch_bytes: int = SCRATCH_BYTES,
+        *,
+        mutable: bool = False,
+        pause_at_bytes: int | None = None,
+        keep_open_after_eof: bool = False,
+    ) -> None:
         self.max_frame_bytes = max_frame_bytes
         self.transport: asyncio.Transport | None = None
         self.closed: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+        # Why the connection was dropped for a frame's size ('' while none was).
+        self.refused_frame = ""
+        self._mutable = mutable
+        self._pause_at_bytes = pause_at_bytes
+        # A peer that half-closes still gets the answers to what it sent (StreamReader's behaviour);
+        # not over TLS, where asyncio cannot keep the transport open after EOF.
+        self._keep_open_after_eof = keep_open_after_eof
+        self._queued_bytes = 0
+        self._reading_paused = False
+        self._writing_paused = False
+        self._drain_waiter: asyncio.Future[None] | None = None
+        self._lost = False
         self._scratch = bytearray(scratch_bytes)
         self._filled = 0  # bytes at the front of _scratch not parsed yet
         self._large: bytearray | None = None  # a frame larger than the scratch, filled in place
@@ -67,7 +92,27 @@ class FrameReader(asyncio.BufferedProtocol):
                 raise ConnectionResetError(self.closed.result() or "connection closed")
             self._waiter = asyncio.get_running_loop().create_future()
             await self._waiter  # a frame, or the end of reading
-        return self._queued.popleft()
+        frame = self._queued.popleft()
+        self._queued_bytes -= len(frame)
+        if self._reading_paused and self._queued_bytes < (self._pause_at_bytes or 0):
+            self._reading_paused = False
+            if self.transport is not None and not self.transport.is_closing():
+                self.transport.resume_reading()
+        return frame
+
+    @property
+    def lost(self) -> bool:
+        """The connection is gone (not merely ended by the peer's EOF): nothing can be answered."""
+        return self._lost
+
+    async def drain(self) -> None:
+        """Wait while the transport's write buffer is over its high-water mark (StreamWriter.drain);
+        ``ConnectionResetError`` once the connection is lost."""
+        while self._writing_paused and not self._lost:
+            self._drain_waiter = asyncio.get_running_loop().create_future()
+            await self._drain_waiter
+        if self._lost:
+            raise ConnectionResetError("connection lost")
 
     # --- asyncio.BufferedProtocol -------------------------------------------------------------------
 
@@ -92,10 +137,22 @@ class FrameReader(asyncio.BufferedProtocol):
         self._parse()
 
     def eof_received(self) -> bool | None:
+        if self._keep_open_after_eof:
+            self._stop("")  # what was read is still handled and answered
+            return True
         return None  # the transport closes; connection_lost follows
 
     def connection_lost(self, exc: Exception | None) -> None:
+        self._lost = True
         self._stop(str(exc) if exc is not None else "")
+        self._wake_drain()
+
+    def pause_writing(self) -> None:
+        self._writing_paused = True
+
+    def resume_writing(self) -> None:
+        self._writing_paused = False
+        self._wake_drain()
 
     # --- internals ----------------------------------------------------------------------------------
 
@@ -105,14 +162,16 @@ class FrameReader(asyncio.BufferedProtocol):
         while filled - start >= _SIZE.size:
             (size,) = _SIZE.unpack_from(scratch, start)
             if not MIN_FRAME_BYTES <= size <= self.max_frame_bytes:
-                self._stop(f"a frame of {size} bytes (at most {self.max_frame_bytes})")
+                self.refused_frame = f"a frame of {size} bytes (at most {self.max_frame_bytes})"
+                self._stop(self.refused_frame)
                 if self.transport is not None:
                     self.transport.abort()
                 return
             body = start + _SIZE.size
             end = body + size
             if end <= filled:
-                self._deliver(bytes(memoryview(scratch)[body:end]))
+                chunk = memoryview(scratch)[body:end]
+                self._deliver(bytearray(chunk) if self._mutable else bytes(chunk))
                 start = end
                 if self.closed.done():
                     return  # the owner dropped the connection while handling the frame
@@ -136,6 +195,16 @@ class FrameReader(asyncio.BufferedProtocol):
             self._on_frame(frame)
             return
         self._queued.append(frame)
+        self._queued_bytes += len(frame)
+        if (
+            self._pause_at_bytes is not None
+            and self._queued_bytes >= self._pause_at_bytes
+            and not self._reading_paused
+            and self.transport is not None
+            and not self.transport.is_closing()
+        ):
+            self._reading_paused = True
+            self.transport.pause_reading()
         self._wake()
 
     def _stop(self, reason: str) -> None:
@@ -145,6 +214,11 @@ class FrameReader(asyncio.BufferedProtocol):
 
     def _wake(self) -> None:
         waiter = self._waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
+    def _wake_drain(self) -> None:
+        waiter = self._drain_waiter
         if waiter is not None and not waiter.done():
             waiter.set_result(None)
 

@@ -10,13 +10,15 @@ that long while no request of it was in progress.
 
 Kafka processes one request per connection at a time and answers in request order; clients pipeline
 (librdkafka keeps up to 5 produce requests in flight), so requests are read ahead into the socket
-buffer and handled sequentially. A frame larger than ``socket.request.max.bytes`` or one that does not
+buffer and handled sequentially. Frames are read with ``io.frame_reader.FrameReader`` (issue 29): a
+produce request of a MiB is received straight into its own buffer, not copied three times through a
+StreamReader. A frame larger than ``socket.request.max.bytes`` or one that does not
 parse closes that connection with one log line; everyone else keeps being served.
 
 Backpressure (issue 18). A connection has at most one request in progress: the next frame is read only
 once the previous one is answered (Kafka mutes a channel the same way), so a pipelining client waits in
-its own socket buffers, which fill (the stream reader pauses the transport at 2 MiB) until TCP stops
-it. ``queued.max.requests`` bounds the requests in progress on the whole listener: a request read when
+its own socket buffers, which fill (the connection stops reading once ``READ_AHEAD_BYTES`` of complete
+requests wait) until TCP stops it. ``queued.max.requests`` bounds the requests in progress on the whole listener: a request read when
 the bound is reached waits for a slot before it is handled (counted, and timed as its queue time) and
 its connection reads nothing meanwhile; nothing is refused. A request that parks in a timed wait (a
 long-polling Fetch, an acks=all produce, a controller write, a group join; ``io/waiting.park``) gives
@@ -41,6 +43,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 
 from pykraft.core.errors import RemoteProtocolError
+from pykraft.io.frame_reader import FrameReader
 from pykraft.io.request_metrics import RequestMetrics
 from pykraft.io.tls import ANONYMOUS, principal_of
 from pykraft.io.waiting import set_park_hook
@@ -52,7 +55,6 @@ log = logging.getLogger("pykraft.server")
 # response as chunks, or None when the request gets no response (Produce with acks=0).
 Handler = Callable[[bytearray, "ConnectionInfo"], Awaitable[Sequence[bytes | bytearray | memoryview] | None]]
 
-_SIZE = struct.Struct(">i")
 # A request header starts with the api key and version (int16 each): all the metrics read of a frame.
 _API_KEY_VERSION = struct.Struct(">hh")
 # A client that connects to an SSL listener and does not finish the handshake is dropped after this.
@@ -67,13 +69,18 @@ ACCEPT_SHORTAGE_REPORT_S = 1.0
 
 # Response chunks at least this large go to the transport on their own rather than joined.
 WRITE_UNJOINED_MIN_BYTES = 64 << 10
+# A connection stops reading while this many bytes of complete requests wait behind the one in
+# progress (what asyncio's StreamReader held before pausing, 2 MiB, halved).
+READ_AHEAD_BYTES = 1 << 20
+# A response buffered beyond this waits for the socket before the next request is handled.
+WRITE_BUFFER_DRAIN_BYTES = 4 << 20
 
 
-def write_chunks(writer: asyncio.StreamWriter, chunks: Sequence[bytes | bytearray | memoryview]) -> None:
-    """``writer.writelines(chunks)`` without its copy: Python 3.11's writelines joins every chunk
-    into one bytes first, so each record chunk of a Fetch answer (a follower's MiB, issue 29) was
-    copied once more before the socket copied it; large chunks are written as they are (the
-    transport sends at once what the socket takes), small ones joined between them."""
+def write_chunks(writer: asyncio.WriteTransport, chunks: Sequence[bytes | bytearray | memoryview]) -> None:
+    """``writelines(chunks)`` without its copy: Python 3.11's writelines joins every chunk into one
+    bytes first, so each record chunk of a Fetch answer (a follower's MiB, issue 29) was copied once
+    more before the socket copied it; large chunks are written as they are (the transport sends at
+    once what the socket takes), small ones joined between them."""
     small: list[bytes | bytearray | memoryview] = []
     for chunk in chunks:
         if len(chunk) < WRITE_UNJOINED_MIN_BYTES:
@@ -217,6 +224,24 @@ class ConnectionInfo:
         self.on_close: dict[str, Callable[[], None]] = {}
 
 
+class _ClientConnection(FrameReader):
+    """One accepted connection: request frames read in place, handled by the server's task for it."""
+
+    def __init__(self, server: KafkaServer) -> None:
+        super().__init__(
+            server.socket_request_max_bytes,
+            mutable=True,
+            pause_at_bytes=READ_AHEAD_BYTES,
+            keep_open_after_eof=server.ssl_context is None,
+        )
+        self._server = server
+        self.task: asyncio.Task[None] | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        super().connection_made(transport)
+        self.task = asyncio.get_running_loop().create_task(self._server._serve(self))
+
+
 class KafkaServer:
     def __init__(
         self,
@@ -237,7 +262,7 @@ class KafkaServer:
         # Open connections of the listeners sharing the limits, and each connection's state (the idle
         # reaper's view).
         self._counts = counts or ConnectionCounts()
-        self._infos: dict[asyncio.Task[None], tuple[ConnectionInfo, asyncio.StreamWriter]] = {}
+        self._infos: dict[asyncio.Task[None], tuple[ConnectionInfo, asyncio.Transport]] = {}
         self._reaper: asyncio.Task[None] | None = None
         # Connections closed for a limit (max.connections or max.connections.per.ip), and for idleness.
         self.refused_connections = 0
@@ -267,11 +292,10 @@ class KafkaServer:
 
     async def start(self) -> int:
         """Bind and listen; returns the bound port (useful with port 0)."""
-        self._server = await asyncio.start_server(
-            self._serve,
+        self._server = await asyncio.get_running_loop().create_server(
+            lambda: _ClientConnection(self),
             self.host,
             self.port,
-            limit=1 << 20,
             ssl=self.ssl_context,
             ssl_handshake_timeout=TLS_HANDSHAKE_TIMEOUT_S if self.ssl_context is not None else None,
         )
@@ -290,10 +314,10 @@ class KafkaServer:
         while True:
             await asyncio.sleep(max(0.05, min(idle_s / 4, 10.0)))
             now = loop.time()
-            for info, writer in list(self._infos.values()):
+            for info, transport in list(self._infos.values()):
                 if not info.busy and now - info.last_active > idle_s:
                     self.idle_closed_connections += 1
-                    writer.transport.abort()
+                    transport.abort()
 
     async def stop(self) -> None:
         """Stop listening and end every connection: a handler still running is cancelled, and a
@@ -351,13 +375,15 @@ class KafkaServer:
                 self._release_slot()
             raise
 
-    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    async def _serve(self, conn: _ClientConnection) -> None:
+        transport = conn.transport
+        assert transport is not None
         if self._closing:
-            writer.transport.abort()
+            transport.abort()
             return
         task = asyncio.current_task()
         assert task is not None
-        peername = writer.get_extra_info("peername")
+        peername = transport.get_extra_info("peername")
         ip = str(peername[0]) if peername else "?"
         peer = f"{ip}:{peername[1]}" if peername else "?"
         limits, counts = self.limits, self._counts
@@ -382,19 +408,19 @@ class KafkaServer:
                     limits.per_ip(ip),
                     self.refused_connections,
                 )
-            writer.transport.abort()
+            transport.abort()
             return
         self._connections.add(task)
         self.accepted_connections += 1
         counts.add(ip)
-        ssl_object = writer.get_extra_info("ssl_object")
+        ssl_object = transport.get_extra_info("ssl_object")
         principal = principal_of(ssl_object.getpeercert()) if ssl_object is not None else ANONYMOUS
         info = ConnectionInfo(
             peer, self.listener_name, principal, f"{self.listener_name}-{peer}-{self.accepted_connections}"
         )
         loop = asyncio.get_running_loop()
         info.last_active = loop.time()
-        self._infos[task] = (info, writer)
+        self._infos[task] = (info, transport)
         # Timed waits in this task's requests give the request's slot back (io/waiting.park).
         set_park_hook(functools.partial(self._park, info, task))
         metrics = self.request_metrics
@@ -402,23 +428,21 @@ class KafkaServer:
         try:
             while True:
                 try:
-                    size_bytes = await reader.readexactly(4)
-                except (asyncio.IncompleteReadError, ConnectionError):
+                    # A bytearray: the produce path rewrites base offsets in place.
+                    frame = await conn.read_frame()
+                except ConnectionError:
+                    if conn.refused_frame:
+                        log.warning(
+                            "closing %s: %s, socket.request.max.bytes=%d",
+                            peer,
+                            conn.refused_frame,
+                            self.socket_request_max_bytes,
+                        )
                     return
-                (size,) = _SIZE.unpack(size_bytes)
-                if size < 0 or size > self.socket_request_max_bytes:
-                    log.warning(
-                        "closing %s: frame of %d bytes exceeds socket.request.max.bytes=%d",
-                        peer,
-                        size,
-                        self.socket_request_max_bytes,
-                    )
-                    return
-                try:
-                    # bytearray: the produce path rewrites base offsets in place.
-                    frame = bytearray(await reader.readexactly(size))
-                except (asyncio.IncompleteReadError, ConnectionError):
-                    return
+                if conn.lost:
+                    return  # requests read before a reset: nobody to answer
+                assert isinstance(frame, bytearray)
+                size = len(frame)
                 info.busy = True
                 info.parked_at = None
                 started = perf_counter() if metrics is not None else 0.0
@@ -444,9 +468,9 @@ class KafkaServer:
                     info.busy = False
                     info.last_active = loop.time()
                 if chunks:
-                    write_chunks(writer, chunks)
-                    if writer.transport.get_write_buffer_size() > (4 << 20):
-                        await writer.drain()
+                    write_chunks(transport, chunks)
+                    if transport.get_write_buffer_size() > WRITE_BUFFER_DRAIN_BYTES:
+                        await conn.drain()
                 if metrics is not None and size >= 4:
                     api_key, api_version = _API_KEY_VERSION.unpack_from(frame)
                     metrics.record(api_key, api_version, (perf_counter() - started) * 1000, queue_ms)
@@ -459,7 +483,7 @@ class KafkaServer:
                     info.busy = False
                     info.last_active = loop.time()
                 if info.close_after_response:
-                    await writer.drain()
+                    await conn.drain()
                     return
         except asyncio.CancelledError:
             pass
@@ -479,6 +503,6 @@ class KafkaServer:
                     log.exception("after closing %s", peer)
             if self._closing:
                 # Do not wait for a client that stopped reading to take what is buffered.
-                writer.transport.abort()
+                transport.abort()
             else:
-                writer.close()
+                transport.close()
