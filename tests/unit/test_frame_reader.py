@@ -10,7 +10,7 @@ import struct
 
 import pytest
 
-from pykraft.io.frame_reader import SCRATCH_BYTES, Frame, FrameReader
+from pykraft.io.frame_reader import LARGE_FRAME_FIRST_BYTES, SCRATCH_BYTES, Frame, FrameReader
 
 
 def _framed(body: bytes) -> bytes:
@@ -172,5 +172,25 @@ def test_drain_waits_for_resume_writing_and_fails_once_the_connection_is_lost() 
         reader.connection_lost(None)
         with pytest.raises(ConnectionResetError):
             await lost
+
+    asyncio.run(main())
+
+
+def test_a_size_prefix_alone_allocates_at_most_the_first_buffer_and_a_huge_frame_still_arrives_whole() -> (
+    None
+):
+    """socket.request.max.bytes is 100 MiB: a frame's buffer starts at LARGE_FRAME_FIRST_BYTES and
+    doubles as its bytes arrive, so four bytes from a client never reserve 100 MiB."""
+
+    async def main() -> None:
+        size = 3 * LARGE_FRAME_FIRST_BYTES + 5
+        reader = FrameReader(100 << 20)
+        got: list[Frame] = []
+        reader.deliver_to(got.append)
+        _feed(reader, struct.pack(">i", size) + b"\x00\x00\x00\x01", 1 << 20)
+        assert len(reader.get_buffer(-1)) == LARGE_FRAME_FIRST_BYTES - 4
+        body = bytes(range(251)) * (size // 251) + bytes(size % 251)
+        _feed(reader, body[4:], 3 << 20)
+        assert len(got) == 1 and got[0] == b"\x00\x00\x00\x01" + body[4:]
 
     asyncio.run(main())

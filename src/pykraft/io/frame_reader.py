@@ -36,6 +36,9 @@ _SIZE = struct.Struct(">i")
 SCRATCH_BYTES = 64 << 10
 # A Kafka frame holds at least a correlation id (a response header) or more (a request header).
 MIN_FRAME_BYTES = 4
+# A large frame's buffer starts at most this big and doubles as its bytes arrive (one copy each time),
+# so a size prefix alone (socket.request.max.bytes is 100 MiB) never allocates more than this.
+LARGE_FRAME_FIRST_BYTES = 8 << 20
 
 Frame = bytes | bytearray
 
@@ -73,6 +76,7 @@ class FrameReader(asyncio.BufferedProtocol):
         self._filled = 0  # bytes at the front of _scratch not parsed yet
         self._large: bytearray | None = None  # a frame larger than the scratch, filled in place
         self._large_filled = 0
+        self._large_size = 0  # the frame's size; its buffer may be smaller until the bytes arrive
         self._on_frame: Callable[[Frame], None] | None = None
         self._queued: collections.deque[Frame] = collections.deque()
         self._waiter: asyncio.Future[None] | None = None
@@ -129,9 +133,14 @@ class FrameReader(asyncio.BufferedProtocol):
         large = self._large
         if large is not None:
             self._large_filled += nbytes
-            if self._large_filled == len(large):
+            if self._large_filled == self._large_size:
                 self._large = None
                 self._deliver(large)
+            elif self._large_filled == len(large):
+                # A new buffer (the loop still holds a view of this one, so it cannot grow in place).
+                grown = bytearray(min(2 * len(large), self._large_size))
+                grown[: len(large)] = large
+                self._large = grown
             return
         self._filled += nbytes
         self._parse()
@@ -178,10 +187,10 @@ class FrameReader(asyncio.BufferedProtocol):
                 continue
             if _SIZE.size + size > len(scratch):
                 # Larger than the scratch: its own buffer, the rest read straight into it.
-                large = bytearray(size)
+                large = bytearray(min(size, LARGE_FRAME_FIRST_BYTES))
                 have = filled - body
                 large[:have] = memoryview(scratch)[body:filled]
-                self._large, self._large_filled = large, have
+                self._large, self._large_filled, self._large_size = large, have, size
                 self._filled = 0
                 return
             break
@@ -223,4 +232,4 @@ class FrameReader(asyncio.BufferedProtocol):
             waiter.set_result(None)
 
 
-__all__ = ["MIN_FRAME_BYTES", "SCRATCH_BYTES", "Frame", "FrameReader"]
+__all__ = ["LARGE_FRAME_FIRST_BYTES", "MIN_FRAME_BYTES", "SCRATCH_BYTES", "Frame", "FrameReader"]
