@@ -72,6 +72,9 @@ WRITE_UNJOINED_MIN_BYTES = 64 << 10
 # A connection stops reading while this many bytes of complete requests wait behind the one in
 # progress (what asyncio's StreamReader held before pausing, 2 MiB, halved).
 READ_AHEAD_BYTES = 1 << 20
+# Each connection's reused receive buffer: small requests (Metadata, Fetch, heartbeats) are parsed out
+# of it, larger ones get a buffer of their own. Small, as a broker may hold many idle connections.
+LISTENER_SCRATCH_BYTES = 4 << 10
 # A response buffered beyond this waits for the socket before the next request is handled.
 WRITE_BUFFER_DRAIN_BYTES = 4 << 20
 
@@ -230,6 +233,7 @@ class _ClientConnection(FrameReader):
     def __init__(self, server: KafkaServer) -> None:
         super().__init__(
             server.socket_request_max_bytes,
+            LISTENER_SCRATCH_BYTES,
             mutable=True,
             pause_at_bytes=READ_AHEAD_BYTES,
             keep_open_after_eof=server.ssl_context is None,
