@@ -12,15 +12,15 @@ Kafka processes one request per connection at a time and answers in request orde
 (librdkafka keeps up to 5 produce requests in flight), so requests are read ahead into the socket
 buffer and handled sequentially. Frames are read with ``io.frame_reader.FrameReader`` (issue 29): a
 produce request of a MiB is received straight into its own buffer, not copied three times through a
-StreamReader. A frame larger than ``socket.request.max.bytes`` or one that does not
-parse closes that connection with one log line; everyone else keeps being served.
+StreamReader. A frame larger than ``socket.request.max.bytes`` or one that does not parse closes that
+connection with one log line; everyone else keeps being served.
 
 Backpressure (issue 18). A connection has at most one request in progress: the next frame is read only
 once the previous one is answered (Kafka mutes a channel the same way), so a pipelining client waits in
 its own socket buffers, which fill (the connection stops reading once ``READ_AHEAD_BYTES`` of complete
-requests wait) until TCP stops it. ``queued.max.requests`` bounds the requests in progress on the whole listener: a request read when
-the bound is reached waits for a slot before it is handled (counted, and timed as its queue time) and
-its connection reads nothing meanwhile; nothing is refused. A request that parks in a timed wait (a
+requests wait) until TCP stops it. ``queued.max.requests`` bounds the requests in progress on the whole
+listener: a request read when the bound is reached waits for a slot before it is handled (counted, and
+timed as its queue time) and its connection reads nothing meanwhile; nothing is refused. A request that parks in a timed wait (a
 long-polling Fetch, an acks=all produce, a controller write, a group join; ``io/waiting.park``) gives
 its slot back, as Kafka's purgatory holds no request-queue slot, so parked requests never keep out the
 one they wait for (a follower's Fetch, the next member's JoinGroup).
