@@ -154,6 +154,25 @@ def test_a_request_before_authenticating_closes_the_connection(sasl_node: str) -
         assert sock.recv(4) == b""  # closed, no answer
 
 
+def test_a_frame_over_sasl_server_max_receive_size_before_authenticating_closes_the_connection(
+    sasl_node: str,
+) -> None:
+    """Kafka's SaslServerAuthenticator reads with sasl.server.max.receive.size (512 KiB): a larger
+    frame from a client that has not authenticated closes it unanswered; 1 MiB batches after
+    authenticating are served (test_confluent_kafka_authenticates_produces_and_consumes, and here)."""
+    host, port = sasl_node.rsplit(":", 1)
+    with socket.create_connection((host, int(port)), timeout=10) as sock:
+        sock.sendall((524288 + 1).to_bytes(4, "big") + b"\x00\x11\x00\x01")  # a SaslHandshake's start
+        assert sock.recv(4) == b""  # closed, no answer
+    from confluent_kafka import Producer
+
+    producer = Producer({"bootstrap.servers": sasl_node, "linger.ms": 50, **_confluent()})
+    value = b"v" * 900_000  # one ~900 KB record: a request over 512 KiB, after authenticating
+    delivered: list[object] = []
+    producer.produce("sasl-large", value, on_delivery=lambda err, msg: delivered.append(err))
+    assert producer.flush(30) == 0 and delivered == [None]
+
+
 def test_sasl_handshake_v0_takes_bare_tokens_as_before_kip_152(sasl_node: str) -> None:
     """SaslHandshake v0: the PLAIN token follows as a bare size-prefixed frame and the answer is a bare
     (empty) frame; Kafka requests work after it. A wrong password closes the connection unanswered."""

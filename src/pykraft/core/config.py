@@ -162,6 +162,10 @@ class NodeConfig:
     offsets_topic_segment_bytes: int = 104857600
     transaction_state_log_segment_bytes: int = 104857600
     socket_request_max_bytes: int = 104857600
+    # The largest frame a SASL listener takes before the connection has authenticated (Kafka's
+    # SaslServerAuthenticator reads with this limit), so an unauthenticated client cannot make it
+    # buffer socket.request.max.bytes.
+    sasl_server_max_receive_size: int = 524288
     message_max_bytes: int = 1048588
     # The broker's compression.type and KIP-390 levels: the defaults of the topic configs of those names.
     compression_type: str = "producer"
@@ -611,6 +615,7 @@ USED_PROPERTIES: Final[frozenset[str]] = frozenset(
         "log.retention.bytes",
         "log.retention.check.interval.ms",
         "socket.request.max.bytes",
+        "sasl.server.max.receive.size",
         "message.max.bytes",
         "producer.id.expiration.ms",
         "producer.state.retained.batches",
@@ -1033,6 +1038,7 @@ def load_config(text: str, overrides: dict[str, str] | None = None) -> NodeConfi
             props, "transaction.state.log.segment.bytes", 104857600, minimum=14
         ),
         socket_request_max_bytes=_int(props, "socket.request.max.bytes", 104857600, minimum=1),
+        sasl_server_max_receive_size=_int(props, "sasl.server.max.receive.size", 524288, minimum=1),
         message_max_bytes=_int(props, "message.max.bytes", 1048588, minimum=0),
         compression_type=compression.get("compression.type", "producer"),
         compression_gzip_level=int(compression.get("compression.gzip.level", -1)),

@@ -136,6 +136,9 @@ class Listeners:
             port=endpoint.port,
             listener_name=endpoint.listener_name,
             socket_request_max_bytes=config.socket_request_max_bytes,
+            sasl_max_receive_bytes=(
+                config.sasl_server_max_receive_size if config.sasl_for(endpoint.listener_name) else None
+            ),
             ssl_context=self._security(endpoint.listener_name),
             limits=limits,
             counts=self._counts if limits is not None else None,

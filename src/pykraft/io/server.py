@@ -232,7 +232,7 @@ class _ClientConnection(FrameReader):
 
     def __init__(self, server: KafkaServer) -> None:
         super().__init__(
-            server.socket_request_max_bytes,
+            server.sasl_max_receive_bytes or server.socket_request_max_bytes,
             LISTENER_SCRATCH_BYTES,
             mutable=True,
             pause_at_bytes=READ_AHEAD_BYTES,
@@ -255,6 +255,7 @@ class KafkaServer:
         port: int,
         listener_name: str,
         socket_request_max_bytes: int,
+        sasl_max_receive_bytes: int | None = None,
         ssl_context: ssl.SSLContext | None = None,
         limits: ConnectionLimits | None = None,
         counts: ConnectionCounts | None = None,
@@ -290,6 +291,9 @@ class KafkaServer:
         self.port = port
         self.listener_name = listener_name
         self.socket_request_max_bytes = socket_request_max_bytes
+        # A SASL listener's sasl.server.max.receive.size: the frame limit until the connection has
+        # authenticated (None elsewhere), as Kafka's SaslServerAuthenticator reads.
+        self.sasl_max_receive_bytes = sasl_max_receive_bytes
         self._server: asyncio.base_events.Server | None = None
         self._connections: set[asyncio.Task[None]] = set()
         self._closing = False
@@ -437,10 +441,13 @@ class KafkaServer:
                 except ConnectionError:
                     if conn.refused_frame:
                         log.warning(
-                            "closing %s: %s, socket.request.max.bytes=%d",
+                            "closing %s: %s, %s=%d",
                             peer,
                             conn.refused_frame,
-                            self.socket_request_max_bytes,
+                            "socket.request.max.bytes"
+                            if conn.max_frame_bytes == self.socket_request_max_bytes
+                            else "sasl.server.max.receive.size before authentication",
+                            conn.max_frame_bytes,
                         )
                     return
                 if conn.lost:
@@ -462,6 +469,10 @@ class KafkaServer:
                         queue_ms = (perf_counter() - waited_from) * 1000
                     info.holds_slot = True
                     chunks = await self.handler(frame, info)
+                    if info.sasl is not None and info.sasl.authenticated:
+                        # Authenticated: requests up to socket.request.max.bytes from now on (a client
+                        # sends its next request only once this answer is in).
+                        conn.max_frame_bytes = self.socket_request_max_bytes
                 except RemoteProtocolError as exc:
                     log.warning("closing %s: %s", peer, exc)
                     return
