@@ -8,13 +8,15 @@ Anomaly classes, each a list of one-line findings naming the offending values:
   was replaced by an older one.
 - DUPLICATE: one value is in the logs more than once (values are unique by construction, so a retried
   send or a transform that ran twice in committed transactions shows here). One case is librdkafka's
-  own and is listed apart (``resent_across_bump``), see :func:`_resent_across_bump`.
+  own and is listed apart (``resent_across_bump``), see :func:`_resent_across_bump`, and so are a
+  transform's outputs of such an input, one per copy (``copies_of_copied_input``).
 - REORDER: one producer's records to one partition are in the log out of the order it sent them.
 - ABORTED_VISIBLE: a read_committed reader sees a record of an aborted transaction.
 - TXN_ATOMICITY: a transaction is partly visible.
 - FATAL_CLIENT_ERROR: a producer was told to give up where Kafka answers an abortable or
   retriable error (the campaign runs no zombies, so nothing here should fence a producer for good).
-  One case Kafka answers the same way is listed apart (``abort_refused``), see :data:`ABORT_REFUSED`.
+  Two cases Kafka answers the same way are listed apart (``abort_refused``, ``sequence_reused``), see
+  :data:`ABORT_REFUSED` and :data:`SEQUENCE_REUSED`.
 - OFFSET_BACKWARDS: an OffsetFetch, from any broker, answered an offset below one acknowledged (or
   already answered) before it was sent.
 - CONSUMER_SKIP: a group's committed offset is past a record no member of the group consumed.
@@ -57,6 +59,16 @@ ANOMALIES = (
 # must have nothing visible (it never reached a partition); one with a visible value stays an anomaly.
 ABORT_REFUSED = "abort: INVALID_TXN_STATE"
 
+# librdkafka takes a Produce request that was in flight to a broker it drops (the broker left Metadata:
+# fenced while paused) as not persisted (_DESTROY_BROKER: ERR_ACTION_MSG_NOT_PERSISTED in
+# rd_kafka_err_action, rdkafka_request.c). When the transaction then aborts, it purges those messages
+# and moves the epoch's base msgid past them (ADVBASE in rd_kafka_toppar_purge_queues), so the next
+# transaction re-uses their sequence numbers. The leader did append them, so it answers
+# OUT_OF_ORDER_SEQUENCE_NUMBER, as Kafka's ProducerAppendInfo.checkSequence does (the abort marker keeps
+# the producer's last sequence), and librdkafka makes that fatal. The transaction must still be all or
+# nothing, which the atomicity check judges.
+SEQUENCE_REUSED = ("OUT_OF_ORDER_SEQUENCE_NUMBER", "last partition error _DESTROY_BROKER")
+
 
 @dataclass
 class CheckResult:
@@ -68,6 +80,10 @@ class CheckResult:
     resent_across_bump: list[str] = field(default_factory=list)
     # Aborts refused with INVALID_TXN_STATE as Kafka's coordinator refuses them (not anomalies).
     abort_refused: list[str] = field(default_factory=list)
+    # Fatal sequence errors after librdkafka re-used the sequences of a dropped broker's request.
+    sequence_reused: list[str] = field(default_factory=list)
+    # A transform's output written once per copy of its input (the input's copies are judged there).
+    copies_of_copied_input: list[str] = field(default_factory=list)
     # fault kind -> the longest time (s) without any acknowledgment in a gap that overlaps such a fault
     unavailable_s: dict[str, float] = field(default_factory=dict)
 
@@ -82,8 +98,10 @@ class CheckResult:
 def check(history: History) -> CheckResult:
     result = CheckResult()
     where = _locate({tp: r for tp, r in history.final.items() if tp[0] not in history.lossy_topics})
+    copies_in_log = {value: len(places) for value, places in where.items()}
     _resent_across_bump(history, where, result)
-    _check_duplicates(history, where, result)
+    copied = _copies_of_copied_input(history, where, copies_in_log, result)
+    _check_duplicates(where, copied, result)
     _check_sends(history, where, result)
     _check_transactions(history, where, result)
     _check_offsets(history.commits, history.observations, result)
@@ -170,11 +188,43 @@ def _resent_across_bump(
         )
 
 
+def _copies_of_copied_input(
+    history: History,
+    where: dict[str, list[tuple[TopicPartition, int]]],
+    copies_in_log: dict[str, int],
+    result: CheckResult,
+) -> set[str]:
+    """A transform that reads its input exactly once writes one output per input *record*: when the
+    input itself holds a value twice (a copy librdkafka re-sent across an epoch bump, listed there),
+    the transform's two outputs of it are right. Returns those values, listed in
+    ``result.copies_of_copied_input``: as many copies as the input has, each from its own send in a
+    transaction not aborted. More copies than that, or a copy without its own send, stay a DUPLICATE."""
+    copied: set[str] = set()
+    aborted = _aborted_txns(history)
+    sends_by_value: dict[str, list[str]] = defaultdict(list)
+    for send in history.sends:
+        if send.source is not None and send.txn not in aborted:
+            sends_by_value[send.value].append(send.source)
+    for value, sources in sends_by_value.items():
+        places = where.get(value, [])
+        if len(places) < 2 or len(set(sources)) != 1 or len(places) > len(sources):
+            continue
+        source = sources[0]
+        if len(places) > copies_in_log.get(source, 0):
+            continue
+        found = ", ".join(f"{_tp(tp)}@{offset}" for tp, offset in places)
+        result.copies_of_copied_input.append(
+            f"{value!r} at {found}: its input {source!r} is in the log {copies_in_log[source]} times"
+        )
+        copied.add(value)
+    return copied
+
+
 def _check_duplicates(
-    history: History, where: dict[str, list[tuple[TopicPartition, int]]], result: CheckResult
+    where: dict[str, list[tuple[TopicPartition, int]]], copied: set[str], result: CheckResult
 ) -> None:
     for value, places in sorted(where.items()):
-        if len(places) > 1:
+        if len(places) > 1 and value not in copied:
             found = ", ".join(f"{_tp(tp)}@{offset}" for tp, offset in places)
             result.anomalies["DUPLICATE"].append(f"{value!r} at {found}")
 
@@ -187,6 +237,7 @@ def _check_sends(
     ] = {}  # (topic, key) -> (partition, offset, value)
     by_stream: dict[tuple[str, str, int], list[tuple[int, str, int]]] = defaultdict(list)
     aborted = _aborted_txns(history)
+    owners = _owners(history, aborted)
     for send in history.sends:
         if send.acked:
             result.acknowledged += 1
@@ -197,6 +248,11 @@ def _check_sends(
             # later transaction's copy when the transform loop re-read its input after this abort.
             continue
         places = where.get(send.value, [])
+        seqs = owners[send.value]
+        if send.seq not in seqs:
+            continue  # an unknown transaction's value that a committed one wrote again: that one's copy
+        if len(places) > 1 and len(places) == len(seqs):
+            places = [sorted(places)[seqs.index(send.seq)]]
         for tp, offset in places:
             by_stream[(send.producer, tp[0], tp[1])].append((send.seq, send.value, offset))
         if not send.acked or send.txn is not None:
@@ -236,6 +292,25 @@ def _check_sends(
                 )
 
 
+def _owners(history: History, aborted: set[str]) -> dict[str, list[int]]:
+    """Per value, the sends (``seq``, ascending) its copies in the log belong to, for the order check.
+    Not an aborted transaction's. When the transform loop re-read its input after a transaction of
+    unknown outcome (a fatal error) and a committed one wrote the same values, the copy is the
+    committed one's (two copies are a DUPLICATE, and the unknown one is judged whole with its
+    transaction). A value sent as often as it is in the log (a transform's output of an input held
+    twice) has its k-th send at its k-th copy."""
+    unknown = {txn.name for txn in history.txns if txn.outcome == "unknown"}
+    sends: dict[str, list[tuple[int, bool]]] = defaultdict(list)
+    for send in history.sends:
+        if send.txn not in aborted:
+            sends[send.value].append((send.seq, send.txn in unknown))
+    owners: dict[str, list[int]] = defaultdict(list)
+    for value, found in sends.items():
+        known = [seq for seq, is_unknown in found if not is_unknown]
+        owners[value] = sorted(known or [seq for seq, _ in found])
+    return owners
+
+
 def _check_transactions(
     history: History, where: dict[str, list[tuple[TopicPartition, int]]], result: CheckResult
 ) -> None:
@@ -257,6 +332,8 @@ def _check_transactions(
             finding = f"{txn.producer} {txn.name}: {txn.error}"
             if ABORT_REFUSED in txn.error and not visible:
                 result.abort_refused.append(finding)
+            elif all(part in txn.error for part in SEQUENCE_REUSED):
+                result.sequence_reused.append(finding)
             else:
                 result.anomalies["FATAL_CLIENT_ERROR"].append(finding)
         if txn.outcome == "commit":

@@ -15,7 +15,8 @@ class Send:
     """One record an idempotent (or transactional) producer sent. ``acked``: the delivery report said
     written, at ``partition``/``offset`` (offset -1: written, offset unknown, as Kafka answers a retried
     batch it already has, KIP-758's DUPLICATE_SEQUENCE_NUMBER); otherwise the outcome is unknown (it may or may not be there).
-    ``seq`` orders one producer's sends; ``txn`` names the transaction that carried it, if any."""
+    ``seq`` orders one producer's sends; ``txn`` names the transaction that carried it, if any;
+    ``source``, for a transform's output, the input value it was made from."""
 
     producer: str
     topic: str
@@ -27,6 +28,7 @@ class Send:
     key: str | None = None
     t_ack_s: float = 0.0
     txn: str | None = None
+    source: str | None = None
 
 
 @dataclass(frozen=True)

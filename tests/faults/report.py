@@ -31,6 +31,14 @@ def render(result: CampaignResult) -> str:
             f"- abort refused with INVALID_TXN_STATE as Kafka refuses it (not an anomaly): {line}"
             for line in check.abort_refused
         ),
+        *(
+            f"- fatal after librdkafka re-used a dropped broker's sequences (not an anomaly): {line}"
+            for line in check.sequence_reused
+        ),
+        *(
+            f"- one transform output per copy of its input (not an anomaly): {line}"
+            for line in check.copies_of_copied_input
+        ),
         "",
         "| anomaly | count |",
         "| --- | ---: |",

@@ -178,3 +178,71 @@ def test_diverging_replicas_and_availability_per_fault() -> None:
     result = check(history)
     assert result.counts()["REPLICA_DIVERGENCE"] == 1
     assert result.unavailable_s == {"kill": 7.0, "pause": 1.0}
+
+
+def test_a_transform_writes_one_output_per_copy_of_its_input() -> None:
+    # Seed 31 in CI: idem-2 re-sent 'v' across an epoch bump (both copies in the input), and the loop
+    # read each copy once, in T0 and T1, both committed: two outputs are right, in send order.
+    input_log = [FinalRecord(0, None, "v"), FinalRecord(1, None, "w"), FinalRecord(2, None, "v")]
+    sends = [Send("ctp", "out", f"ctp:{v}", i, False, 0, -1, txn=name, source=v) for i, (v, name) in enumerate(
+        [("v", "T0"), ("w", "T0"), ("v", "T1")]
+    )]  # fmt: skip
+    txns = [Txn("T0", "ctp", "commit", 1.0), Txn("T1", "ctp", "commit", 2.0)]
+    resent = [Send("idem", "in", "v", 0, False), EpochBump("idem", 1, 0, "skipped sequence numbers", 0.5)]
+
+    def history(*output: str, read: list[FinalRecord] = input_log) -> History:
+        final = {("in", 0): list(read), **_log(*output, topic="out")}
+        return History(sends=[resent[0], *sends], txns=list(txns), final=final, bumps=[resent[1]])
+
+    result = check(history("ctp:v", "ctp:w", "ctp:v"))
+    assert result.ok and result.copies_of_copied_input == [
+        "'ctp:v' at out-0@0, out-0@2: its input 'v' is in the log 2 times"
+    ]
+    # The input once: its two outputs are a transform that ran twice.
+    assert _found(history("ctp:v", "ctp:w", "ctp:v", read=input_log[:2])) == {"DUPLICATE": 1}
+    # Three outputs of an input held twice; and the copies out of send order.
+    assert _found(history("ctp:v", "ctp:w", "ctp:v", "ctp:v"))["DUPLICATE"] == 1
+    assert _found(history("ctp:v", "ctp:v", "ctp:w")) == {"REORDER": 1}
+
+
+def test_a_fatal_sequence_error_after_librdkafka_reused_a_dropped_brokers_sequences() -> None:
+    # Seed 31 in CI: T99's batch was in flight to the paused broker 103 when librdkafka dropped it
+    # (_DESTROY_BROKER, taken as not persisted); the abort re-used its sequences, the new leader
+    # answered OUT_OF_ORDER_SEQUENCE_NUMBER and librdkafka made T100 fatal.
+    error = (
+        "OUT_OF_ORDER_SEQUENCE_NUMBER: ProduceRequest for ctp-out [0] with 10 message(s) failed due to "
+        "sequence desynchronization with broker 102 (PID{Id:0,Epoch:0}, base seq 639, idemp state change "
+        "38547ms ago, last partition error _DESTROY_BROKER (actions Refresh,MsgNotPersisted, base seq "
+        "639..650, base msgid 640, 5129ms ago)"
+    )
+    sends = [Send("tx", "t", v, i, False, 0, -1, txn="T100") for i, v in enumerate(["a", "b"])]
+    txns = [Txn("T100", "tx", "unknown", 2.0, error, fatal=True)]
+    for log in [(), ("a", "b")]:
+        result = check(History(sends=list(sends), txns=list(txns), final=_log(*log)))
+        assert result.ok and result.sequence_reused == [f"tx T100: {error}"]
+    # Still all or nothing.
+    assert _found(History(sends=list(sends), txns=list(txns), final=_log("a"))) == {"TXN_ATOMICITY": 1}
+    other = error.replace("_DESTROY_BROKER", "_TRANSPORT")
+    assert _found(
+        History(sends=list(sends), txns=[Txn("T100", "tx", "unknown", 2.0, other, fatal=True)])
+    ) == {"FATAL_CLIENT_ERROR": 1}
+
+
+def test_a_committed_transaction_owns_the_values_it_wrote_again_after_an_unknown_one() -> None:
+    # Seed 31 in CI: T100 (fatal, unknown) sent b then a; the loop re-read its input, and T101 and T102
+    # (committed) wrote a then b, which is where they are. T100 left nothing, so no order is broken.
+    sends = [Send("ctp", "t", v, i, False, 0, -1, txn=name) for i, (v, name) in enumerate(
+        [("b", "T100"), ("a", "T100"), ("a", "T101"), ("b", "T102")]
+    )]  # fmt: skip
+    txns = [
+        Txn("T100", "ctp", "unknown", 1.0, "OUT_OF_ORDER_SEQUENCE_NUMBER", fatal=True),
+        Txn("T101", "ctp", "commit", 2.0),
+        Txn("T102", "ctp", "commit", 3.0),
+    ]
+    assert _found(History(sends=list(sends), txns=list(txns), final=_log("a", "b"))) == {
+        "FATAL_CLIENT_ERROR": 1
+    }
+    assert _found(History(sends=list(sends), txns=list(txns), final=_log("b", "a"))) == {
+        "FATAL_CLIENT_ERROR": 1,
+        "REORDER": 1,
+    }

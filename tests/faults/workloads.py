@@ -312,10 +312,12 @@ class TransformLoop(TransactionalProducer):
         try:
             producer.begin_transaction()
             for message in messages:
-                value = f"ctp:{message.value().decode()}"
+                source = message.value().decode()
+                value = f"ctp:{source}"
                 self.history.add(
-                    Send(self.name, self.topic, value, self.seq, False, message.partition(), txn=name)
-                )
+                    Send(self.name, self.topic, value, self.seq, False, message.partition(), txn=name,
+                         source=source)
+                )  # fmt: skip
                 self.seq += 1
                 producer.produce(self.topic, value.encode(), partition=message.partition())
             positions = consumer.position(consumer.assignment())
