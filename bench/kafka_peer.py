@@ -137,6 +137,7 @@ def server_command(classpath: str, config: Path) -> list[str]:
 @dataclass
 class KafkaCluster:
     bootstrap_servers: str
+    pids: dict[int, int]  # node id -> the JVM's pid (bench.replication reads their CPU time)
 
 
 @contextlib.contextmanager
@@ -185,7 +186,7 @@ def running_kafka_cluster(nodes: int = 3) -> Iterator[KafkaCluster]:
             if time.monotonic() > deadline:
                 raise TimeoutError(f"kafka cluster: {nodes} brokers never registered")
             time.sleep(0.2)
-        yield KafkaCluster(bootstrap)
+        yield KafkaCluster(bootstrap, {node_id: proc.pid for node_id, proc in zip(ports, procs, strict=True)})
     finally:
         for proc in procs:
             proc.terminate()

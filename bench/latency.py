@@ -245,7 +245,7 @@ def run(args: argparse.Namespace) -> tuple[dict[str, list[Run]], list[float]]:
         with running_kafka_cluster(nodes=3) as kafka_cluster:
             for rate in rates:
                 topic = f"latency-{rate}"
-                create_replicated_topic(kafka_cluster, topic, 3)  # type: ignore[arg-type]
+                create_replicated_topic(kafka_cluster, topic, 3)
                 record("kafka-cluster", rate, kafka_cluster.bootstrap_servers, topic)
     loads.append(os.getloadavg()[0])
     return results, loads

@@ -10,7 +10,11 @@
    the producer shares the two cores with the brokers. The default cases use an idempotent producer;
    ``--plain-cases`` (default 1024x1) repeats cases with ``enable.idempotence=false``, still acks=all,
    because librdkafka's idempotent producer keeps at most one Produce per partition in flight and polls
-   without sleeping while it waits (below, and bench/results/replication.md).
+   without sleeping while it waits (below, and bench/results/replication.md). The same cases run on
+   Apache Kafka 4.3.1, three combined KRaft nodes (bench.kafka_peer.running_kafka_cluster; skipped with
+   ``--no-kafka`` or without Java and Maven), with the same producer: the peer's RF=3/RF=1 ratio on these
+   cores and with this client, measured in the same run. Each cluster first takes ``--megabytes`` / 2
+   of unmeasured RF=3 records (the JVM's JIT, the brokers' page cache).
 2. Failover: an idempotent acks=all producer writes continuously to the RF=3 topic; the partition's
    leader is killed (kill -9); the figure is the time from the kill to the first acknowledgement of a
    record produced after it (detection is the broker session timeout, 2000 ms here). The killed broker is
@@ -19,7 +23,7 @@
 Prints tables; writes bench/results/replication.md.
 
     python -m bench.replication [--megabytes 100] [--kills 3] [--cases 1024x1,1024x3,100x1,100x3]
-                                [--plain-cases 1024x1]
+                                [--plain-cases 1024x1] [--rounds 3] [--no-kafka]
 """
 
 from __future__ import annotations
@@ -28,14 +32,20 @@ import argparse
 import os
 import resource
 import statistics
+import subprocess
+import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Protocol
 
 import confluent_kafka
 from confluent_kafka.admin import AdminClient, NewTopic
+from tests.interop.maven_build import MavenError
 
+from bench.kafka_peer import KAFKA_VERSION, running_kafka_cluster
 from bench.results_file import write_results
 from pykraft.testing import ProcessCluster, running_cluster
 
@@ -43,6 +53,8 @@ RESULTS = Path(__file__).resolve().parent / "results"
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 Row = tuple[float, float, float, float]  # msgs/s, MB/s, broker CPU s per MB, producer CPU s per MB
 Case = tuple[int, int, bool]  # record bytes, partitions, idempotent producer
+Rows = dict[Case, dict[int, list[Row]]]  # case -> replication factor -> one row per round
+KAFKA = f"Apache Kafka {KAFKA_VERSION}"
 SESSION_TIMEOUT_MS = 2000
 OVERRIDES = {
     "broker.session.timeout.ms": str(SESSION_TIMEOUT_MS),
@@ -66,19 +78,31 @@ def _process_cpu_s() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def _cpu_by_broker(cluster: ProcessCluster) -> dict[int, float]:
-    """Each live broker's utime+stime in seconds."""
+class Brokers(Protocol):
+    @property
+    def bootstrap_servers(self) -> str: ...
+
+
+def _pykraft_pids(cluster: ProcessCluster) -> dict[int, int]:
+    """Each live broker's pid (the controllers' CPU is not the replication's)."""
+    return {
+        node_id: node.process.pid
+        for node_id, node in cluster.brokers.items()
+        if node.process is not None and node.alive
+    }
+
+
+def _cpu_by_broker(pids: dict[int, int]) -> dict[int, float]:
+    """Each broker's utime+stime in seconds."""
     cpu = {}
-    for node_id, node in cluster.brokers.items():
-        if node.process is None or not node.alive:
-            continue
-        with open(f"/proc/{node.process.pid}/stat", encoding="ascii") as fh:
+    for node_id, pid in pids.items():
+        with open(f"/proc/{pid}/stat", encoding="ascii") as fh:
             fields = fh.read().rsplit(")", 1)[1].split()
         cpu[node_id] = (int(fields[11]) + int(fields[12])) / CLK_TCK  # utime, stime
     return cpu
 
 
-def _create(cluster: ProcessCluster, topic: str, replication_factor: int, partitions: int = 1) -> None:
+def _create(cluster: Brokers, topic: str, replication_factor: int, partitions: int = 1) -> None:
     admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
     admin.create_topics(
         [
@@ -101,7 +125,13 @@ def _create(cluster: ProcessCluster, topic: str, replication_factor: int, partit
 
 
 def throughput(
-    cluster: ProcessCluster, topic: str, messages: int, value: bytes, *, idempotent: bool = True
+    cluster: Brokers,
+    pids: Callable[[], dict[int, int]],
+    topic: str,
+    messages: int,
+    value: bytes,
+    *,
+    idempotent: bool = True,
 ) -> Row:
     """(messages/s, MB/s, broker CPU s per MB, producer CPU s per MB) for ``messages`` acks=all records
     of ``value``, spread over the topic's partitions by librdkafka's partitioner (no key: sticky
@@ -117,7 +147,7 @@ def throughput(
     producer.produce(topic, value)  # connections and producer id first
     producer.flush(30)
     failures: list[object] = []
-    cpu_before = _cpu_by_broker(cluster)
+    cpu_before = _cpu_by_broker(pids())
     producer_cpu_before = _process_cpu_s()
     started = time.monotonic()
     for _ in range(messages):
@@ -130,7 +160,7 @@ def throughput(
     left = producer.flush(120)
     elapsed = time.monotonic() - started
     producer_cpu = _process_cpu_s() - producer_cpu_before
-    by_broker = {b: c - cpu_before.get(b, 0.0) for b, c in _cpu_by_broker(cluster).items()}
+    by_broker = {b: c - cpu_before.get(b, 0.0) for b, c in _cpu_by_broker(pids()).items()}
     print(f"{topic}: CPU s by broker {by_broker} in {elapsed:.1f} s", flush=True)
     cpu = sum(by_broker.values())
     if left or failures:
@@ -194,30 +224,64 @@ def failover(cluster: ProcessCluster, topic: str, kills: int) -> list[float]:
     return results
 
 
-def render(rows: dict[Case, dict[int, Row]], kills: list[float], megabytes: float, loads: list[float]) -> str:
+def render(
+    rows: dict[str, Rows],
+    kills: list[float],
+    megabytes: float,
+    loads: list[float],
+    kafka_note: str,
+    rounds: int,
+) -> str:
     lines = [
         "# P9: replication (3 controllers + 3 brokers, separate processes on 127.0.0.1, 2 cores)",
         "",
         f"`python -m bench.replication`: {megabytes:g} MB of acks=all records per case from one",
         "confluent-kafka producer (linger.ms=5, no key), idempotent unless the row says otherwise; broker CPU",
         "is the three brokers' utime+stime, producer CPU the bench process's (librdkafka and the Python loop",
-        "feeding it). RF=1 and RF=3 of each case run back to back on the same cluster; three partitions are",
-        "led one per broker.",
+        f"feeding it). RF=1 and RF=3 of each case run back to back on the same cluster, {rounds} rounds of",
+        "every case (medians below; the ratio row is the median of each round's ratio); three partitions are",
+        f"led one per broker. {KAFKA}: three combined KRaft nodes (broker and controller in each JVM),",
+        f"the same cases after pykraft's. {kafka_note}",
         f"Load average (1 min) at the start {loads[0]:.1f}, at the end {loads[-1]:.1f}.",
         "",
-        "| record | partitions | producer | replication factor | msgs/s | MB/s | broker CPU s per MB "
+        "| broker | record | partitions | producer | replication factor | msgs/s | MB/s | broker CPU s per MB "
         "| producer CPU s per MB |",
-        "|---:|---:|---|---|---:|---:|---:|---:|",
+        "|---|---:|---:|---|---|---:|---:|---:|---:|",
     ]
-    for (size, partitions, idempotent), by_factor in rows.items():
-        rf1, rf3 = by_factor[1], by_factor[3]
-        case = f"| {size} B | {partitions} | {'idempotent' if idempotent else 'not idempotent'} "
-        lines += [
-            f"{case}| 1 | {rf1[0]:.0f} | {rf1[1]:.2f} | {rf1[2]:.3f} | {rf1[3]:.3f} |",
-            f"{case}| 3 (min.insync.replicas=2) | {rf3[0]:.0f} | {rf3[1]:.2f} | {rf3[2]:.3f} | {rf3[3]:.3f} |",
-            f"{case}| **ratio RF3 / RF1** | {rf3[0] / rf1[0]:.2f} | {rf3[1] / rf1[1]:.2f} | "
-            f"{rf3[2] / rf1[2]:.2f} | {rf3[3] / rf1[3]:.2f} |",
-        ]
+    for system, by_case in rows.items():
+        for (size, partitions, idempotent), by_factor in by_case.items():
+            rf1, rf3 = _median_row(by_factor[1]), _median_row(by_factor[3])
+            ratio = _median_row(_paired_ratios(by_factor))
+            row = (
+                f"| {system} | {size} B | {partitions} | {'idempotent' if idempotent else 'not idempotent'} "
+            )
+            lines += [
+                f"{row}| 1 | {rf1[0]:.0f} | {rf1[1]:.2f} | {rf1[2]:.3f} | {rf1[3]:.3f} |",
+                f"{row}| 3 (min.insync.replicas=2) | {rf3[0]:.0f} | {rf3[1]:.2f} | {rf3[2]:.3f} | {rf3[3]:.3f} |",
+                f"{row}| **ratio RF3 / RF1** | {ratio[0]:.2f} | {ratio[1]:.2f} | {ratio[2]:.2f} | {ratio[3]:.2f} |",
+            ]
+    systems = list(rows)
+    lines += [
+        "",
+        "RF3 / RF1 MB/s, side by side: the median of the rounds, and each round's (RF=1 and RF=3 back to back)",
+        "",
+        "| record | partitions | producer | " + " | ".join(systems) + " |",
+        "|---:|---:|---|" + "---|" * len(systems),
+    ]
+    for case in rows["pykraft"]:
+        size, partitions, idempotent = case
+        cells = []
+        for system in systems:
+            if case not in rows[system]:
+                cells.append("-")
+                continue
+            ratios = [r[1] for r in _paired_ratios(rows[system][case])]
+            cells.append(f"**{statistics.median(ratios):.2f}** ({', '.join(f'{r:.2f}' for r in ratios)})")
+        lines.append(
+            f"| {size} B | {partitions} | {'idempotent' if idempotent else 'not idempotent'} | "
+            + " | ".join(cells)
+            + " |"
+        )
     lines += [
         "",
         f"Leader kill -9 to the first acknowledged produce on the new leader (broker.session.timeout.ms={SESSION_TIMEOUT_MS}):",
@@ -240,6 +304,49 @@ def _cases(text: str) -> list[tuple[int, int]]:
         raise SystemExit(f"--cases {text!r}: expected SIZExPARTITIONS[,...], e.g. 1024x1,100x3") from None
 
 
+def _median_row(rows: list[Row]) -> Row:
+    a, b, c, d = (statistics.median(column) for column in zip(*rows, strict=True))
+    return a, b, c, d
+
+
+def _paired_ratios(by_factor: dict[int, list[Row]]) -> list[Row]:
+    """Each round's RF=3 row over its RF=1 row (run back to back, so under about the same load)."""
+    return [
+        (r3[0] / r1[0], r3[1] / r1[1], r3[2] / r1[2], r3[3] / r1[3])
+        for r1, r3 in zip(by_factor[1], by_factor[3], strict=True)
+    ]
+
+
+def measure(
+    system: str,
+    cluster: Brokers,
+    pids: Callable[[], dict[int, int]],
+    cases: list[Case],
+    megabytes: float,
+    rounds: int,
+) -> Rows:
+    """``rounds`` times every case at RF=1 then RF=3 (a fresh topic each), after ``megabytes`` / 2 of
+    unmeasured RF=3 records."""
+    _create(cluster, "warm-up", 3)
+    throughput(cluster, pids, "warm-up", int(megabytes * 1e6 / 2 / 1024), b"x" * 1024)
+    rows: Rows = {}
+    for round_number in range(rounds):
+        for size, partitions, idempotent in cases:
+            for factor in (1, 3):
+                topic = f"rf{factor}-{size}b-{partitions}p{'' if idempotent else '-plain'}-{round_number}"
+                _create(cluster, topic, factor, partitions)
+                messages = int(megabytes * 1e6 / size)
+                row = throughput(cluster, pids, topic, messages, b"x" * size, idempotent=idempotent)
+                rows.setdefault((size, partitions, idempotent), {}).setdefault(factor, []).append(row)
+                print(
+                    f"{system} round {round_number}: {size} B x {partitions} partitions RF={factor} idempotent={idempotent}: "
+                    f"{row[0]:.0f} msgs/s, {row[1]:.1f} MB/s, {row[2]:.3f} broker CPU s/MB, "
+                    f"{row[3]:.3f} producer CPU s/MB",
+                    flush=True,
+                )
+    return rows
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
@@ -258,32 +365,35 @@ def main() -> None:
         default=list(PLAIN_CASES),
         help="the same, with a producer that is not idempotent (default 1024x1; '' for none)",
     )
+    parser.add_argument(
+        "--rounds", type=int, default=3, help="times each case runs at RF=1 then RF=3 (medians reported)"
+    )
+    parser.add_argument("--no-kafka", action="store_true", help=f"do not measure {KAFKA} beside pykraft")
     args = parser.parse_args()
     cases: list[Case] = [(size, partitions, True) for size, partitions in args.cases]
     cases += [(size, partitions, False) for size, partitions in args.plain_cases]
     loads = [os.getloadavg()[0]]
-    rows: dict[Case, dict[int, Row]] = {}
+    rows: dict[str, Rows] = {}
     with tempfile.TemporaryDirectory(prefix="pykraft-replication-") as directory:
         with running_cluster(controllers=3, brokers=3, directory=directory, overrides=OVERRIDES) as cluster:
-            for size, partitions, idempotent in cases:
-                for factor in (1, 3):
-                    topic = f"rf{factor}-{size}b-{partitions}p{'' if idempotent else '-plain'}"
-                    _create(cluster, topic, factor, partitions)
-                    messages = int(args.megabytes * 1e6 / size)
-                    row = throughput(cluster, topic, messages, b"x" * size, idempotent=idempotent)
-                    rows.setdefault((size, partitions, idempotent), {})[factor] = row
-                    print(
-                        f"{size} B x {partitions} partitions RF={factor} idempotent={idempotent}: "
-                        f"{row[0]:.0f} msgs/s, {row[1]:.1f} MB/s, {row[2]:.3f} broker CPU s/MB, "
-                        f"{row[3]:.3f} producer CPU s/MB",
-                        flush=True,
-                    )
+            rows["pykraft"] = measure(
+                "pykraft", cluster, lambda: _pykraft_pids(cluster), cases, args.megabytes, args.rounds
+            )
             kills = []
             if args.kills:
                 _create(cluster, "failover", 3)
                 kills = failover(cluster, "failover", args.kills)
+    kafka_note = "Not measured: --no-kafka."
+    if not args.no_kafka:
+        try:
+            with running_kafka_cluster(nodes=3) as kafka:
+                rows[KAFKA] = measure(KAFKA, kafka, lambda: kafka.pids, cases, args.megabytes, args.rounds)
+            kafka_note = ""
+        except (MavenError, subprocess.TimeoutExpired) as exc:
+            kafka_note = f"Not measured: {exc}."
+            print(f"kafka: {exc}; skipping", file=sys.stderr)
     loads.append(os.getloadavg()[0])
-    table = render(rows, kills, args.megabytes, loads)
+    table = render(rows, kills, args.megabytes, loads, kafka_note, args.rounds)
     print(table)
     RESULTS.mkdir(exist_ok=True)
     write_results(RESULTS / "replication.md", table)
