@@ -241,7 +241,7 @@ def render(
         f"feeding it). RF=1 and RF=3 of each case run back to back on the same cluster, {rounds} rounds of",
         "every case (medians below; the ratio row is the median of each round's ratio); three partitions are",
         f"led one per broker. {KAFKA}: three combined KRaft nodes (broker and controller in each JVM),",
-        f"the same cases after pykraft's. {kafka_note}",
+        f"the same cases after pykraft's.{' ' + kafka_note if kafka_note else ''}",
         f"Load average (1 min) at the start {loads[0]:.1f}, at the end {loads[-1]:.1f}.",
         "",
         "| broker | record | partitions | producer | replication factor | msgs/s | MB/s | broker CPU s per MB "
