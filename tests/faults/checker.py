@@ -201,16 +201,16 @@ def _copies_of_copied_input(
     transaction not aborted. More copies than that, or a copy without its own send, stay a DUPLICATE."""
     copied: set[str] = set()
     aborted = _aborted_txns(history)
-    sends_by_value: dict[str, list[str]] = defaultdict(list)
+    sends_by_value: dict[str, int] = defaultdict(int)
+    source_of: dict[str, str] = {}
     for send in history.sends:
         if send.source is not None and send.txn not in aborted:
-            sends_by_value[send.value].append(send.source)
-    for value, sources in sends_by_value.items():
+            sends_by_value[send.value] += 1
+            source_of[send.value] = send.source
+    for value, sends in sends_by_value.items():
         places = where.get(value, [])
-        if len(places) < 2 or len(set(sources)) != 1 or len(places) > len(sources):
-            continue
-        source = sources[0]
-        if len(places) > copies_in_log.get(source, 0):
+        source = source_of[value]
+        if not 2 <= len(places) <= min(sends, copies_in_log.get(source, 0)):
             continue
         found = ", ".join(f"{_tp(tp)}@{offset}" for tp, offset in places)
         result.copies_of_copied_input.append(
