@@ -202,7 +202,7 @@ def test_a_restart_without_an_index_file_rebuilds_it_from_the_log() -> None:
         store.delete_checkpoint(name)
     log.replicas = manager(log.opener)
     part = log.replicas.ensure_partition(TOPIC, 0, NOW)
-    assert part.transactions.aborted == aborted == [AbortedTxn(1, 0, 2, 2)]
+    assert part.transactions.aborted == aborted == [AbortedTxn(1, 0, 2, 3)]
 
 
 def test_a_crash_that_loses_the_tail_drops_its_index_entries() -> None:
@@ -240,6 +240,40 @@ def test_a_follower_replaying_the_leaders_bytes_reaches_the_same_state() -> None
     follower.truncate(part, 5, NOW)
     assert part.producer_state.open_transactions() == {2: 2}
     assert [a[:3] for a in part.transactions.aborted] == [(1, 0, 4)]
+
+
+def test_a_marker_without_records_is_no_transaction_on_leader_follower_or_restart() -> None:
+    """An ABORT (or COMMIT) of a producer with nothing open here -- a transaction that wrote to other
+    partitions only, or a fence's abort -- gets no aborted entry and holds no last stable offset
+    (Kafka's appendEndTxnMarker emits no CompletedTxn for it)."""
+    leader = Log()
+    leader.end(5, commit=False)  # 0: empty abort
+    leader.write(1)  # 1-2
+    leader.end(6, commit=True)  # 3: empty commit
+    leader.end(1, commit=False)  # 4: aborts 1-2
+    leader.end(1, commit=False)  # 5: empty again (a retried marker)
+    expected = [AbortedTxn(1, 1, 4, 5)]
+    assert leader.part.transactions.aborted == expected
+    assert leader.part.transactions.unreplicated == [(1, 4)]
+    assert leader.read_committed()[1] == [(1, 1)]
+
+    follower = manager(MemoryOpener())
+    part = follower.ensure_partition(TOPIC, 0, NOW, replicated=True, broker_id=2)
+    data = leader.replicas.read_for_replica(leader.part, 0, 1 << 20)
+    assert follower.append_as_follower(part, b"".join(bytes(c) for c in data.chunks), NOW) == ErrorCode.NONE
+    assert part.transactions.aborted == expected
+    assert [first for first, _ in part.transactions.unreplicated] == [1]
+
+    # Rebuilt from the log (no index file) and restored from the index file alike.
+    leader.reopen()
+    assert leader.part.transactions.aborted == expected
+    leader.replicas.close_all()
+    store = leader.opener.stores[(TOPIC, 0)]
+    for name in store.list_checkpoints(".txnindex"):
+        store.delete_checkpoint(name)
+    leader.replicas = manager(leader.opener)
+    rebuilt = leader.replicas.ensure_partition(TOPIC, 0, NOW)
+    assert rebuilt.transactions.aborted == expected
 
 
 def test_retention_drops_entries_below_the_log_start() -> None:

@@ -859,7 +859,7 @@ class ReplicaManager:
                 part.producer_state.replay(header, now_ms)
                 part.transactions.on_marker(
                     header.producer_id,
-                    header.base_offset if first is None else first,
+                    first,
                     header.base_offset,
                     control_type_of(marker.key) != CONTROL_TYPE_ABORT,
                     self._lso_after(part, header.base_offset),
@@ -973,9 +973,10 @@ class ReplicaManager:
     @staticmethod
     def _lso_after(part: Partition, marker_offset: int) -> int:
         """The last stable offset an aborted transaction records: the first offset still undecided
-        once its marker is applied (Kafka's lastStableOffset(completedTxn)), else the marker's."""
+        once its marker is applied, else the offset after the marker (Kafka's
+        lastStableOffset(completedTxn))."""
         first = part.producer_state.first_unstable_offset()
-        return marker_offset if first is None else min(first, marker_offset)
+        return marker_offset + 1 if first is None else min(first, marker_offset + 1)
 
     def needs_verification(self, part: Partition, producer_id: int) -> bool:
         """A transactional batch of this producer would open a transaction here (KIP-890)."""
@@ -1033,7 +1034,7 @@ class ReplicaManager:
         part.verification_guards.pop(producer_id, None)
         part.transactions.on_marker(
             producer_id,
-            info.first_offset if first is None else first,
+            first,
             info.first_offset,
             commit,
             self._lso_after(part, info.first_offset),

@@ -72,8 +72,14 @@ class TransactionIndex:
     unreplicated: list[tuple[int, int]] = field(default_factory=list)
 
     def on_marker(
-        self, producer_id: int, first_offset: int, marker_offset: int, commit: bool, lso: int
+        self, producer_id: int, first_offset: int | None, marker_offset: int, commit: bool, lso: int
     ) -> None:
+        """A COMMIT/ABORT marker of the producer's transaction that began at ``first_offset`` (None:
+        no record of it here). Only a transaction with records is completed: a marker alone neither
+        holds the last stable offset nor is an aborted entry (Kafka's appendEndTxnMarker emits no
+        CompletedTxn for it)."""
+        if first_offset is None:
+            return
         self.unreplicated.append((first_offset, marker_offset))
         if not commit:
             self.aborted.append(AbortedTxn(producer_id, first_offset, marker_offset, lso))
@@ -154,9 +160,14 @@ def recover(
                 pid = header.producer_id
                 if header.is_control and header.record_count > 0:
                     marker = _marker_in(log, header)
-                    first = open_txns.pop(pid, header.base_offset)
-                    if marker is not None and control_type_of(marker.key) == CONTROL_TYPE_ABORT:
-                        index.aborted.append(AbortedTxn(pid, first, header.base_offset, header.base_offset))
+                    first = open_txns.pop(pid, None)
+                    if (
+                        first is not None
+                        and marker is not None
+                        and control_type_of(marker.key) == CONTROL_TYPE_ABORT
+                    ):
+                        lso = min(open_txns.values(), default=header.base_offset + 1)
+                        index.aborted.append(AbortedTxn(pid, first, header.base_offset, lso))
                 elif header.is_transactional:
                     open_txns.setdefault(pid, header.base_offset)
             # A snapshot older than the log start leaves a gap the log no longer holds (KIP-360: the
