@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from pykraft.broker.replica_manager import Partition, ReplicaManager
 from pykraft.core.errors import ErrorCode
 from pykraft.log.partition_log import LogConfig
-from pykraft.log.txn_index import AbortedTxn, TransactionIndex, decode_entries, encode_entries
+from pykraft.log.txn_index import AbortedTxn, TransactionIndex, decode_entries, encode_entries, recover
 from pykraft.protocol.records import (
     Record,
     build_batch,
@@ -274,6 +274,30 @@ def test_a_marker_without_records_is_no_transaction_on_leader_follower_or_restar
     leader.replicas = manager(leader.opener)
     rebuilt = leader.replicas.ensure_partition(TOPIC, 0, NOW)
     assert rebuilt.transactions.aborted == expected
+
+
+def test_a_restart_below_a_commit_marker_still_holds_the_last_stable_offset() -> None:
+    """A replica restarted with its high watermark below a COMMIT marker holds the last stable offset
+    at that transaction's first offset until the high watermark passes the marker, as for an ABORT
+    (Kafka's unreplicatedTxns): a read_committed consumer never reads a transaction whose marker may
+    not be replicated."""
+    leader = Log()
+    leader.write(1)  # 0-1
+    leader.write(2)  # 2-3
+    leader.end(1, commit=True)  # 4
+    leader.end(2, commit=True)  # 5
+    follower = manager(MemoryOpener())
+    part = follower.ensure_partition(TOPIC, 0, NOW, replicated=True, broker_id=2)
+    data = leader.replicas.read_for_replica(leader.part, 0, 1 << 20)
+    assert follower.append_as_follower(part, b"".join(bytes(c) for c in data.chunks), NOW) == ErrorCode.NONE
+    follower.update_follower_high_watermark(part, 3)
+    assert follower.last_stable_offset(part) == 0
+    index, problems = recover(part.log, follower._new_producer_state(), NOW)
+    assert problems == [] and index.aborted == []
+    assert index.unreplicated == [(0, 4), (2, 5)]
+    assert index.last_stable_offset(None, 3) == 0
+    assert index.last_stable_offset(None, 5) == 2
+    assert index.last_stable_offset(None, 6) == 6
 
 
 def test_retention_drops_entries_below_the_log_start() -> None:

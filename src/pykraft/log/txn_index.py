@@ -143,6 +143,8 @@ def recover(
     index = TransactionIndex()
     index_from = log.log_start_offset
     open_txns: dict[int, int] = {}
+    # (first offset, marker offset) of every transaction decided in the part of the log read here.
+    completed: list[tuple[int, int]] = []
     if loaded is not None:
         data = log.store.read_checkpoint(txn_index_file_name(loaded))
         entries = decode_entries(data) if data is not None else None
@@ -161,6 +163,8 @@ def recover(
                 if header.is_control and header.record_count > 0:
                     marker = _marker_in(log, header)
                     first = open_txns.pop(pid, None)
+                    if first is not None:
+                        completed.append((first, header.base_offset))
                     if (
                         first is not None
                         and marker is not None
@@ -179,10 +183,11 @@ def recover(
     index.truncate_to(log.log_end_offset)
     index.drop_below(log.log_start_offset)
     # Decided transactions whose markers may not be replicated yet hold the LSO until the high
-    # watermark passes them (a restarted leader's high watermark starts low).
-    index.unreplicated = [
-        (e.first_offset, e.last_offset) for e in index.aborted if e.last_offset >= log.high_watermark
-    ]
+    # watermark passes them, committed ones as much as aborted ones (Kafka's unreplicatedTxns, filled
+    # by the transactions completed while the log after the snapshot is read).
+    decided = {(e.first_offset, e.last_offset) for e in index.aborted}
+    decided.update(completed)
+    index.unreplicated = sorted((f, m) for f, m in decided if m >= log.high_watermark)
     for name in log.store.list_checkpoints(TXN_INDEX_SUFFIX):
         offset = snapshot_offset(name.replace(TXN_INDEX_SUFFIX, ".snapshot"))
         if offset is not None and offset > log.log_end_offset:
