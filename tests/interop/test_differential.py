@@ -773,6 +773,55 @@ def fetch_unknown_topic(b: Broker) -> None:
     fetch(b, "fetch", "f-none", 0)
 
 
+def fetch_by_id_fields(topic_ids: list[str], offset: int = 0) -> dict:  # type: ignore[type-arg]
+    """A consumer's Fetch naming its topics by id (v13+, KIP-516), partition 0 of each."""
+    return {
+        "replica_id": -1,
+        "max_wait_ms": 0,
+        "min_bytes": 0,
+        "max_bytes": 1 << 20,
+        "isolation_level": 0,
+        "session_id": 0,
+        "session_epoch": -1,
+        "topics": [
+            {
+                "topic_id": topic_id,
+                "partitions": [
+                    {
+                        "partition": 0,
+                        "current_leader_epoch": -1,
+                        "fetch_offset": offset,
+                        "last_fetched_epoch": -1,
+                        "log_start_offset": -1,
+                        "partition_max_bytes": 1 << 20,
+                    }
+                ],
+            }
+            for topic_id in topic_ids
+        ],
+        "forgotten_topics_data": [],
+        "rack_id": "",
+    }
+
+
+@sequence
+def fetch_by_topic_id(b: Broker) -> None:
+    """Fetch v13-v17 by topic id: the records, the id echoed; with an unknown id beside a known one,
+    that one answered UNKNOWN_TOPIC_ID and the other read as usual."""
+    created = create_topic(b, "f-by-id")
+    topic_id = created["topics"][0]["topic_id"]
+    produce(b, "produce", "f-by-id", batch(3))
+    for version in (13, 15, 16, 17):
+        b.call(f"fetch v{version}", ApiKey.FETCH, version, fetch_by_id_fields([topic_id]))
+    unknown = "c0ffee00-0000-4000-8000-000000000003"
+    b.call("fetch v17, known and unknown", ApiKey.FETCH, 17, fetch_by_id_fields([unknown, topic_id], 1))
+    # A topic deleted and created again under its name has a new id: the old id is unknown.
+    deleted = {"topics": [{"name": "f-by-id", "topic_id": None}], "timeout_ms": 30000}
+    call(b, "delete", ApiKey.DELETE_TOPICS, deleted)
+    create_topic(b, "f-by-id", label="create again")
+    b.call("fetch v17, the old id", ApiKey.FETCH, 17, fetch_by_id_fields([topic_id]))
+
+
 @sequence
 def fetch_unknown_topic_id(b: Broker) -> None:
     fields = {

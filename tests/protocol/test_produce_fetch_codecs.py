@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import struct
+import uuid
 from typing import Any
 
 import pytest
@@ -16,6 +17,7 @@ from pykraft.protocol.fetch import (
     FetchPartitionResponse,
     FetchResponseData,
     FetchTopicResponse,
+    NodeEndpoint,
     decode_fetch_response,
     encode_fetch_response,
 )
@@ -27,7 +29,7 @@ from pykraft.protocol.records import Record, build_batch, read_batch_header, set
 from pykraft.protocol.wire import WireFormatError
 
 PRODUCE_VERSIONS = range(3, 12)
-FETCH_VERSIONS = range(4, 13)
+FETCH_VERSIONS = range(4, 18)
 
 _Topic = ProduceRequest.TopicProduceData
 _Partition = ProduceRequest.TopicProduceData.PartitionProduceData
@@ -205,15 +207,28 @@ _FPartition = FetchResponse.FetchableTopicResponse.PartitionData
 _FAborted = FetchResponse.FetchableTopicResponse.PartitionData.AbortedTransaction
 
 
+_FEndpoint = FetchResponse.NodeEndpoint
+
+
 def _kp_fetch_response(correlation_id: int, version: int, data: FetchResponseData) -> Any:
+    endpoints = {}
+    if version >= 16 and data.node_endpoints:
+        endpoints["node_endpoints"] = [
+            _FEndpoint(node_id=e.node_id, host=e.host, port=e.port, rack=e.rack) for e in data.node_endpoints
+        ]
     response = FetchResponse(
         version=version,
         throttle_time_ms=data.throttle_time_ms,
         error_code=data.error_code,
         session_id=data.session_id,
+        **endpoints,
         responses=[
             _FTopic(
-                topic=topic.topic,
+                **(
+                    {"topic": topic.topic}
+                    if version < 13
+                    else {"topic_id": topic.topic_id or uuid.UUID(int=0)}
+                ),
                 partitions=[
                     _FPartition(
                         partition_index=p.partition_index,
@@ -230,6 +245,11 @@ def _kp_fetch_response(correlation_id: int, version: int, data: FetchResponseDat
                             {}
                             if p.diverging_epoch is None
                             else {"diverging_epoch": _FPartition.EpochEndOffset(*p.diverging_epoch)}
+                        ),
+                        **(
+                            {}
+                            if p.current_leader is None
+                            else {"current_leader": _FPartition.LeaderIdAndEpoch(*p.current_leader)}
                         ),
                     )
                     for p in topic.partitions
@@ -258,7 +278,11 @@ def _check_fetch(correlation_id: int, version: int, data: FetchResponseData) -> 
     decoded = FetchResponse.decode(ours[4:], version=version, header=True)
     assert decoded.header.correlation_id == correlation_id
     assert decoded.throttle_time_ms == data.throttle_time_ms
-    assert [t.topic for t in decoded.responses] == [t.topic for t in data.topics]
+    if version >= 13:
+        zero = uuid.UUID(int=0)  # kafka-python decodes the zero uuid as None
+        assert [t.topic_id or zero for t in decoded.responses] == [t.topic_id or zero for t in data.topics]
+    else:
+        assert [t.topic for t in decoded.responses] == [t.topic for t in data.topics]
     for our_topic, their_topic in zip(data.topics, decoded.responses, strict=True):
         for ours_p, theirs_p in zip(our_topic.partitions, their_topic.partitions, strict=True):
             assert theirs_p.partition_index == ours_p.partition_index
@@ -267,6 +291,13 @@ def _check_fetch(correlation_id: int, version: int, data: FetchResponseData) -> 
             if version >= 12 and ours_p.diverging_epoch is not None:
                 diverging = theirs_p.diverging_epoch
                 assert (diverging.epoch, diverging.end_offset) == ours_p.diverging_epoch
+            if version >= 12 and ours_p.current_leader is not None:
+                leader = theirs_p.current_leader
+                assert (leader.leader_id, leader.leader_epoch) == ours_p.current_leader
+    if version >= 16:
+        assert [(e.node_id, e.host, e.port, e.rack) for e in decoded.node_endpoints or []] == [
+            (e.node_id, e.host, e.port, e.rack) for e in data.node_endpoints
+        ]
 
 
 def _sample_fetch() -> FetchResponseData:
@@ -283,10 +314,14 @@ def _sample_fetch() -> FetchResponseData:
                     FetchPartitionResponse(1, 1, -1, -1, -1, [], aborted_transactions=[(7, 3)]),
                     FetchPartitionResponse(2, 0, 5, 4, 0, [memoryview(batch)], preferred_read_replica=2),
                     FetchPartitionResponse(3, 0, 9, 9, 0, [], diverging_epoch=(4, 7)),
+                    FetchPartitionResponse(4, 6, -1, -1, -1, [], current_leader=(2, 11)),
+                    FetchPartitionResponse(5, 0, 9, 9, 0, [], diverging_epoch=(4, 7), current_leader=(1, 3)),
                 ],
+                uuid.UUID(int=0x1234),
             ),
-            FetchTopicResponse("empty", []),
+            FetchTopicResponse("empty", [], uuid.UUID(int=7)),
         ],
+        node_endpoints=[NodeEndpoint(2, "127.0.0.1", 9093, None), NodeEndpoint(1, "localhost", 9092, "r1")],
     )
 
 
@@ -326,6 +361,7 @@ _fetch_partitions = st.builds(
     records=_chunks,
     aborted_transactions=st.one_of(st.none(), st.lists(st.tuples(_int64, _int64), max_size=3)),
     preferred_read_replica=_int32,
+    current_leader=st.one_of(st.none(), st.tuples(_int32, _int32)),
 )
 _fetch_data = st.builds(
     FetchResponseData,
@@ -333,7 +369,16 @@ _fetch_data = st.builds(
     error_code=_int16,
     session_id=_int32,
     topics=st.lists(
-        st.builds(FetchTopicResponse, topic=_names, partitions=st.lists(_fetch_partitions, max_size=3)),
+        st.builds(
+            FetchTopicResponse,
+            topic=_names,
+            partitions=st.lists(_fetch_partitions, max_size=3),
+            topic_id=st.one_of(st.none(), st.uuids()),
+        ),
+        max_size=3,
+    ),
+    node_endpoints=st.lists(
+        st.builds(NodeEndpoint, node_id=_int32, host=_names, port=_int32, rack=st.one_of(st.none(), _names)),
         max_size=3,
     ),
 )

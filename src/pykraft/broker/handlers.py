@@ -84,6 +84,8 @@ class ClusterView:
     controller_id: int
     brokers: tuple[BrokerView, ...] = ()
     topics: dict[str, TopicView] = field(default_factory=dict)
+    # Topic id -> name, for the requests that name topics by id (Fetch v13+, KIP-516).
+    topic_names_by_id: Mapping[uuid.UUID, str] = field(default_factory=dict)
     # Registered but fenced brokers with the listener: DescribeCluster v2 lists them when asked
     # (include_fenced_brokers, KIP-1073); Metadata never does.
     fenced_brokers: tuple[BrokerView, ...] = ()

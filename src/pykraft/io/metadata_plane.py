@@ -16,7 +16,7 @@ import os
 import random
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 from kafka.protocol.admin import (
@@ -1486,6 +1486,7 @@ class MetadataPlane:
             controller_id=controller_id,
             brokers=brokers,
             topics=topics,
+            topic_names_by_id=_TopicNamesById(image.topics.topics_by_id),
             fenced_brokers=fenced,
             listeners=listeners,
             isr_eligible_broker_ids=frozenset(
@@ -1494,6 +1495,24 @@ class MetadataPlane:
                 if not reg.fenced and not reg.in_controlled_shutdown
             ),
         )
+
+
+class _TopicNamesById(Mapping[uuid.UUID, str]):
+    """The image's topics by id, giving their names: a view, so no image change walks every topic."""
+
+    __slots__ = ("_topics",)
+
+    def __init__(self, topics: Mapping[uuid.UUID, TopicImage]) -> None:
+        self._topics = topics
+
+    def __getitem__(self, topic_id: uuid.UUID) -> str:
+        return self._topics[topic_id].name
+
+    def __iter__(self) -> Iterator[uuid.UUID]:
+        return iter(self._topics)
+
+    def __len__(self) -> int:
+        return len(self._topics)
 
 
 RaftRequestTypes = (

@@ -24,6 +24,7 @@ from pykraft.broker import (
     cluster_admin,
     configs_api,
     features_api,
+    fetch_topic_ids,
     handlers,
     partitions_api,
     quotas_api,
@@ -1684,8 +1685,18 @@ class Node:
     ) -> list[bytes | bytearray | memoryview]:
         ctx = self.ctx
         assert ctx is not None
+        version = header.api_version
         deadline = time.monotonic() + max(request.max_wait_ms, 0) / 1000
-        replica_id = request.replica_id if request.replica_id is not None else -1
+        # v15+ moved the follower's id into ReplicaState (KIP-903).
+        replica_id = (
+            request.replica_state.replica_id
+            if version >= 15 and request.replica_state is not None
+            else request.replica_id
+            if request.replica_id is not None
+            else -1
+        )
+        # v13+ names topics by id (KIP-516): the handlers read names; unknown ids are answered apart.
+        unknown_topics = fetch_topic_ids.name_topics(request, version, ctx.cluster.topic_names_by_id)
         session = None
         served = request  # a follower's: its session's partitions filled in (KIP-227)
         if replica_id < 0:
@@ -1716,12 +1727,20 @@ class Node:
                 outcome.bytes_read >= request.min_bytes
                 or outcome.has_error
                 or outcome.redirects
+                or not served.topics  # nothing to wait for (Kafka: fetchInfos.isEmpty)
                 or remaining_s <= 0
             ):
                 break
             await self._wait_for_data(remaining_s)
         response = (
             outcome.response if session is None else self.fetch_sessions.answer(session, outcome.response)
+        )
+        response = fetch_topic_ids.finish_answer(
+            response,
+            version,
+            ctx.cluster,
+            unknown_topics,
+            ctx.cluster.listeners.get(conn.listener_name, ((), ()))[0],
         )
         parts = encode_fetch_response(header.correlation_id, header.api_version, response)
         if replica_id < 0:

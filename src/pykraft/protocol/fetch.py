@@ -1,23 +1,26 @@
-"""Hand-written Fetch response encoder (versions 4-12, flexible from 12): the consume hot path.
+"""Hand-written Fetch response encoder (versions 4-17, flexible from 12): the consume hot path.
 
 A generic codec copies every stored batch into its output buffer (125-200 us per MiB here); this
 encoder writes only the non-record parts and passes each partition's stored record chunks through as
 separate list elements for ``writelines``/``sendmsg`` (peers-and-clients.md §6, gotcha 5). The
 concatenation of the elements is byte for byte what kafka-python's FetchResponse encodes.
 
-Layout (FetchResponse.json, v4-12)::
+Layout (FetchResponse.json, v4-17)::
 
-    <response header: correlation_id [tags in v12]>
+    <response header: correlation_id [tags in v12+]>
     throttle_time_ms:int32  [v7+ error_code:int16 session_id:int32]
-    responses:[ topic:string
+    responses:[ topic:string (v4-12) | topic_id:uuid (v13+, KIP-516)
       partitions:[ partition_index:int32 error_code:int16 high_watermark:int64 last_stable_offset:int64
                    [v5+ log_start_offset:int64]
                    aborted_transactions:nullable [producer_id:int64 first_offset:int64 <tags>]
                    [v11+ preferred_read_replica:int32]  records:nullable records  <tags> ]  <tags> ]
-    <tags>
+    <tags: [v16+ tag 0 NodeEndpoints:[node_id:int32 host:string port:int32 rack:nullable string <tags>]]>
 
-Of the v12 partition tags only DivergingEpoch (tag 0: epoch:int32 end_offset:int64 <tags>) is written,
-for a follower whose log diverged from the leader's (KIP-320/KIP-595); CurrentLeader and SnapshotId are not.
+Of the partition tags DivergingEpoch (tag 0: epoch:int32 end_offset:int64 <tags>) is written for a
+follower whose log diverged from the leader's (KIP-320/KIP-595), and CurrentLeader (tag 1:
+leader_id:int32 leader_epoch:int32 <tags>) where the handler set it (v16+, KIP-951: a partition
+answered NOT_LEADER_OR_FOLLOWER or FENCED_LEADER_EPOCH names its leader, and NodeEndpoints how to
+reach it); SnapshotId (a KRaft follower's) is not.
 
 ``decode_fetch_response`` reads a v12 answer the other way for a follower (issue 29): each partition's
 records come back as a memoryview of the received frame, not copied (a generic decoder copied every
@@ -27,11 +30,13 @@ fetched MiB once more on the follower's critical path); the tags other than Dive
 from __future__ import annotations
 
 import struct
+import uuid
 from dataclasses import dataclass, field
 
 from pykraft.protocol.wire import (
     WireFormatError,
     put_array_count,
+    put_nullable_string,
     put_string,
     put_uvarint,
     read_uvarint,
@@ -39,8 +44,11 @@ from pykraft.protocol.wire import (
 )
 
 FETCH_MIN_VERSION = 4
-FETCH_MAX_VERSION = 12
+FETCH_MAX_VERSION = 17
 FETCH_FIRST_FLEXIBLE_VERSION = 12
+# Topics are named by id from v13 (KIP-516); NodeEndpoints and CurrentLeader are filled from v16 (KIP-951).
+FETCH_FIRST_TOPIC_ID_VERSION = 13
+FETCH_FIRST_LEADER_DISCOVERY_VERSION = 16
 
 _FRAME_AND_CORRELATION = struct.Struct(">ii")
 _INT32 = struct.Struct(">i")
@@ -49,14 +57,17 @@ _ERROR_SESSION = struct.Struct(">hi")
 _PARTITION_FIXED = struct.Struct(">ihqq")  # partition_index, error_code, high_watermark, last_stable_offset
 _INT64 = struct.Struct(">q")
 _ABORTED = struct.Struct(">qq")  # producer_id, first_offset
-# tag count, tag 0, size 13, epoch, end_offset, the struct's empty tagged fields (uvarints all < 128).
-_DIVERGING_EPOCH_TAG = struct.Struct(">BBBiqB")
+# tag 0, size 13, epoch, end_offset, the struct's empty tagged fields (uvarints all < 128).
+_DIVERGING_EPOCH_TAG = struct.Struct(">BBiqB")
+# tag 1, size 9, leader_id, leader_epoch, the struct's empty tagged fields.
+_CURRENT_LEADER_TAG = struct.Struct(">BBiiB")
 _DIVERGING_EPOCH = struct.Struct(">iq")  # epoch, end_offset
 # partition_index, error_code, high_watermark, last_stable_offset, log_start_offset
 _PARTITION_FIXED_V5 = struct.Struct(">ihqqq")
 _THROTTLE_ERROR_SESSION = struct.Struct(">ihi")
 
 Chunk = bytes | bytearray | memoryview
+ZERO_UUID = uuid.UUID(int=0)
 
 
 @dataclass(slots=True)
@@ -74,12 +85,25 @@ class FetchPartitionResponse:
     # (epoch, end_offset) for a replica fetch whose last fetched epoch the leader's log does not end
     # the same way (v12+; the follower truncates to it).
     diverging_epoch: tuple[int, int] | None = None
+    # (leader_id, leader_epoch) for a partition answered NOT_LEADER_OR_FOLLOWER or FENCED_LEADER_EPOCH
+    # (v16+, KIP-951): the client goes to the new leader without a Metadata round trip.
+    current_leader: tuple[int, int] | None = None
 
 
 @dataclass(slots=True)
 class FetchTopicResponse:
     topic: str
     partitions: list[FetchPartitionResponse]
+    # What v13+ writes in place of the name (KIP-516).
+    topic_id: uuid.UUID | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class NodeEndpoint:
+    node_id: int
+    host: str
+    port: int
+    rack: str | None = None
 
 
 @dataclass(slots=True)
@@ -88,6 +112,8 @@ class FetchResponseData:
     error_code: int
     session_id: int
     topics: list[FetchTopicResponse] = field(default_factory=list)
+    # The endpoints of the leaders named by ``current_leader`` (v16+, KIP-951).
+    node_endpoints: list[NodeEndpoint] = field(default_factory=list)
 
 
 def encode_fetch_response(
@@ -109,9 +135,13 @@ def encode_fetch_response(
     parts: list[bytes | bytearray | memoryview] = [head]
     out = head
     total_size = 0  # bytes in finished parts other than ``out``
+    by_topic_id = version >= FETCH_FIRST_TOPIC_ID_VERSION
     put_array_count(out, len(response.topics), flexible)
     for topic in response.topics:
-        put_string(out, topic.topic, flexible)
+        if by_topic_id:
+            out += (topic.topic_id or ZERO_UUID).bytes
+        else:
+            put_string(out, topic.topic, flexible)
         put_array_count(out, len(topic.partitions), flexible)
         for partition in topic.partitions:
             out += _PARTITION_FIXED.pack(
@@ -148,14 +178,17 @@ def encode_fetch_response(
                 out = bytearray()
                 parts.append(out)
             if flexible:
-                if partition.diverging_epoch is None:
-                    out.append(0)  # no partition tagged fields
-                else:
-                    # One tagged field: tag 0, 13 bytes (epoch, end offset, its own empty tags).
-                    out += _DIVERGING_EPOCH_TAG.pack(1, 0, 13, *partition.diverging_epoch, 0)
+                diverging, leader = partition.diverging_epoch, partition.current_leader
+                out.append((diverging is not None) + (leader is not None))  # tag count, in tag order
+                if diverging is not None:
+                    out += _DIVERGING_EPOCH_TAG.pack(0, 13, *diverging, 0)
+                if leader is not None:
+                    out += _CURRENT_LEADER_TAG.pack(1, 9, *leader, 0)
         if flexible:
             out.append(0)
-    if flexible:
+    if version >= FETCH_FIRST_LEADER_DISCOVERY_VERSION and response.node_endpoints:
+        out += _node_endpoints_tag(response.node_endpoints)
+    elif flexible:
         out.append(0)
     total_size += len(out)
     if not out:
@@ -165,11 +198,26 @@ def encode_fetch_response(
     return parts
 
 
+def _node_endpoints_tag(endpoints: list[NodeEndpoint]) -> bytearray:
+    """The response's tagged fields holding one: NodeEndpoints (tag 0), a compact array."""
+    field_bytes = bytearray()
+    put_array_count(field_bytes, len(endpoints), True)
+    for endpoint in endpoints:
+        field_bytes += _INT32.pack(endpoint.node_id)
+        put_string(field_bytes, endpoint.host, True)
+        field_bytes += _INT32.pack(endpoint.port)
+        put_nullable_string(field_bytes, endpoint.rack, True)
+        field_bytes.append(0)
+    out = bytearray([1, 0])  # one tagged field, tag 0
+    put_uvarint(out, len(field_bytes))
+    return out + field_bytes
+
+
 def decode_fetch_response(frame: bytes | bytearray | memoryview, version: int) -> FetchResponseData:
     """A Fetch response (v12, without the 4-byte size), as ``encode_fetch_response`` takes it; each
     partition's ``records`` is one memoryview into ``frame`` (none when empty). Raises
     ``WireFormatError`` on bytes that do not parse."""
-    assert version == FETCH_FIRST_FLEXIBLE_VERSION == FETCH_MAX_VERSION, f"fetch response version {version}"
+    assert version == FETCH_FIRST_FLEXIBLE_VERSION, f"fetch response version {version}"
     view = memoryview(frame)
     try:
         pos = skip_tagged_fields(view, 4)  # correlation_id, response header v1 tags
@@ -229,6 +277,7 @@ def decode_fetch_response(frame: bytes | bytearray | memoryview, version: int) -
 
 
 __all__ = [
+    "NodeEndpoint",
     "FetchPartitionResponse",
     "FetchResponseData",
     "FetchTopicResponse",
