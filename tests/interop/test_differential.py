@@ -589,6 +589,41 @@ def list_offsets_special_timestamps(b: Broker) -> None:
 
 
 @sequence
+def list_offsets_v10_local_and_tiered(b: Broker) -> None:
+    """v8-v10 (KIP-405, KIP-1005, KIP-1075): the earliest local offset (-4) and the latest tiered one
+    (-5) of a log without tiered storage, beside the others, with v10's timeout."""
+    create_topic(b, "lo-v10")
+    produce(b, "produce", "lo-v10", batch(3))
+    for timestamp in (-1, -2, -3, -4, -5):
+        fields = {
+            "replica_id": -1,
+            "isolation_level": 0,
+            "timeout_ms": 1000,
+            "topics": [
+                {
+                    "name": "lo-v10",
+                    "partitions": [
+                        {"partition_index": 0, "current_leader_epoch": -1, "timestamp": timestamp}
+                    ],
+                }
+            ],
+        }
+        b.call(f"list offsets v10 {timestamp}", ApiKey.LIST_OFFSETS, 10, fields)
+
+
+@sequence
+def metadata_v13(b: Broker) -> None:
+    """v13 adds a top-level error code (KIP-1102)."""
+    create_topic(b, "md-v13")
+    fields = {
+        "topics": [{"name": "md-v13"}, {"name": "md-v13-none"}],
+        "allow_auto_topic_creation": False,
+        "include_topic_authorized_operations": False,
+    }
+    b.call("metadata v13", ApiKey.METADATA, 13, fields)
+
+
+@sequence
 def list_offsets_unknown_partition(b: Broker) -> None:
     create_topic(b, "lo-parts")
     list_offsets(b, "list offsets", "lo-parts", -1, partition=5)

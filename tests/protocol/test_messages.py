@@ -138,10 +138,10 @@ def test_api_keys_match_kafka() -> None:
 def test_supported_versions_table() -> None:
     assert SUPPORTED_VERSIONS == {
         ApiKey.API_VERSIONS: (0, 4),
-        ApiKey.METADATA: (0, 12),
+        ApiKey.METADATA: (0, 13),
         ApiKey.PRODUCE: (3, 11),
-        ApiKey.FETCH: (4, 12),
-        ApiKey.LIST_OFFSETS: (1, 7),
+        ApiKey.FETCH: (4, 17),
+        ApiKey.LIST_OFFSETS: (1, 10),
         ApiKey.OFFSET_FOR_LEADER_EPOCH: (2, 4),
         ApiKey.CREATE_TOPICS: (2, 7),
         ApiKey.DELETE_TOPICS: (1, 6),

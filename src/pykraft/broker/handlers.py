@@ -94,6 +94,12 @@ class ClusterView:
     # Registered, unfenced and not in controlled shutdown: may join an ISR (Kafka isReplicaIsrEligible).
     isr_eligible_broker_ids: frozenset[int] = frozenset()
 
+    def __post_init__(self) -> None:
+        # A view built from topics alone (tests, tools) gets its id index from them; the shell passes
+        # the image's own index instead, so an image change never walks every topic for it.
+        if not self.topic_names_by_id and self.topics:
+            self.topic_names_by_id = {view.topic_id: name for name, view in self.topics.items()}
+
     def on_listener(self, listener_name: str) -> ClusterView:
         """The view a client connected to ``listener_name`` gets: the brokers' endpoints of that
         listener, as Kafka's KRaftMetadataCache answers with the request's listener on every broker (a
@@ -176,9 +182,13 @@ ENCODED_TOPICS_SLACK = 8
 
 
 def _metadata_tail_bytes(version: int) -> int:
-    """What MetadataResponse encodes after its topics: cluster_authorized_operations (v8-v10), then the
-    tagged fields (v9+)."""
-    return (4 if 8 <= version <= 10 else 0) + (1 if version >= METADATA_FIRST_FLEXIBLE_VERSION else 0)
+    """What MetadataResponse encodes after its topics: cluster_authorized_operations (v8-v10), the
+    top-level error_code (v13+, KIP-1102: always NONE here), then the tagged fields (v9+)."""
+    return (
+        (4 if 8 <= version <= 10 else 0)
+        + (2 if version >= 13 else 0)
+        + (1 if version >= METADATA_FIRST_FLEXIBLE_VERSION else 0)
+    )
 
 
 def _encode_metadata_topic(
@@ -257,7 +267,7 @@ def handle_metadata(request: Any, version: int, ctx: BrokerContext) -> SplicedRe
         # Topics asked for by id (KIP-516; librdkafka does so for the topic ids of a KIP-848 assignment,
         # the Java Admin for describeTopics(TopicCollection.ofTopicIds(...))): known ids are answered by
         # name like the others, unknown ones with UNKNOWN_TOPIC_ID.
-        by_id = {view.topic_id: name for name, view in cluster.topics.items()}
+        by_id = cluster.topic_names_by_id
         for topic_id in asked_ids:
             if topic_id in by_id:
                 names.append(by_id[topic_id])
@@ -701,7 +711,8 @@ def handle_list_offsets(request: Any, version: int, ctx: BrokerContext) -> Any:
                     # (-1, -1) for a log without timestamps, as Kafka answers.
                     offset, ts = log.max_timestamp_offset()
                 elif lp.timestamp == LATEST_TIERED_TIMESTAMP:
-                    offset = -1
+                    # No tiered storage: UnifiedLog.fetchOffsetByTimestamp answers (-1, -1, epoch -1).
+                    offset = leader_epoch = -1
                 elif lp.timestamp < 0:
                     error = ErrorCode.UNSUPPORTED_VERSION
                 else:

@@ -138,10 +138,10 @@ class ApiKey(IntEnum):
 SUPPORTED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     ApiKey.PRODUCE: (3, 11),
     ApiKey.FETCH: (4, 17),
-    ApiKey.LIST_OFFSETS: (1, 7),
+    ApiKey.LIST_OFFSETS: (1, 10),
     # KIP-320: where a leader epoch ends (v0-1 gone in Kafka 4.0, KIP-896).
     ApiKey.OFFSET_FOR_LEADER_EPOCH: (2, 4),
-    ApiKey.METADATA: (0, 12),
+    ApiKey.METADATA: (0, 13),
     # Classic consumer groups (coordinator/): OffsetCommit/OffsetFetch stop before v10 (topic ids).
     ApiKey.OFFSET_COMMIT: (2, 9),
     ApiKey.OFFSET_FETCH: (1, 9),
