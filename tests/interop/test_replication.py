@@ -754,3 +754,88 @@ def test_an_idle_follower_fetch_names_no_partition(cluster: ProcessCluster) -> N
         assert _value(samples, "kafka_server_fetchsessioncache_numincrementalfetchsessions") >= 2
         cached += _value(samples, "kafka_server_fetchsessioncache_numincrementalfetchpartitionscached")
     assert cached >= 2 * partitions  # each partition is in the sessions of its two followers
+
+
+def test_a_broker_that_does_not_lead_names_the_leader_kip_951(cluster: ProcessCluster) -> None:
+    """KIP-951 on real brokers: a Produce v10 and a Fetch v16 (by topic id, KIP-516) sent to a broker
+    that holds no replica of the partition answer NOT_LEADER_OR_FOLLOWER with the current leader and its
+    epoch, and the leader's endpoint, so a client moves there without asking for Metadata first."""
+    from confluent_kafka.admin import AdminClient, NewTopic
+    from kafka.protocol.consumer import FetchRequest, FetchResponse
+    from kafka.protocol.producer import ProduceRequest, ProduceResponse
+
+    from pykraft.protocol.records import Record, build_batch
+
+    topic = "kip951"
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
+    admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(30)
+    wait_until(lambda: _partition(cluster, topic).leader_id in BROKERS, 30, f"{topic}'s leader")
+    with RawClient(cluster.nodes[BROKERS[0]].address, timeout_s=5) as client:
+        metadata = client.request(
+            MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(name=topic)]), MetadataResponse, 12
+        )
+    topic_id = metadata.topics[0].topic_id
+    state = metadata.topics[0].partitions[0]
+    leader, epoch = state.leader_id, state.leader_epoch
+    other = next(broker for broker in BROKERS if broker != leader)
+    leader_host, leader_port = cluster.nodes[leader].address.rsplit(":", 1)
+
+    produce = ProduceRequest(
+        transactional_id=None,
+        acks=1,
+        timeout_ms=5000,
+        topic_data=[
+            ProduceRequest.TopicProduceData(
+                name=topic,
+                partition_data=[
+                    ProduceRequest.TopicProduceData.PartitionProduceData(
+                        index=0, records=bytes(build_batch([Record(None, b"x")], timestamp_ms=1))
+                    )
+                ],
+            )
+        ],
+    )
+    fetch = FetchRequest(
+        max_wait_ms=0,
+        min_bytes=0,
+        max_bytes=1 << 20,
+        isolation_level=0,
+        session_id=0,
+        session_epoch=-1,
+        topics=[
+            FetchRequest.FetchTopic(
+                topic_id=topic_id,
+                partitions=[
+                    FetchRequest.FetchTopic.FetchPartition(
+                        partition=0,
+                        current_leader_epoch=-1,
+                        fetch_offset=0,
+                        last_fetched_epoch=-1,
+                        log_start_offset=-1,
+                        partition_max_bytes=1 << 20,
+                    )
+                ],
+            )
+        ],
+        forgotten_topics_data=[],
+        rack_id="",
+    )
+    with RawClient(cluster.nodes[other].address, timeout_s=5) as client:
+        produced = client.request(produce, ProduceResponse, 10)
+        fetched = client.request(fetch, FetchResponse, 16)
+    refused = produced.responses[0].partition_responses[0]
+    assert refused.error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER
+    assert (refused.current_leader.leader_id, refused.current_leader.leader_epoch) == (leader, epoch)
+    assert [(e.node_id, e.host, e.port) for e in produced.node_endpoints] == [
+        (leader, leader_host, int(leader_port))
+    ]
+    assert fetched.responses[0].topic_id == topic_id
+    refused_fetch = fetched.responses[0].partitions[0]
+    assert refused_fetch.error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER
+    assert (refused_fetch.current_leader.leader_id, refused_fetch.current_leader.leader_epoch) == (
+        leader,
+        epoch,
+    )
+    assert [(e.node_id, e.host, e.port) for e in fetched.node_endpoints] == [
+        (leader, leader_host, int(leader_port))
+    ]

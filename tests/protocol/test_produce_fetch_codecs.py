@@ -17,7 +17,6 @@ from pykraft.protocol.fetch import (
     FetchPartitionResponse,
     FetchResponseData,
     FetchTopicResponse,
-    NodeEndpoint,
     decode_fetch_response,
     encode_fetch_response,
 )
@@ -26,7 +25,7 @@ from pykraft.protocol.produce import (
     decode_produce_request,
 )
 from pykraft.protocol.records import Record, build_batch, read_batch_header, set_base_offset
-from pykraft.protocol.wire import WireFormatError
+from pykraft.protocol.wire import NodeEndpoint, WireFormatError
 
 PRODUCE_VERSIONS = range(3, 12)
 FETCH_VERSIONS = range(4, 18)
@@ -509,6 +508,7 @@ _produce_partition = st.builds(
     log_append_time_ms=st.integers(-1, 2**63 - 1),
     log_start_offset=st.integers(-1, 2**63 - 1),
     error_message=st.none() | st.text(max_size=20),
+    current_leader=st.none() | st.tuples(_int32, _int32),
 )
 _produce_topics = st.lists(
     st.builds(
@@ -521,11 +521,26 @@ _produce_topics = st.lists(
 
 
 def _library_produce_response(
-    correlation_id: int, version: int, topics: list[ProduceTopicResult], throttle_time_ms: int
+    correlation_id: int,
+    version: int,
+    topics: list[ProduceTopicResult],
+    throttle_time_ms: int,
+    endpoints: list[NodeEndpoint],
 ) -> bytes:
+    leader_discovery = version >= 10
     response = ProduceResponse(
         version=version,
         throttle_time_ms=throttle_time_ms,
+        **(
+            {
+                "node_endpoints": [
+                    ProduceResponse.NodeEndpoint(node_id=e.node_id, host=e.host, port=e.port, rack=e.rack)
+                    for e in endpoints
+                ]
+            }
+            if leader_discovery and endpoints
+            else {}
+        ),
         responses=[
             ProduceResponse.TopicProduceResponse(
                 name=t.name,
@@ -538,6 +553,15 @@ def _library_produce_response(
                         log_start_offset=p.log_start_offset,
                         record_errors=[],
                         error_message=p.error_message,
+                        **(
+                            {
+                                "current_leader": ProduceResponse.TopicProduceResponse.PartitionProduceResponse.LeaderIdAndEpoch(
+                                    *p.current_leader
+                                )
+                            }
+                            if leader_discovery and p.current_leader is not None
+                            else {}
+                        ),
                     )
                     for p in t.partitions
                 ],
@@ -555,12 +579,21 @@ def _library_produce_response(
     correlation_id=st.integers(-(2**31), 2**31 - 1),
     topics=_produce_topics,
     throttle_time_ms=st.integers(0, 2**31 - 1),
+    endpoints=st.lists(
+        st.builds(NodeEndpoint, node_id=_int32, host=_names, port=_int32, rack=st.none() | _names),
+        max_size=3,
+    ),
 )
 def test_produce_response_is_byte_identical_to_kafka_python(
-    version: int, correlation_id: int, topics: list[ProduceTopicResult], throttle_time_ms: int
+    version: int,
+    correlation_id: int,
+    topics: list[ProduceTopicResult],
+    throttle_time_ms: int,
+    endpoints: list[NodeEndpoint],
 ) -> None:
-    ours = bytes(encode_produce_response(correlation_id, version, topics, throttle_time_ms))
-    assert ours == _library_produce_response(correlation_id, version, topics, throttle_time_ms)
+    """KIP-951's CurrentLeader and NodeEndpoints included (written from v10 only)."""
+    ours = bytes(encode_produce_response(correlation_id, version, topics, throttle_time_ms, endpoints))
+    assert ours == _library_produce_response(correlation_id, version, topics, throttle_time_ms, endpoints)
     decoded = ProduceResponse.decode(ours[4:], version=version, header=True)
     assert decoded.header.correlation_id == correlation_id
 

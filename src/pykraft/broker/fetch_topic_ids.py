@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pykraft.broker.handlers import BrokerView, ClusterView
+from pykraft.broker.leader_discovery import current_leader, node_endpoints
 from pykraft.core.errors import ErrorCode
 from pykraft.protocol.fetch import (
     FETCH_FIRST_LEADER_DISCOVERY_VERSION,
@@ -30,7 +31,6 @@ from pykraft.protocol.fetch import (
     FetchPartitionResponse,
     FetchResponseData,
     FetchTopicResponse,
-    NodeEndpoint,
 )
 
 ZERO_UUID = uuid.UUID(int=0)
@@ -102,32 +102,22 @@ def finish_answer(
         )
         for entry in unknown
     ]
-    leaders: dict[int, None] = {}
+    leaders: list[int] = []
     for topic in response.topics:
         view = cluster.topics.get(topic.topic)
         if topic.topic_id is None:
             topic.topic_id = view.topic_id if view is not None else ZERO_UUID
         topics.append(topic)
-        if version < FETCH_FIRST_LEADER_DISCOVERY_VERSION or view is None:
+        if version < FETCH_FIRST_LEADER_DISCOVERY_VERSION:
             continue
         for partition in topic.partitions:
-            if partition.error_code not in _LEADER_MOVED:
-                continue
-            index = partition.partition_index
-            if not 0 <= index < len(view.partitions):
-                continue
-            state = view.partitions[index]
-            partition.current_leader = (state.leader_id, state.leader_epoch)
-            if state.leader_id >= 0:
-                leaders[state.leader_id] = None
+            if partition.error_code in _LEADER_MOVED:
+                partition.current_leader = current_leader(cluster, topic.topic, partition.partition_index)
+                if partition.current_leader[0] >= 0:
+                    leaders.append(partition.current_leader[0])
     response.topics = topics
     if leaders:
-        by_id = {broker.node_id: broker for broker in listener_brokers}
-        response.node_endpoints = [
-            NodeEndpoint(b.node_id, b.host, b.port, b.rack)
-            for b in (by_id.get(leader) for leader in leaders)
-            if b is not None
-        ]
+        response.node_endpoints = node_endpoints(leaders, listener_brokers)
     return response
 
 

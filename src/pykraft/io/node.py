@@ -26,6 +26,7 @@ from pykraft.broker import (
     features_api,
     fetch_topic_ids,
     handlers,
+    leader_discovery,
     partitions_api,
     quotas_api,
     reassignments_api,
@@ -1047,7 +1048,10 @@ class Node:
             throttle_ms = quotas.finish(
                 conn, header.client_id, started, produce_throttle_ms, quotas.quotas.produce
             )
-            return [encode_produce_response(header.correlation_id, version, results, throttle_ms)]
+            results, endpoints = leader_discovery.produce_answer(
+                results, version, ctx.cluster, ctx.cluster.listeners.get(conn.listener_name, ((), ()))[0]
+            )
+            return [encode_produce_response(header.correlation_id, version, results, throttle_ms, endpoints)]
         request = messages.decode_request(header, view)
         if key in (ApiKey.JOIN_GROUP, ApiKey.CONSUMER_GROUP_HEARTBEAT, ApiKey.SHARE_GROUP_HEARTBEAT):
             CURRENT_CLIENT.set((header.client_id or "", conn.peer))

@@ -34,9 +34,11 @@ import uuid
 from dataclasses import dataclass, field
 
 from pykraft.protocol.wire import (
+    NodeEndpoint,
     WireFormatError,
     put_array_count,
-    put_nullable_string,
+    put_current_leader_tag,
+    put_node_endpoints_tags,
     put_string,
     put_uvarint,
     read_uvarint,
@@ -59,8 +61,6 @@ _INT64 = struct.Struct(">q")
 _ABORTED = struct.Struct(">qq")  # producer_id, first_offset
 # tag 0, size 13, epoch, end_offset, the struct's empty tagged fields (uvarints all < 128).
 _DIVERGING_EPOCH_TAG = struct.Struct(">BBiqB")
-# tag 1, size 9, leader_id, leader_epoch, the struct's empty tagged fields.
-_CURRENT_LEADER_TAG = struct.Struct(">BBiiB")
 _DIVERGING_EPOCH = struct.Struct(">iq")  # epoch, end_offset
 # partition_index, error_code, high_watermark, last_stable_offset, log_start_offset
 _PARTITION_FIXED_V5 = struct.Struct(">ihqqq")
@@ -96,14 +96,6 @@ class FetchTopicResponse:
     partitions: list[FetchPartitionResponse]
     # What v13+ writes in place of the name (KIP-516).
     topic_id: uuid.UUID | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class NodeEndpoint:
-    node_id: int
-    host: str
-    port: int
-    rack: str | None = None
 
 
 @dataclass(slots=True)
@@ -183,11 +175,11 @@ def encode_fetch_response(
                 if diverging is not None:
                     out += _DIVERGING_EPOCH_TAG.pack(0, 13, *diverging, 0)
                 if leader is not None:
-                    out += _CURRENT_LEADER_TAG.pack(1, 9, *leader, 0)
+                    put_current_leader_tag(out, 1, leader)
         if flexible:
             out.append(0)
-    if version >= FETCH_FIRST_LEADER_DISCOVERY_VERSION and response.node_endpoints:
-        out += _node_endpoints_tag(response.node_endpoints)
+    if version >= FETCH_FIRST_LEADER_DISCOVERY_VERSION:
+        put_node_endpoints_tags(out, response.node_endpoints)
     elif flexible:
         out.append(0)
     total_size += len(out)
@@ -196,21 +188,6 @@ def encode_fetch_response(
     # The frame size counts everything after itself.
     _INT32.pack_into(head, 0, total_size - 4)
     return parts
-
-
-def _node_endpoints_tag(endpoints: list[NodeEndpoint]) -> bytearray:
-    """The response's tagged fields holding one: NodeEndpoints (tag 0), a compact array."""
-    field_bytes = bytearray()
-    put_array_count(field_bytes, len(endpoints), True)
-    for endpoint in endpoints:
-        field_bytes += _INT32.pack(endpoint.node_id)
-        put_string(field_bytes, endpoint.host, True)
-        field_bytes += _INT32.pack(endpoint.port)
-        put_nullable_string(field_bytes, endpoint.rack, True)
-        field_bytes.append(0)
-    out = bytearray([1, 0])  # one tagged field, tag 0
-    put_uvarint(out, len(field_bytes))
-    return out + field_bytes
 
 
 def decode_fetch_response(frame: bytes | bytearray | memoryview, version: int) -> FetchResponseData:
@@ -277,7 +254,6 @@ def decode_fetch_response(frame: bytes | bytearray | memoryview, version: int) -
 
 
 __all__ = [
-    "NodeEndpoint",
     "FetchPartitionResponse",
     "FetchResponseData",
     "FetchTopicResponse",

@@ -19,13 +19,17 @@ no known tagged fields up to v11, so every tag is skipped.
 from __future__ import annotations
 
 import struct
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from pykraft.core.errors import RemoteProtocolError
 from pykraft.protocol.wire import (
     EMPTY_TAGGED_FIELDS,
+    NodeEndpoint,
     WireFormatError,
     put_array_count,
+    put_current_leader_tag,
+    put_node_endpoints_tags,
     put_nullable_string,
     put_string,
     read_uvarint,
@@ -35,6 +39,8 @@ from pykraft.protocol.wire import (
 PRODUCE_MIN_VERSION = 3
 PRODUCE_MAX_VERSION = 11
 PRODUCE_FIRST_FLEXIBLE_VERSION = 9
+# CurrentLeader and NodeEndpoints (KIP-951).
+PRODUCE_FIRST_LEADER_DISCOVERY_VERSION = 10
 
 _INT16 = struct.Struct(">h")
 _INT32 = struct.Struct(">i")
@@ -175,6 +181,8 @@ class ProducePartitionResult:
     log_append_time_ms: int = -1
     log_start_offset: int = -1
     error_message: str | None = None
+    # (leader_id, leader_epoch) for a partition answered NOT_LEADER_OR_FOLLOWER (v10+, KIP-951).
+    current_leader: tuple[int, int] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -184,13 +192,18 @@ class ProduceTopicResult:
 
 
 def encode_produce_response(
-    correlation_id: int, version: int, topics: list[ProduceTopicResult], throttle_time_ms: int = 0
+    correlation_id: int,
+    version: int,
+    topics: list[ProduceTopicResult],
+    throttle_time_ms: int = 0,
+    node_endpoints: Sequence[NodeEndpoint] = (),
 ) -> bytearray:
     """The framed ProduceResponse, versions 3-11, byte-identical to kafka-python's encoding.
 
     Small produce requests are answered thousands of times a second; building kafka-python response
     objects for them costs ~10% of the broker's time on that path (bench P4), so it is written by hand.
-    RecordErrors (v8+) are always empty and CurrentLeader/NodeEndpoints (tagged, v10+) are never set.
+    RecordErrors (v8+) are always empty; CurrentLeader (partition tag 0) and NodeEndpoints (top-level
+    tag 0) are written from v10 where given (KIP-951, broker/leader_discovery.py).
     """
     if not PRODUCE_MIN_VERSION <= version <= PRODUCE_MAX_VERSION:
         raise ValueError(
@@ -213,12 +226,17 @@ def encode_produce_response(
             if version >= 8:
                 put_array_count(out, 0, flexible)  # record_errors
                 put_nullable_string(out, p.error_message, flexible)
-            if flexible:
+            if version >= PRODUCE_FIRST_LEADER_DISCOVERY_VERSION and p.current_leader is not None:
+                out.append(1)  # one tagged field
+                put_current_leader_tag(out, 0, p.current_leader)
+            elif flexible:
                 out += EMPTY_TAGGED_FIELDS
         if flexible:
             out += EMPTY_TAGGED_FIELDS
     out += _INT32.pack(throttle_time_ms)
-    if flexible:
+    if version >= PRODUCE_FIRST_LEADER_DISCOVERY_VERSION:
+        put_node_endpoints_tags(out, node_endpoints)
+    elif flexible:
         out += EMPTY_TAGGED_FIELDS
     _INT32.pack_into(out, 0, len(out) - 4)
     return out

@@ -2,12 +2,15 @@
 
 Kafka's wire primer (kafka-facts §0): classic strings are int16 length + UTF-8, arrays int32 count;
 flexible versions use unsigned varints of length + 1 (0 = null) and end every struct with tagged
-fields, which these encoders always write empty (default values are never written).
+fields, which these encoders write empty but for KIP-951's leader discovery (default values are never
+written).
 """
 
 from __future__ import annotations
 
 import struct
+from collections.abc import Sequence
+from dataclasses import dataclass
 
 INT16 = struct.Struct(">h")
 INT32 = struct.Struct(">i")
@@ -82,3 +85,42 @@ def skip_tagged_fields(buf: bytes | bytearray | memoryview, pos: int) -> int:
         if pos > len(buf):
             raise WireFormatError("tagged field runs past the end")
     return pos
+
+
+# --- KIP-951 leader discovery (Produce v10+, Fetch v16+) ----------------------------------------------
+
+# tag 0 (Produce) or 1 (Fetch), size 9: leader_id, leader_epoch, the struct's empty tagged fields.
+_LEADER_ID_AND_EPOCH_TAG = struct.Struct(">BBiiB")
+
+
+@dataclass(frozen=True, slots=True)
+class NodeEndpoint:
+    """A broker as the response's NodeEndpoints names it: how to reach a partition's current leader."""
+
+    node_id: int
+    host: str
+    port: int
+    rack: str | None = None
+
+
+def put_current_leader_tag(out: bytearray, tag: int, leader: tuple[int, int]) -> None:
+    """One LeaderIdAndEpoch tagged field (CurrentLeader): (leader_id, leader_epoch)."""
+    out += _LEADER_ID_AND_EPOCH_TAG.pack(tag, 9, *leader, 0)
+
+
+def put_node_endpoints_tags(out: bytearray, endpoints: Sequence[NodeEndpoint]) -> None:
+    """A response's top-level tagged fields: none, or NodeEndpoints (tag 0) alone."""
+    if not endpoints:
+        out += EMPTY_TAGGED_FIELDS
+        return
+    field = bytearray()
+    put_array_count(field, len(endpoints), True)
+    for endpoint in endpoints:
+        field += INT32.pack(endpoint.node_id)
+        put_string(field, endpoint.host, True)
+        field += INT32.pack(endpoint.port)
+        put_nullable_string(field, endpoint.rack, True)
+        field += EMPTY_TAGGED_FIELDS
+    out += b"\x01\x00"  # one tagged field, tag 0
+    put_uvarint(out, len(field))
+    out += field

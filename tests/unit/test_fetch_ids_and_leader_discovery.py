@@ -1,14 +1,17 @@
-"""Fetch by topic id (v13+, KIP-516) and leader discovery in its answers (v16+, KIP-951): the pure
-steps around the handlers, on requests decoded by kafka-python and answers encoded by ours."""
+"""Fetch by topic id (v13+, KIP-516) and leader discovery in Fetch (v16+) and Produce (v10+) answers
+(KIP-951): the pure steps around the handlers, on requests decoded by kafka-python and answers
+encoded by ours."""
 
 from __future__ import annotations
 
 import uuid
 
 from kafka.protocol.consumer import FetchRequest, FetchResponse
+from kafka.protocol.producer import ProduceResponse
 
 from pykraft.broker.fetch_topic_ids import UnknownTopic, finish_answer, name_topics
 from pykraft.broker.handlers import BrokerView, ClusterView, PartitionView, TopicView
+from pykraft.broker.leader_discovery import produce_answer
 from pykraft.core.errors import ErrorCode
 from pykraft.protocol.fetch import (
     FetchPartitionResponse,
@@ -16,6 +19,8 @@ from pykraft.protocol.fetch import (
     FetchTopicResponse,
     encode_fetch_response,
 )
+from pykraft.protocol.produce import ProducePartitionResult, ProduceTopicResult, encode_produce_response
+from pykraft.protocol.wire import NodeEndpoint
 
 ORDERS = uuid.UUID(int=0xA1)
 GONE = uuid.UUID(int=0xB2)
@@ -126,3 +131,28 @@ def test_v13_to_v15_carry_ids_but_no_leader_discovery() -> None:
         assert [t.topic_id for t in response.topics] == [GONE, ORDERS]
         assert all(p.current_leader is None for t in response.topics for p in t.partitions)
         assert response.node_endpoints == []
+
+
+def test_produce_v10_names_the_leader_of_a_partition_answered_not_leader() -> None:
+    view = cluster()
+    results = [
+        ProduceTopicResult(
+            "orders",
+            [
+                ProducePartitionResult(0, ErrorCode.NONE, 5),
+                ProducePartitionResult(1, ErrorCode.NOT_LEADER_OR_FOLLOWER),
+            ],
+        ),
+        ProduceTopicResult("unknown", [ProducePartitionResult(0, ErrorCode.NOT_LEADER_OR_FOLLOWER)]),
+    ]
+    answered, endpoints = produce_answer(results, 10, view, view.brokers)
+    assert [p.current_leader for t in answered for p in t.partitions] == [None, (2, 7), (-1, -1)]
+    assert endpoints == [NodeEndpoint(2, "10.0.0.2", 9092, "r2")]
+    wire = bytes(encode_produce_response(3, 10, answered, 0, endpoints))
+    theirs = ProduceResponse.decode(wire[4:], version=10, header=True)
+    moved = theirs.responses[0].partition_responses[1].current_leader
+    assert (moved.leader_id, moved.leader_epoch) == (2, 7)
+    assert [e.node_id for e in theirs.node_endpoints] == [2]
+    # Before v10, and with nothing answered NOT_LEADER_OR_FOLLOWER, the results are left as they are.
+    assert produce_answer(results, 9, view, view.brokers) == (results, [])
+    assert produce_answer(results[:1][:0], 10, view, view.brokers) == ([], [])
