@@ -1691,7 +1691,7 @@ class Node:
         assert ctx is not None
         version = header.api_version
         deadline = time.monotonic() + max(request.max_wait_ms, 0) / 1000
-        # v15+ moved the follower's id into ReplicaState (KIP-903).
+        # v15+ moved the follower's id into ReplicaState (KIP-903); the handlers read replica_id.
         replica_id = (
             request.replica_state.replica_id
             if version >= 15 and request.replica_state is not None
@@ -1699,6 +1699,7 @@ class Node:
             if request.replica_id is not None
             else -1
         )
+        request.replica_id = replica_id
         # v13+ names topics by id (KIP-516): the handlers read names; unknown ids are answered apart.
         unknown_topics = fetch_topic_ids.name_topics(request, version, ctx.cluster.topic_names_by_id)
         session = None
