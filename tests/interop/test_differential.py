@@ -589,12 +589,13 @@ def list_offsets_special_timestamps(b: Broker) -> None:
 
 
 @sequence
-def list_offsets_v10_local_and_tiered(b: Broker) -> None:
-    """v8-v10 (KIP-405, KIP-1005, KIP-1075): the earliest local offset (-4) and the latest tiered one
-    (-5) of a log without tiered storage, beside the others, with v10's timeout."""
+def list_offsets_v11_local_and_tiered(b: Broker) -> None:
+    """v8-v11 (KIP-405, KIP-1005, KIP-1075, KIP-1023): the earliest local offset (-4), the latest
+    tiered one (-5) and the earliest pending upload (-6) of a log without tiered storage, beside the
+    others, with v10's timeout."""
     create_topic(b, "lo-v10")
     produce(b, "produce", "lo-v10", batch(3))
-    for timestamp in (-1, -2, -3, -4, -5):
+    for timestamp in (-1, -2, -3, -4, -5, -6):
         fields = {
             "replica_id": -1,
             "isolation_level": 0,
@@ -608,7 +609,7 @@ def list_offsets_v10_local_and_tiered(b: Broker) -> None:
                 }
             ],
         }
-        b.call(f"list offsets v10 {timestamp}", ApiKey.LIST_OFFSETS, 10, fields)
+        b.call(f"list offsets v11 {timestamp}", ApiKey.LIST_OFFSETS, 11, fields)
 
 
 @sequence
@@ -846,7 +847,7 @@ def fetch_by_topic_id(b: Broker) -> None:
     created = create_topic(b, "f-by-id")
     topic_id = created["topics"][0]["topic_id"]
     produce(b, "produce", "f-by-id", batch(3))
-    for version in (13, 15, 16, 17):
+    for version in (13, 15, 16, 17, 18):
         b.call(f"fetch v{version}", ApiKey.FETCH, version, fetch_by_id_fields([topic_id]))
     unknown = "c0ffee00-0000-4000-8000-000000000003"
     b.call("fetch v17, known and unknown", ApiKey.FETCH, 17, fetch_by_id_fields([unknown, topic_id], 1))

@@ -28,7 +28,7 @@ from pykraft.protocol.records import Record, build_batch, read_batch_header, set
 from pykraft.protocol.wire import NodeEndpoint, WireFormatError
 
 PRODUCE_VERSIONS = range(3, 12)
-FETCH_VERSIONS = range(4, 18)
+FETCH_VERSIONS = range(4, 19)
 
 _Topic = ProduceRequest.TopicProduceData
 _Partition = ProduceRequest.TopicProduceData.PartitionProduceData

@@ -60,7 +60,7 @@ def test_api_versions_lists_what_we_implement(client) -> None:
     )
     assert resp.error_code == 0
     keys = {k.api_key: (k.min_version, k.max_version) for k in resp.api_keys}
-    assert keys[0] == (3, 11) and keys[1] == (4, 17) and keys[18] == (0, 4)
+    assert keys[0] == (3, 11) and keys[1] == (4, 18) and keys[18] == (0, 4)
     assert 71 not in keys  # GetTelemetrySubscriptions is not implemented, so not advertised
 
 

@@ -45,6 +45,7 @@ EARLIEST_TIMESTAMP = -2
 MAX_TIMESTAMP = -3
 EARLIEST_LOCAL_TIMESTAMP = -4
 LATEST_TIERED_TIMESTAMP = -5
+EARLIEST_PENDING_UPLOAD_TIMESTAMP = -6  # KIP-1023 (ListOffsets v11)
 
 
 @dataclass(frozen=True, slots=True)
@@ -710,7 +711,7 @@ def handle_list_offsets(request: Any, version: int, ctx: BrokerContext) -> Any:
                 elif lp.timestamp == MAX_TIMESTAMP:
                     # (-1, -1) for a log without timestamps, as Kafka answers.
                     offset, ts = log.max_timestamp_offset()
-                elif lp.timestamp == LATEST_TIERED_TIMESTAMP:
+                elif lp.timestamp in (LATEST_TIERED_TIMESTAMP, EARLIEST_PENDING_UPLOAD_TIMESTAMP):
                     # No tiered storage: UnifiedLog.fetchOffsetByTimestamp answers (-1, -1, epoch -1).
                     offset = leader_epoch = -1
                 elif lp.timestamp < 0:

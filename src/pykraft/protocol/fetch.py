@@ -1,11 +1,11 @@
-"""Hand-written Fetch response encoder (versions 4-17, flexible from 12): the consume hot path.
+"""Hand-written Fetch response encoder (versions 4-18, flexible from 12): the consume hot path.
 
 A generic codec copies every stored batch into its output buffer (125-200 us per MiB here); this
 encoder writes only the non-record parts and passes each partition's stored record chunks through as
 separate list elements for ``writelines``/``sendmsg`` (peers-and-clients.md §6, gotcha 5). The
 concatenation of the elements is byte for byte what kafka-python's FetchResponse encodes.
 
-Layout (FetchResponse.json, v4-17)::
+Layout (FetchResponse.json, v4-18)::
 
     <response header: correlation_id [tags in v12+]>
     throttle_time_ms:int32  [v7+ error_code:int16 session_id:int32]
@@ -46,7 +46,7 @@ from pykraft.protocol.wire import (
 )
 
 FETCH_MIN_VERSION = 4
-FETCH_MAX_VERSION = 17
+FETCH_MAX_VERSION = 18
 FETCH_FIRST_FLEXIBLE_VERSION = 12
 # Topics are named by id from v13 (KIP-516); NodeEndpoints and CurrentLeader are filled from v16 (KIP-951).
 FETCH_FIRST_TOPIC_ID_VERSION = 13

@@ -137,8 +137,8 @@ class ApiKey(IntEnum):
 # purpose: librdkafka calls it whenever it is advertised (KIP-714).
 SUPPORTED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     ApiKey.PRODUCE: (3, 11),
-    ApiKey.FETCH: (4, 17),
-    ApiKey.LIST_OFFSETS: (1, 10),
+    ApiKey.FETCH: (4, 18),
+    ApiKey.LIST_OFFSETS: (1, 11),
     # KIP-320: where a leader epoch ends (v0-1 gone in Kafka 4.0, KIP-896).
     ApiKey.OFFSET_FOR_LEADER_EPOCH: (2, 4),
     ApiKey.METADATA: (0, 13),
