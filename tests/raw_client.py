@@ -33,9 +33,15 @@ def produce_request(
 
 
 def fetch_request(
-    topic: str, offset: int = 0, *, max_wait_ms: int, min_bytes: int, max_bytes: int = 1 << 20
+    topic: str | uuid.UUID,
+    offset: int = 0,
+    *,
+    max_wait_ms: int,
+    min_bytes: int,
+    max_bytes: int = 1 << 20,
 ) -> FetchRequest:
-    """A Fetch (v4-12 layout) of partition 0 of ``topic`` from ``offset``, up to ``max_bytes``."""
+    """A Fetch of partition 0 of ``topic`` from ``offset``, up to ``max_bytes``: by name (the v4-12
+    layout) or by topic id (v13+)."""
     return FetchRequest(
         replica_id=-1,
         max_wait_ms=max_wait_ms,
@@ -46,7 +52,7 @@ def fetch_request(
         session_epoch=-1,
         topics=[
             FetchRequest.FetchTopic(
-                topic=topic,
+                **({"topic_id": topic} if isinstance(topic, uuid.UUID) else {"topic": topic}),
                 partitions=[
                     FetchRequest.FetchTopic.FetchPartition(
                         partition=0,

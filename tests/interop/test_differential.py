@@ -860,32 +860,7 @@ def fetch_by_topic_id(b: Broker) -> None:
 
 @sequence
 def fetch_unknown_topic_id(b: Broker) -> None:
-    fields = {
-        "replica_id": -1,
-        "max_wait_ms": 0,
-        "min_bytes": 0,
-        "max_bytes": 1 << 20,
-        "isolation_level": 0,
-        "session_id": 0,
-        "session_epoch": -1,
-        "topics": [
-            {
-                "topic_id": "c0ffee00-0000-4000-8000-000000000002",
-                "partitions": [
-                    {
-                        "partition": 0,
-                        "current_leader_epoch": -1,
-                        "fetch_offset": 0,
-                        "last_fetched_epoch": -1,
-                        "log_start_offset": -1,
-                        "partition_max_bytes": 1 << 20,
-                    }
-                ],
-            }
-        ],
-        "forgotten_topics_data": [],
-        "rack_id": "",
-    }
+    fields = fetch_by_id_fields(["c0ffee00-0000-4000-8000-000000000002"])
     b.call("fetch v13", ApiKey.FETCH, 13, fields)
 
 

@@ -761,7 +761,7 @@ def test_a_broker_that_does_not_lead_names_the_leader_kip_951(cluster: ProcessCl
     that holds no replica of the partition answer NOT_LEADER_OR_FOLLOWER with the current leader and its
     epoch, and the leader's endpoint, so a client moves there without asking for Metadata first."""
     from confluent_kafka.admin import AdminClient, NewTopic
-    from kafka.protocol.consumer import FetchRequest, FetchResponse
+    from kafka.protocol.consumer import FetchResponse
     from kafka.protocol.producer import ProduceRequest, ProduceResponse
 
     from pykraft.protocol.records import Record, build_batch
@@ -795,31 +795,7 @@ def test_a_broker_that_does_not_lead_names_the_leader_kip_951(cluster: ProcessCl
             )
         ],
     )
-    fetch = FetchRequest(
-        max_wait_ms=0,
-        min_bytes=0,
-        max_bytes=1 << 20,
-        isolation_level=0,
-        session_id=0,
-        session_epoch=-1,
-        topics=[
-            FetchRequest.FetchTopic(
-                topic_id=topic_id,
-                partitions=[
-                    FetchRequest.FetchTopic.FetchPartition(
-                        partition=0,
-                        current_leader_epoch=-1,
-                        fetch_offset=0,
-                        last_fetched_epoch=-1,
-                        log_start_offset=-1,
-                        partition_max_bytes=1 << 20,
-                    )
-                ],
-            )
-        ],
-        forgotten_topics_data=[],
-        rack_id="",
-    )
+    fetch = fetch_request(topic_id, 0, max_wait_ms=0, min_bytes=0)
     with RawClient(cluster.nodes[other].address, timeout_s=5) as client:
         produced = client.request(produce, ProduceResponse, 10)
         fetched = client.request(fetch, FetchResponse, 16)

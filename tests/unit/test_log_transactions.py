@@ -71,8 +71,14 @@ class Log:
     def lso(self) -> int:
         return self.replicas.last_stable_offset(self.part)
 
-    def reopen(self) -> Partition:
+    def reopen(self, without_index: bool = False) -> Partition:
+        """Closed and opened again; ``without_index``: its .txnindex files deleted in between, so the
+        aborted list is rebuilt from the log."""
         self.replicas.close_all()
+        if without_index:
+            store = self.opener.stores[(TOPIC, 0)]
+            for name in store.list_checkpoints(".txnindex"):
+                store.delete_checkpoint(name)
         self.replicas = manager(self.opener, self.segment_bytes)
         self.part = self.replicas.ensure_partition(TOPIC, 0, NOW)
         return self.part
@@ -196,12 +202,7 @@ def test_a_restart_without_an_index_file_rebuilds_it_from_the_log() -> None:
     log.write(1)
     log.end(1, commit=True)
     aborted = list(log.part.transactions.aborted)
-    log.replicas.close_all()
-    store = log.opener.stores[(TOPIC, 0)]
-    for name in store.list_checkpoints(".txnindex"):
-        store.delete_checkpoint(name)
-    log.replicas = manager(log.opener)
-    part = log.replicas.ensure_partition(TOPIC, 0, NOW)
+    part = log.reopen(without_index=True)
     assert part.transactions.aborted == aborted == [AbortedTxn(1, 0, 2, 3)]
 
 
@@ -265,15 +266,8 @@ def test_a_marker_without_records_is_no_transaction_on_leader_follower_or_restar
     assert [first for first, _ in part.transactions.unreplicated] == [1]
 
     # Rebuilt from the log (no index file) and restored from the index file alike.
-    leader.reopen()
-    assert leader.part.transactions.aborted == expected
-    leader.replicas.close_all()
-    store = leader.opener.stores[(TOPIC, 0)]
-    for name in store.list_checkpoints(".txnindex"):
-        store.delete_checkpoint(name)
-    leader.replicas = manager(leader.opener)
-    rebuilt = leader.replicas.ensure_partition(TOPIC, 0, NOW)
-    assert rebuilt.transactions.aborted == expected
+    assert leader.reopen().transactions.aborted == expected
+    assert leader.reopen(without_index=True).transactions.aborted == expected
 
 
 def test_a_restart_below_a_commit_marker_still_holds_the_last_stable_offset() -> None:

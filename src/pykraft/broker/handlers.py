@@ -37,6 +37,7 @@ from pykraft.protocol.metadata_topic import (
 )
 from pykraft.protocol.produce import ProducePartitionResult, ProduceRequestData, ProduceTopicResult
 from pykraft.protocol.records import InvalidBatchError, check_produce_records
+from pykraft.protocol.wire import NodeEndpoint
 from pykraft.security.acls import AclOperation, ResourceType, allowed, allowed_on_cluster
 
 # ListOffsets special timestamps (ListOffsetsRequest.java).
@@ -65,12 +66,8 @@ class TopicView:
     partitions: tuple[PartitionView, ...]
 
 
-@dataclass(frozen=True, slots=True)
-class BrokerView:
-    node_id: int
-    host: str
-    port: int
-    rack: str | None = None
+# A broker's endpoint on one listener: what Metadata lists and KIP-951's NodeEndpoints name.
+BrokerView = NodeEndpoint
 
 
 @dataclass(slots=True)

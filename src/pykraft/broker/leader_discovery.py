@@ -34,7 +34,7 @@ def node_endpoints(leader_ids: Iterable[int], listener_brokers: Sequence[BrokerV
     ``listener_brokers`` (the live brokers as the client's listener reaches them)."""
     by_id = {broker.node_id: broker for broker in listener_brokers}
     found = (by_id.get(node_id) for node_id in dict.fromkeys(leader_ids))
-    return [NodeEndpoint(b.node_id, b.host, b.port, b.rack) for b in found if b is not None]
+    return [broker for broker in found if broker is not None]
 
 
 def produce_answer(
