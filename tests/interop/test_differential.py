@@ -558,9 +558,10 @@ def list_groups_dead_filter(b: Broker) -> None:
 
 @sequence
 def describe_groups_unknown(b: Broker) -> None:
-    call(
-        b, "describe", ApiKey.DESCRIBE_GROUPS, {"groups": ["dg-none"], "include_authorized_operations": False}
-    )
+    fields = {"groups": ["dg-none"], "include_authorized_operations": False}
+    call(b, "describe", ApiKey.DESCRIBE_GROUPS, fields)
+    # v6 (KIP-1043): an unknown group is GROUP_ID_NOT_FOUND with a message, not a Dead group.
+    b.call("describe v6", ApiKey.DESCRIBE_GROUPS, 6, fields)
 
 
 @sequence
