@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import functools
 import random
-import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -33,6 +32,7 @@ from pykraft.broker.replica_manager import Partition, ReplicaManager
 from pykraft.coordinator.offsets_records import OFFSETS_TOPIC
 from pykraft.coordinator.txn_records import TRANSACTION_STATE_TOPIC
 from pykraft.core.errors import ErrorCode
+from pykraft.core.uuid import ZERO_UUID
 from pykraft.protocol.messages import (
     AUTHORIZED_OPERATIONS_OMITTED,
     SplicedResponse,
@@ -57,7 +57,6 @@ ENDPOINT_TYPE_CONTROLLER = 2
 MAX_REQUEST_PARTITION_SIZE_LIMIT = 2000
 # Kafka's Topic.isInternal (the share-group state topic is not served by pykraft).
 INTERNAL_TOPICS = frozenset({OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC})
-ZERO_UUID = uuid.UUID(int=0)
 
 
 # --- DescribeCluster ------------------------------------------------------------------------------------

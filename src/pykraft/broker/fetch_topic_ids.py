@@ -25,6 +25,7 @@ from typing import Any
 from pykraft.broker.handlers import BrokerView, ClusterView
 from pykraft.broker.leader_discovery import current_leader, node_endpoints
 from pykraft.core.errors import ErrorCode
+from pykraft.core.uuid import ZERO_UUID
 from pykraft.protocol.fetch import (
     FETCH_FIRST_LEADER_DISCOVERY_VERSION,
     FETCH_FIRST_TOPIC_ID_VERSION,
@@ -32,8 +33,6 @@ from pykraft.protocol.fetch import (
     FetchResponseData,
     FetchTopicResponse,
 )
-
-ZERO_UUID = uuid.UUID(int=0)
 
 # The errors after which a v16+ answer names the partition's current leader (KIP-951).
 _LEADER_MOVED = frozenset({ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.FENCED_LEADER_EPOCH})

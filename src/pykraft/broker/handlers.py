@@ -98,6 +98,10 @@ class ClusterView:
         if not self.topic_names_by_id and self.topics:
             self.topic_names_by_id = {view.topic_id: name for name, view in self.topics.items()}
 
+    def live_brokers_on(self, listener_name: str) -> tuple[BrokerView, ...]:
+        """The live brokers' endpoints on ``listener_name`` (none when no broker has it)."""
+        return self.listeners.get(listener_name, ((), ()))[0]
+
     def on_listener(self, listener_name: str) -> ClusterView:
         """The view a client connected to ``listener_name`` gets: the brokers' endpoints of that
         listener, as Kafka's KRaftMetadataCache answers with the request's listener on every broker (a

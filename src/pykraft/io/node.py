@@ -1049,7 +1049,7 @@ class Node:
                 conn, header.client_id, started, produce_throttle_ms, quotas.quotas.produce
             )
             results, endpoints = leader_discovery.produce_answer(
-                results, version, ctx.cluster, ctx.cluster.listeners.get(conn.listener_name, ((), ()))[0]
+                results, version, ctx.cluster, ctx.cluster.live_brokers_on(conn.listener_name)
             )
             return [encode_produce_response(header.correlation_id, version, results, throttle_ms, endpoints)]
         request = messages.decode_request(header, view)
@@ -1745,7 +1745,7 @@ class Node:
             version,
             ctx.cluster,
             unknown_topics,
-            ctx.cluster.listeners.get(conn.listener_name, ((), ()))[0],
+            ctx.cluster.live_brokers_on(conn.listener_name),
         )
         parts = encode_fetch_response(header.correlation_id, header.api_version, response)
         if replica_id < 0:

@@ -33,6 +33,7 @@ import struct
 import uuid
 from dataclasses import dataclass, field
 
+from pykraft.core.uuid import ZERO_UUID
 from pykraft.protocol.wire import (
     NodeEndpoint,
     WireFormatError,
@@ -67,7 +68,6 @@ _PARTITION_FIXED_V5 = struct.Struct(">ihqqq")
 _THROTTLE_ERROR_SESSION = struct.Struct(">ihi")
 
 Chunk = bytes | bytearray | memoryview
-ZERO_UUID = uuid.UUID(int=0)
 
 
 @dataclass(slots=True)
